@@ -1,0 +1,1 @@
+"""Pure domain: no I/O, no clock reads. Time and randomness are passed in."""

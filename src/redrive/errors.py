@@ -1,0 +1,146 @@
+"""The exception tree of redrive.
+
+Every error redrive raises is a ``RedriveError``; each carries a stable
+``code`` (what the CLI and HTTP API show) and a one-line message. Driver errors
+are chained as ``__cause__``, never shown to users.
+
+    RedriveError
+    ├── ConfigError                   settings, URLs or task declarations are wrong
+    │   ├── UnknownTask               no task of that name is registered
+    │   └── ArgumentsNotSerializable  job arguments or a result are not JSON
+    ├── StoreError                    the database could not do what was asked
+    │   ├── StoreUnavailable          the database cannot be reached
+    │   ├── StoreBusy                 the database stayed locked past our retries
+    │   ├── SchemaOutdated            migrations are pending: run `redrive migrate`
+    │   └── IllegalTransition         a state change the job's state does not allow
+    ├── JobNotFound                   no job has that id
+    └── JobError                      raised by task code to steer its job's outcome
+        ├── Transient                 retry later (optionally after ``retry_after``)
+        └── Permanent                 fail now with an error code, no retry
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+__all__ = [
+    "ArgumentsNotSerializable",
+    "ConfigError",
+    "IllegalTransition",
+    "JobError",
+    "JobNotFound",
+    "Permanent",
+    "RedriveError",
+    "SchemaOutdated",
+    "StoreBusy",
+    "StoreError",
+    "StoreUnavailable",
+    "Transient",
+    "UnknownTask",
+]
+
+
+class RedriveError(Exception):
+    """redrive could not do what was asked."""
+
+    code = "REDRIVE_ERROR"
+
+    def __init__(self, message: str | None = None, **fields: Any) -> None:
+        # The class docstring is the default message, so every raise site
+        # yields a readable one-liner even when it passes no text.
+        self.message = message or (self.__doc__ or self.code).strip().splitlines()[0]
+        self.fields = fields
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(RedriveError):
+    """The configuration is invalid."""
+
+    code = "CONFIG_INVALID"
+
+
+class UnknownTask(ConfigError):
+    """No task of that name is registered."""
+
+    code = "UNKNOWN_TASK"
+
+
+class ArgumentsNotSerializable(ConfigError):
+    """The value is not JSON-serialisable."""
+
+    code = "ARGS_NOT_JSON"
+
+
+class StoreError(RedriveError):
+    """The database could not complete the operation."""
+
+    code = "STORE_ERROR"
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached."""
+
+    code = "STORE_UNAVAILABLE"
+
+
+class StoreBusy(StoreError):
+    """The database stayed locked by other writers past our retries."""
+
+    code = "STORE_BUSY"
+
+
+class SchemaOutdated(StoreError):
+    """The database schema is older than this version of redrive: run `redrive migrate`."""
+
+    code = "SCHEMA_OUTDATED"
+
+
+class IllegalTransition(StoreError):
+    """The job's current state does not allow that change."""
+
+    code = "ILLEGAL_TRANSITION"
+
+
+class JobNotFound(RedriveError):
+    """No job has that id."""
+
+    code = "JOB_NOT_FOUND"
+
+
+class JobError(RedriveError):
+    """Raised by task code to choose how its job ends."""
+
+    code = "JOB_ERROR"
+
+
+class Transient(JobError):
+    """A transient failure: retry the job later."""
+
+    code = "TRANSIENT"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        code: str | None = None,
+        retry_after: timedelta | None = None,
+    ) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.retry_after = retry_after
+
+
+class Permanent(JobError):
+    """A permanent failure: fail the job now without retrying."""
+
+    code = "PERMANENT"
+
+    def __init__(self, code: str | None = None, message: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code

@@ -1,0 +1,94 @@
+"""One settings object: code first, then the environment, then the documented defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
+from typing import Any, Mapping
+
+from redrive.errors import ConfigError
+
+
+def _setting(default: Any, env: str, doc: str) -> Any:
+    return field(default=default, metadata={"env": env, "doc": doc})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    database_url: str = _setting(
+        "sqlite:///redrive.db",
+        "REDRIVE_DATABASE_URL",
+        "Where jobs live: sqlite:///relative.db, sqlite:////absolute.db, "
+        "postgresql://user@host/db or memory://. Default: the file redrive.db here.",
+    )
+    worker_concurrency: int = _setting(
+        10, "WORKER_CONCURRENCY", "Jobs one worker process runs at once. Default 10."
+    )
+    worker_lease_ttl: timedelta = _setting(
+        timedelta(seconds=30),
+        "WORKER_LEASE_TTL_SEC",
+        "How long a claim lasts without a heartbeat; heartbeats run every third "
+        "of it. Default 30 s.",
+    )
+    worker_shutdown_grace: timedelta = _setting(
+        timedelta(seconds=30),
+        "WORKER_SHUTDOWN_GRACE_SEC",
+        "On SIGTERM, how long in-flight jobs may still run before they are "
+        "requeued. Default 30 s.",
+    )
+    worker_poll_interval: timedelta = _setting(
+        timedelta(seconds=1),
+        "WORKER_POLL_INTERVAL_SEC",
+        "How often an idle worker looks for due jobs when no wake-up arrives. "
+        "Default 1 s.",
+    )
+    retry_max_attempts: int = _setting(
+        3,
+        "RETRY_MAX_ATTEMPTS",
+        "Dispatches a job gets, the first included, unless its task says "
+        "otherwise. Default 3.",
+    )
+
+    def __post_init__(self) -> None:
+        if self.worker_concurrency < 1:
+            raise ConfigError("worker_concurrency must be at least 1")
+        if self.retry_max_attempts < 1:
+            raise ConfigError("retry_max_attempts must be at least 1")
+        if self.worker_lease_ttl < timedelta(milliseconds=300):
+            raise ConfigError("worker_lease_ttl must be at least 0.3 s")
+        if self.worker_shutdown_grace < timedelta(0):
+            raise ConfigError("worker_shutdown_grace cannot be negative")
+        if self.worker_poll_interval <= timedelta(0):
+            raise ConfigError("worker_poll_interval must be positive")
+        if not self.database_url:
+            raise ConfigError("database_url is empty")
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None, **in_code: Any) -> Settings:
+        """Values given in code win; the environment fills what code left out."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if in_code.get(f.name) is not None:
+                values[f.name] = in_code.pop(f.name)
+            elif f.metadata["env"] in environ:
+                values[f.name] = _parse(f.metadata["env"], environ[f.metadata["env"]], f.default)
+        unknown = sorted(k for k, v in in_code.items() if v is not None)
+        if unknown:
+            raise ConfigError(f"unknown setting: {', '.join(unknown)}")
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _parse(env: str, raw: str, default: Any) -> Any:
+    try:
+        if isinstance(default, timedelta):
+            return timedelta(seconds=float(raw))
+        if isinstance(default, int):
+            return int(raw)
+    except ValueError:
+        raise ConfigError(f"{env}={raw!r} is not a number") from None
+    return raw

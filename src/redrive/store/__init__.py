@@ -1,0 +1,1 @@
+"""Storage: one ``Store`` protocol and its implementations."""

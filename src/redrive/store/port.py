@@ -1,0 +1,91 @@
+"""The storage seam. Every store passes one behaviour suite (tests/store).
+
+Semantics every implementation keeps:
+
+- Every state change writes a ``JobEvent`` in the same transaction.
+- Writes about a running job (complete, retry, fail, requeue, heartbeat) are
+  fenced on its lease: an item whose token no longer matches changes nothing
+  and is left out of the returned set of applied job ids.
+- Times that decide who may run what (run_at, lease expiry) come from the
+  database's clock, never a worker's.
+- Finished jobs (succeeded, failed, cancelled) leave the table the claim reads
+  but stay readable through ``job_get`` and ``jobs_list``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Callable, Protocol, Sequence
+from uuid import UUID
+
+from redrive.core.job import Completion, FailNow, Job, JobEvent, Lease, NewJob, RetryLater
+from redrive.core.states import Status
+
+# Shown on events and as the reason a job failed when its lease kept expiring.
+LEASE_EXPIRED = "LEASE_EXPIRED"
+
+
+LEASE_EXPIRED_MESSAGE = "its worker stopped renewing the lease and no attempt was left"
+
+
+class Store(Protocol):
+    dialect: str
+
+    def migrate(self) -> list[int]:
+        """Apply pending migrations; return the versions applied."""
+
+    def now(self) -> datetime:
+        """The database's clock."""
+
+    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[Job]:
+        """Create jobs. With ``conn`` (the caller's open connection) they exist
+        if and only if the caller commits."""
+
+    def jobs_claim(
+        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta
+    ) -> list[Job]:
+        """Take up to ``limit`` due jobs by priority then run_at, each with a fresh lease."""
+
+    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[UUID]:
+        """Heartbeat: push the expiry of held leases; return the jobs still held."""
+
+    def jobs_complete(self, *, items: Sequence[Completion]) -> set[UUID]:
+        """running -> succeeded with a result."""
+
+    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[UUID]:
+        """running -> queued, due after a delay, lease cleared, last error kept."""
+
+    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
+        """running -> failed with an error code and message."""
+
+    def jobs_requeue(self, *, leases: Sequence[Lease]) -> set[UUID]:
+        """running -> queued on shutdown; the interrupted dispatch is not counted."""
+
+    def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
+        """Expired leases: back to queued, or failed when no attempt is left."""
+
+    def job_cancel(self, *, job_id: UUID) -> Job:
+        """scheduled or queued -> cancelled."""
+
+    def job_get(self, *, job_id: UUID) -> Job | None: ...
+
+    def jobs_list(
+        self,
+        *,
+        statuses: Sequence[Status] | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Newest first, active and finished jobs alike."""
+
+    def jobs_count(self) -> dict[Status, int]: ...
+
+    def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
+        """Oldest first."""
+
+    def wakeups_subscribe(self, on_wake: Callable[[str], None]) -> Callable[[], None] | None:
+        """Call ``on_wake(queue)`` when jobs may have become available; return an
+        unsubscribe function, or None when this store cannot push (workers poll)."""
+
+    def close(self) -> None: ...

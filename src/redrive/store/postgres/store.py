@@ -1,0 +1,312 @@
+"""PostgresStore: many workers on many machines, through psycopg 3 and a pool.
+
+Every operation is one SQL statement on an autocommit connection, so it is
+atomic and costs one round trip. Claims use FOR UPDATE SKIP LOCKED; enqueue and
+requeue send a NOTIFY that idle workers LISTEN for (a hint: workers also poll).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterator, Sequence
+from uuid import UUID
+from contextlib import contextmanager
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from redrive.core.job import (
+    JOB_COLUMNS, Completion, FailNow, Job, JobEvent, Lease, NewJob, RetryLater,
+)
+from redrive.core.states import Status
+from redrive.errors import (
+    ConfigError, IllegalTransition, JobNotFound, SchemaOutdated, StoreError, StoreUnavailable,
+)
+from redrive.store.port import LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE
+from redrive.store.sql import load_migrations, load_queries
+
+log = logging.getLogger("redrive.store.postgres")
+
+_PACKAGE = "redrive.store.postgres"
+_CONNECT_TIMEOUT_S = 5
+
+
+class PostgresStore:
+    dialect = "postgres"
+
+    def __init__(self, url: str, *, pool_size: int = 4, migrate: bool = False) -> None:
+        self._url = url
+        self._where = _describe(url)
+        self._queries = load_queries(_PACKAGE)
+        self._migrations = load_migrations(_PACKAGE)
+        if migrate:
+            self.migrate()
+        else:
+            self._check_schema()
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            timeout=_CONNECT_TIMEOUT_S * 2,
+            open=True,
+            name="redrive",
+        )
+
+    # -- connections and errors ----------------------------------------------
+
+    def _connect(self) -> psycopg.Connection:
+        try:
+            return psycopg.connect(
+                self._url, autocommit=True, row_factory=dict_row,
+                connect_timeout=_CONNECT_TIMEOUT_S,
+            )
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL at {self._where}: {_reason(exc)}"
+            ) from exc
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(
+                f"lost PostgreSQL at {self._where}: {_reason(exc)}"
+            ) from exc
+        except psycopg.errors.UndefinedTable as exc:
+            raise SchemaOutdated() from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL refused the operation: {_reason(exc)}") from exc
+
+    def _run(self, name: str, params: dict[str, Any] | None = None, *, conn: Any = None) -> list[dict]:
+        sql = self._queries[name]
+        with self._errors():
+            if conn is not None:
+                with conn.cursor(row_factory=dict_row) as cur:
+                    cur.execute(sql, params)
+                    return cur.fetchall() if cur.description else []
+            with self._pool.connection() as pooled:
+                cur = pooled.execute(sql, params)
+                return cur.fetchall() if cur.description else []
+
+    # -- schema --------------------------------------------------------------
+
+    def _schema_version(self, conn: psycopg.Connection) -> int:
+        if not conn.execute(self._queries["migration_table_exists"]).fetchone()["present"]:
+            return 0
+        return conn.execute(self._queries["migration_version"]).fetchone()["version"]
+
+    def _check_schema(self) -> None:
+        with self._connect() as conn, self._errors():
+            version = self._schema_version(conn)
+        latest = self._migrations[-1].version
+        if version < latest:
+            raise SchemaOutdated(
+                f"the database at {self._where} has schema version {version}, this "
+                f"redrive needs {latest}: run `redrive migrate`"
+            )
+
+    def migrate(self) -> list[int]:
+        applied = []
+        with self._connect() as conn, self._errors():
+            conn.execute(self._queries["migration_lock"])
+            try:
+                conn.execute(self._queries["migration_table_create"])
+                current = self._schema_version(conn)
+                for m in self._migrations:
+                    if m.version <= current:
+                        continue
+                    with conn.transaction():
+                        conn.execute(m.sql)
+                        conn.execute(
+                            self._queries["migration_record"],
+                            {"version": m.version, "name": m.name},
+                        )
+                    applied.append(m.version)
+            finally:
+                conn.execute(self._queries["migration_unlock"])
+        return applied
+
+    # -- jobs ----------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self._run("now")[0]["now"]
+
+    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[Job]:
+        if not jobs:
+            return []
+        if conn is not None and not isinstance(conn, psycopg.Connection):
+            raise ConfigError("PostgresStore joins only a psycopg (3) Connection's transaction")
+        rows = self._run("jobs_insert", {"jobs": Jsonb([_new_job_json(j) for j in jobs])}, conn=conn)
+        by_id = {row["id"]: _job(row) for row in rows}
+        return [by_id[j.id] for j in jobs]
+
+    def jobs_claim(
+        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta
+    ) -> list[Job]:
+        rows = self._run(
+            "jobs_claim",
+            {"queues": list(queues), "limit": limit, "worker_id": worker_id, "lease_ttl": lease_ttl},
+        )
+        return [_job(row) for row in rows]
+
+    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[UUID]:
+        if not leases:
+            return set()
+        rows = self._run("leases_extend", {**_leases(leases), "lease_ttl": lease_ttl})
+        return {row["id"] for row in rows}
+
+    def jobs_complete(self, *, items: Sequence[Completion]) -> set[UUID]:
+        return self._fenced("jobs_complete", [
+            {**_lease_json(i.lease), "result": i.result, "meta": dict(i.meta)} for i in items
+        ])
+
+    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[UUID]:
+        return self._fenced("jobs_retry", [
+            {**_lease_json(i.lease), "delay_s": i.delay.total_seconds(),
+             "error_code": i.error_code, "error_message": i.error_message, "meta": dict(i.meta)}
+            for i in items
+        ])
+
+    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
+        return self._fenced("jobs_fail", [
+            {**_lease_json(i.lease), "error_code": i.error_code,
+             "error_message": i.error_message, "meta": dict(i.meta)}
+            for i in items
+        ])
+
+    def _fenced(self, name: str, items: list[dict]) -> set[UUID]:
+        if not items:
+            return set()
+        return {row["id"] for row in self._run(name, {"items": Jsonb(items)})}
+
+    def jobs_requeue(self, *, leases: Sequence[Lease]) -> set[UUID]:
+        if not leases:
+            return set()
+        return {row["id"] for row in self._run("jobs_requeue", _leases(leases))}
+
+    def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
+        rows = self._run("jobs_reclaim", {
+            "limit": limit, "code": LEASE_EXPIRED, "message": LEASE_EXPIRED_MESSAGE,
+        })
+        return [row["id"] for row in rows]
+
+    def job_cancel(self, *, job_id: UUID) -> Job:
+        if not self._run("job_cancel", {"id": job_id}):
+            job = self.job_get(job_id=job_id)
+            if job is None:
+                raise JobNotFound(f"no job has id {job_id}")
+            raise IllegalTransition(f"job {job_id} is {job.status}; only scheduled or queued jobs can be cancelled")
+        job = self.job_get(job_id=job_id)
+        assert job is not None
+        return job
+
+    def job_get(self, *, job_id: UUID) -> Job | None:
+        rows = self._run("job_get", {"id": job_id})
+        return _job(rows[0]) if rows else None
+
+    def jobs_list(
+        self,
+        *,
+        statuses: Sequence[Status] | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        rows = self._run("jobs_list", {
+            "statuses": None if statuses is None else [str(s) for s in statuses],
+            "queue": queue, "task": task, "limit": limit,
+        })
+        return [_job(row) for row in rows]
+
+    def jobs_count(self) -> dict[Status, int]:
+        counts = dict.fromkeys(Status, 0)
+        for row in self._run("jobs_count"):
+            counts[Status(row["status"])] += row["n"]
+        return counts
+
+    def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
+        return [
+            JobEvent(
+                id=row["id"], job_id=row["job_id"], at=row["at"],
+                from_status=Status(row["from_status"]) if row["from_status"] else None,
+                to_status=Status(row["to_status"]), attempt=row["attempt"], meta=row["meta"],
+            )
+            for row in self._run("job_events_list", {"id": job_id})
+        ]
+
+    # -- wake-ups ------------------------------------------------------------
+
+    def wakeups_subscribe(self, on_wake: Callable[[str], None]) -> Callable[[], None]:
+        stop = threading.Event()
+
+        def listen() -> None:
+            while not stop.is_set():
+                try:
+                    with self._connect() as conn:
+                        conn.execute(self._queries["wakeups_listen"])
+                        while not stop.is_set():
+                            for note in conn.notifies(timeout=0.5):
+                                on_wake(note.payload)
+                except (StoreError, psycopg.Error) as exc:
+                    # Polling still finds the jobs; try to listen again shortly.
+                    log.warning("LISTEN connection lost (%s); workers poll meanwhile", exc)
+                    stop.wait(1.0)
+
+        thread = threading.Thread(target=listen, name="redrive-listen", daemon=True)
+        thread.start()
+
+        def unsubscribe() -> None:
+            stop.set()
+            thread.join(timeout=2)
+
+        return unsubscribe
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _describe(url: str) -> str:
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigError(f"malformed PostgreSQL URL: {_reason(exc)}") from exc
+    host = info.get("host", "localhost")
+    port = info.get("port", "5432")
+    return f"{host}:{port}/{info.get('dbname', '')}"
+
+
+def _reason(exc: BaseException) -> str:
+    # libpq puts the useful part last ("... failed: Connection refused") and
+    # adds hint lines we do not want in a one-line message.
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return first.rsplit("failed: ", 1)[-1]
+
+
+def _job(row: dict) -> Job:
+    values = {name: row[name] for name in JOB_COLUMNS}
+    values["status"] = Status(values["status"])
+    return Job(**values)
+
+
+def _new_job_json(job: NewJob) -> dict[str, Any]:
+    return {
+        "id": str(job.id), "task": job.task, "queue": job.queue, "args": job.args,
+        "kwargs": job.kwargs, "priority": job.priority, "max_attempts": job.max_attempts,
+        "owner": job.owner, "run_at": job.run_at.isoformat() if job.run_at else None,
+        "delay_s": job.delay.total_seconds() if job.delay else None,
+    }
+
+
+def _lease_json(lease: Lease) -> dict[str, str]:
+    return {"id": str(lease.job_id), "token": str(lease.token)}
+
+
+def _leases(leases: Sequence[Lease]) -> dict[str, list[UUID]]:
+    return {"ids": [l.job_id for l in leases], "tokens": [l.token for l in leases]}

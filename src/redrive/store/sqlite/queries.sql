@@ -1,0 +1,118 @@
+-- Named queries of SQLiteStore. Parameters: :name. Times are REAL epoch
+-- seconds; the store reads "now" from SQLite once per transaction.
+
+-- name: now
+SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
+
+-- name: migration_table_create
+CREATE TABLE IF NOT EXISTS redrive_migration (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
+
+-- name: migration_version
+SELECT coalesce(max(version), 0) AS version FROM redrive_migration;
+
+-- name: migration_table_exists
+SELECT count(*) AS present FROM sqlite_master WHERE type = 'table' AND name = 'redrive_migration';
+
+-- name: migration_record
+INSERT INTO redrive_migration (version, name) VALUES (:version, :name);
+
+-- name: job_insert
+INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
+                         attempts, max_attempts, owner, created_at, updated_at)
+VALUES (:id, :task, :queue, :args, :kwargs, :status, :priority, :run_at,
+        0, :max_attempts, :owner, :now, :now)
+RETURNING *;
+
+-- name: event_insert
+INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+VALUES (:job_id, :at, :from_status, :to_status, :attempt, :meta);
+
+-- name: jobs_due
+SELECT id, status FROM redrive_job
+WHERE status IN ('scheduled', 'queued') AND run_at <= :now
+  AND queue IN (SELECT value FROM json_each(:queues))
+ORDER BY priority, run_at
+LIMIT :limit;
+
+-- name: job_claim
+UPDATE redrive_job
+SET status = 'running',
+    attempts = attempts + 1,
+    lease_token = lower(hex(randomblob(16))),
+    lease_owner = :worker_id,
+    lease_expires_at = :now + :lease_ttl_s,
+    started_at = coalesce(started_at, :now),
+    updated_at = :now
+WHERE id = :id
+RETURNING *;
+
+-- name: lease_extend
+UPDATE redrive_job SET lease_expires_at = :now + :lease_ttl_s
+WHERE id = :id AND lease_token = :token
+RETURNING id;
+
+-- name: job_take_running
+DELETE FROM redrive_job WHERE id = :id AND lease_token = :token RETURNING *;
+
+-- name: job_take_waiting
+DELETE FROM redrive_job WHERE id = :id AND status IN ('scheduled', 'queued') RETURNING *;
+
+-- name: job_done_insert
+INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
+    attempts, max_attempts, owner, lease_token, lease_owner, lease_expires_at,
+    last_error_code, last_error_message, error_code, error_message, result,
+    created_at, updated_at, started_at, finished_at, failed_at)
+VALUES (:id, :task, :queue, :args, :kwargs, :status, :priority, :run_at,
+    :attempts, :max_attempts, :owner, :lease_token, :lease_owner, :lease_expires_at,
+    :last_error_code, :last_error_message, :error_code, :error_message, :result,
+    :created_at, :updated_at, :started_at, :finished_at, :failed_at);
+
+-- name: job_retry
+UPDATE redrive_job
+SET status = 'queued', run_at = :now + :delay_s,
+    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
+    last_error_code = :error_code, last_error_message = :error_message, updated_at = :now
+WHERE id = :id AND lease_token = :token
+RETURNING attempts;
+
+-- name: job_requeue
+UPDATE redrive_job
+SET status = 'queued', run_at = :now, attempts = attempts - :refund,
+    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
+WHERE id = :id AND lease_token = :token
+RETURNING attempts;
+
+-- name: jobs_expired
+SELECT id, lease_token, lease_owner, attempts, max_attempts FROM redrive_job
+WHERE status = 'running' AND lease_expires_at <= :now
+ORDER BY lease_expires_at
+LIMIT :limit;
+
+-- name: job_get
+SELECT * FROM redrive_job WHERE id = :id
+UNION ALL
+SELECT * FROM redrive_job_done WHERE id = :id;
+
+-- name: jobs_list
+SELECT * FROM (
+    SELECT * FROM redrive_job
+    UNION ALL
+    SELECT * FROM redrive_job_done
+)
+WHERE (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:task IS NULL OR task = :task)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: jobs_count
+SELECT status, count(*) AS n FROM redrive_job GROUP BY status
+UNION ALL
+SELECT status, count(*) AS n FROM redrive_job_done GROUP BY status;
+
+-- name: job_events_list
+SELECT * FROM redrive_job_event WHERE job_id = :id ORDER BY id;

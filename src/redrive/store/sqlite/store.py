@@ -1,0 +1,394 @@
+"""SQLiteStore: the embedded default, one file shared by worker processes on one machine.
+
+Writes run in ``BEGIN IMMEDIATE`` transactions so a writer takes the lock up
+front (a deferred transaction that upgrades can fail at once with "database is
+locked", which the busy timeout does not cover); a transaction that still finds
+the file locked is retried from the start, and only after a long deadline does
+a caller see ``StoreBusy``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+from uuid import UUID
+
+from redrive.core.job import (
+    JOB_COLUMNS, Completion, FailNow, Job, JobEvent, Lease, NewJob, RetryLater,
+)
+from redrive.core.states import Status
+from redrive.errors import (
+    ConfigError, IllegalTransition, JobNotFound, StoreBusy, StoreError, StoreUnavailable,
+)
+from redrive.store.port import LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE
+from redrive.store.sql import load_migrations, load_queries
+
+T = TypeVar("T")
+
+_PACKAGE = "redrive.store.sqlite"
+_BUSY_TIMEOUT_S = 5.0
+_BUSY_DEADLINE_S = 60.0
+_JSON_COLUMNS = ("args", "kwargs", "result")
+_TIME_COLUMNS = (
+    "run_at", "lease_expires_at", "created_at", "updated_at",
+    "started_at", "finished_at", "failed_at",
+)
+_NO_LEASE = {"lease_token": None, "lease_owner": None, "lease_expires_at": None}
+
+
+class SQLiteStore:
+    dialect = "sqlite"
+
+    def __init__(self, path: str = "redrive.db") -> None:
+        self.path = path
+        self._queries = load_queries(_PACKAGE)
+        self._migrations = load_migrations(_PACKAGE)
+        self._lock = threading.RLock()
+        self._listeners: list[Callable[[str], None]] = []
+        try:
+            self._conn = sqlite3.connect(
+                path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+            self._conn.row_factory = sqlite3.Row
+            self._retrying(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
+            self._conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open SQLite database {path}: {exc}") from exc
+        # The embedded store migrates itself: there is no operator step to forget.
+        self.migrate()
+
+    # -- transactions ----------------------------------------------------------
+
+    def _retrying(self, fn: Callable[[], T]) -> T:
+        deadline = time.monotonic() + _BUSY_DEADLINE_S
+        pause = 0.005
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise StoreError(f"SQLite refused the operation: {exc}") from exc
+                if time.monotonic() > deadline:
+                    raise StoreBusy(
+                        f"SQLite database {self.path} stayed locked for {_BUSY_DEADLINE_S:.0f} s"
+                    ) from exc
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite refused the operation: {exc}") from exc
+
+    def _write(self, body: Callable[[sqlite3.Connection, float], T]) -> T:
+        """Run ``body(conn, now)`` in one IMMEDIATE transaction, retried whole while busy."""
+
+        def attempt() -> T:
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = body(self._conn, self._now(self._conn))
+                    self._conn.execute("COMMIT")
+                    return result
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+
+        return self._retrying(attempt)
+
+    def _read(self, name: str, params: dict[str, Any] | None = None) -> list[sqlite3.Row]:
+        def attempt() -> list[sqlite3.Row]:
+            with self._lock:
+                return self._conn.execute(self._queries[name], params or {}).fetchall()
+
+        return self._retrying(attempt)
+
+    def _now(self, conn: sqlite3.Connection) -> float:
+        return conn.execute(self._queries["now"]).fetchone()["now"]
+
+    # -- schema ----------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        def body(conn: sqlite3.Connection, _: float) -> list[int]:
+            conn.execute(self._queries["migration_table_create"])
+            current = conn.execute(self._queries["migration_version"]).fetchone()["version"]
+            applied = []
+            for m in self._migrations:
+                if m.version > current:
+                    for statement in _statements(m.sql):
+                        conn.execute(statement)
+                    conn.execute(self._queries["migration_record"], {"version": m.version, "name": m.name})
+                    applied.append(m.version)
+            return applied
+
+        return self._write(body)
+
+    def now(self) -> datetime:
+        return _time(self._read("now")[0]["now"])
+
+    # -- jobs ------------------------------------------------------------------
+
+    def _event(
+        self, conn: sqlite3.Connection, job_id: str, before: str | None, after: str,
+        attempt: int, now: float, meta: dict | None = None,
+    ) -> None:
+        conn.execute(self._queries["event_insert"], {
+            "job_id": job_id, "at": now, "from_status": before, "to_status": after,
+            "attempt": attempt, "meta": json.dumps(meta or {}),
+        })
+
+    def _insert(self, conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[Job]:
+        created = []
+        for new in jobs:
+            run_at = new.run_at.timestamp() if new.run_at else now + (new.delay or timedelta(0)).total_seconds()
+            row = conn.execute(self._queries["job_insert"], {
+                "id": str(new.id), "task": new.task, "queue": new.queue,
+                "args": json.dumps(new.args), "kwargs": json.dumps(new.kwargs),
+                "status": "scheduled" if run_at > now else "queued",
+                "priority": new.priority, "run_at": run_at, "max_attempts": new.max_attempts,
+                "owner": new.owner, "now": now,
+            }).fetchone()
+            self._event(conn, row["id"], None, row["status"], 0, now)
+            created.append(_job(row))
+        return created
+
+    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[Job]:
+        if not jobs:
+            return []
+        if conn is None:
+            created = self._write(lambda c, now: self._insert(c, jobs, now))
+            self._wake({j.queue for j in created if j.status is Status.QUEUED})
+            return created
+        if not isinstance(conn, sqlite3.Connection):
+            raise ConfigError("SQLiteStore joins only an sqlite3.Connection's transaction")
+        conn.row_factory = sqlite3.Row
+        try:
+            return self._insert(conn, jobs, self._now(conn))
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite refused the operation: {exc}") from exc
+
+    def jobs_claim(
+        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta
+    ) -> list[Job]:
+        def body(conn: sqlite3.Connection, now: float) -> list[Job]:
+            due = conn.execute(self._queries["jobs_due"], {
+                "now": now, "queues": json.dumps(list(queues)), "limit": limit,
+            }).fetchall()
+            claimed = []
+            for candidate in due:
+                row = conn.execute(self._queries["job_claim"], {
+                    "id": candidate["id"], "worker_id": worker_id, "now": now,
+                    "lease_ttl_s": lease_ttl.total_seconds(),
+                }).fetchone()
+                self._event(conn, row["id"], candidate["status"], "running", row["attempts"],
+                            now, {"worker": worker_id})
+                claimed.append(_job(row))
+            return claimed
+
+        return self._write(body)
+
+    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[UUID]:
+        def body(conn: sqlite3.Connection, now: float) -> set[UUID]:
+            return {
+                lease.job_id for lease in leases
+                if conn.execute(self._queries["lease_extend"], {
+                    **_lease(lease), "now": now, "lease_ttl_s": lease_ttl.total_seconds(),
+                }).fetchone()
+            }
+
+        return self._write(body) if leases else set()
+
+    def _finish(
+        self, conn: sqlite3.Connection, taken: sqlite3.Row | None, status: str, now: float,
+        meta: dict, **changes: Any,
+    ) -> bool:
+        """Move a row taken out of the hot table into history as ``status``."""
+        if taken is None:
+            return False
+        row = dict(taken)
+        row.update(_NO_LEASE, status=status, updated_at=now, finished_at=now, failed_at=None)
+        row.update(changes)
+        conn.execute(self._queries["job_done_insert"], row)
+        self._event(conn, row["id"], taken["status"], status, row["attempts"], now, meta)
+        return True
+
+    def _fenced(self, items: Sequence[Any], apply: Callable[[sqlite3.Connection, Any, float], bool]) -> set[UUID]:
+        if not items:
+            return set()
+        return self._write(lambda conn, now: {
+            (item if isinstance(item, Lease) else item.lease).job_id
+            for item in items if apply(conn, item, now)
+        })
+
+    def _take(self, conn: sqlite3.Connection, lease: Lease) -> sqlite3.Row | None:
+        return conn.execute(self._queries["job_take_running"], _lease(lease)).fetchone()
+
+    def jobs_complete(self, *, items: Sequence[Completion]) -> set[UUID]:
+        return self._fenced(items, lambda conn, item, now: self._finish(
+            conn, self._take(conn, item.lease), "succeeded", now, dict(item.meta),
+            result=None if item.result is None else json.dumps(item.result),
+        ))
+
+    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
+        return self._fenced(items, lambda conn, item, now: self._fail(
+            conn, self._take(conn, item.lease), item.error_code, item.error_message, now, dict(item.meta),
+        ))
+
+    def _fail(self, conn: sqlite3.Connection, taken: sqlite3.Row | None, code: str, message: str,
+              now: float, meta: dict) -> bool:
+        return self._finish(
+            conn, taken, "failed", now, {"error_code": code, **meta},
+            error_code=code, error_message=message, last_error_code=code,
+            last_error_message=message, failed_at=now,
+        )
+
+    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[UUID]:
+        def apply(conn: sqlite3.Connection, item: RetryLater, now: float) -> bool:
+            row = conn.execute(self._queries["job_retry"], {
+                **_lease(item.lease), "now": now, "delay_s": item.delay.total_seconds(),
+                "error_code": item.error_code, "error_message": item.error_message,
+            }).fetchone()
+            if row:
+                self._event(conn, str(item.lease.job_id), "running", "queued", row["attempts"], now, {
+                    "error_code": item.error_code,
+                    "delay_ms": round(item.delay.total_seconds() * 1000), **item.meta,
+                })
+            return row is not None
+
+        return self._fenced(items, apply)
+
+    def _requeue(self, conn: sqlite3.Connection, lease: Lease, now: float, refund: int, meta: dict) -> bool:
+        row = conn.execute(self._queries["job_requeue"], {**_lease(lease), "now": now, "refund": refund}).fetchone()
+        if row:
+            self._event(conn, str(lease.job_id), "running", "queued", row["attempts"], now, meta)
+        return row is not None
+
+    def jobs_requeue(self, *, leases: Sequence[Lease]) -> set[UUID]:
+        return self._fenced(leases, lambda conn, lease, now: self._requeue(
+            conn, lease, now, 1, {"reason": "shutdown"}))
+
+    def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
+        def body(conn: sqlite3.Connection, now: float) -> list[UUID]:
+            reclaimed = []
+            for row in conn.execute(self._queries["jobs_expired"], {"now": now, "limit": limit}).fetchall():
+                lease = Lease(UUID(row["id"]), UUID(row["lease_token"]))
+                meta = {"reason": "lease_expired", "worker": row["lease_owner"]}
+                if row["attempts"] >= row["max_attempts"]:
+                    self._fail(conn, self._take(conn, lease), LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE, now, meta)
+                else:
+                    self._requeue(conn, lease, now, 0, meta)
+                reclaimed.append(lease.job_id)
+            return reclaimed
+
+        return self._write(body)
+
+    def job_cancel(self, *, job_id: UUID) -> Job:
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            taken = conn.execute(self._queries["job_take_waiting"], {"id": str(job_id)}).fetchone()
+            return self._finish(conn, taken, "cancelled", now, {})
+
+        if not self._write(body):
+            job = self.job_get(job_id=job_id)
+            if job is None:
+                raise JobNotFound(f"no job has id {job_id}")
+            raise IllegalTransition(
+                f"job {job_id} is {job.status}; only scheduled or queued jobs can be cancelled"
+            )
+        job = self.job_get(job_id=job_id)
+        assert job is not None
+        return job
+
+    # -- reading -----------------------------------------------------------------
+
+    def job_get(self, *, job_id: UUID) -> Job | None:
+        rows = self._read("job_get", {"id": str(job_id)})
+        return _job(rows[0]) if rows else None
+
+    def jobs_list(
+        self,
+        *,
+        statuses: Sequence[Status] | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        rows = self._read("jobs_list", {
+            "statuses": None if statuses is None else json.dumps([str(s) for s in statuses]),
+            "queue": queue, "task": task, "limit": limit,
+        })
+        return [_job(row) for row in rows]
+
+    def jobs_count(self) -> dict[Status, int]:
+        counts = dict.fromkeys(Status, 0)
+        for row in self._read("jobs_count"):
+            counts[Status(row["status"])] += row["n"]
+        return counts
+
+    def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
+        return [
+            JobEvent(
+                id=row["id"], job_id=UUID(row["job_id"]), at=_time(row["at"]),
+                from_status=Status(row["from_status"]) if row["from_status"] else None,
+                to_status=Status(row["to_status"]), attempt=row["attempt"],
+                meta=json.loads(row["meta"]),
+            )
+            for row in self._read("job_events_list", {"id": str(job_id)})
+        ]
+
+    # -- wake-ups ------------------------------------------------------------------
+
+    def wakeups_subscribe(self, on_wake: Callable[[str], None]) -> Callable[[], None]:
+        # Only jobs enqueued through this process can be announced; workers in
+        # other processes find them by polling.
+        with self._lock:
+            self._listeners.append(on_wake)
+        return lambda: self._listeners.remove(on_wake)
+
+    def _wake(self, queues: set[str]) -> None:
+        for queue in queues:
+            for on_wake in list(self._listeners):
+                on_wake(queue)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def _statements(script: str) -> Iterator[str]:
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer
+            buffer = ""
+    if buffer.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buffer.splitlines()):
+        raise StoreError("a migration ends with an incomplete statement")
+
+
+def _time(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, timezone.utc)
+
+
+def _lease(lease: Lease) -> dict[str, str]:
+    return {"id": str(lease.job_id), "token": lease.token.hex}
+
+
+def _job(row: sqlite3.Row) -> Job:
+    values = {name: row[name] for name in JOB_COLUMNS}
+    values["id"] = UUID(values["id"])
+    values["status"] = Status(values["status"])
+    if values["lease_token"] is not None:
+        values["lease_token"] = UUID(values["lease_token"])
+    for name in _JSON_COLUMNS:
+        if values[name] is not None:
+            values[name] = json.loads(values[name])
+    for name in _TIME_COLUMNS:
+        values[name] = _time(values[name])
+    return Job(**values)
