@@ -1,0 +1,3 @@
+from redrive.cli import main
+
+raise SystemExit(main())

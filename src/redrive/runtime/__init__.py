@@ -1,0 +1,1 @@
+"""The worker: claim loop, execution, leases, completion, shutdown."""

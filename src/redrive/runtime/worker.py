@@ -1,0 +1,323 @@
+"""The worker process: claims due jobs, runs them, and keeps its word on every lease.
+
+Lifecycle of a claimed job: claim (fresh lease) -> handler -> Outcome -> one
+fenced write through the completer, which batches writes from many jobs into
+one statement each. While it runs, the heartbeat extends its lease every third
+of the TTL; if the lease is found gone, the job is marked lost and whatever it
+produces is dropped. On stop: no more claims, in-flight jobs get the grace
+period, the rest are requeued, and only then does ``run`` return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+from random import Random
+from typing import Any, Callable, Sequence, TypeVar
+from uuid import UUID
+
+from redrive.app import App
+from redrive.core.job import Completion, FailNow, Job, RetryLater
+from redrive.core.outcome import Failed, Outcome, Retry, Succeeded
+from redrive.errors import StoreError
+from redrive.runtime.executor import execute
+from redrive.runtime.threads import DaemonThreadPool
+
+log = logging.getLogger("redrive.worker")
+
+T = TypeVar("T")
+
+_STORE_RETRY_PAUSE_S = 1.0
+
+
+@dataclass(eq=False)
+class _Running:
+    job: Job
+    future: asyncio.Task | None = None
+    finishing: bool = False  # the handler is done; its write is queued or under way
+    lost: bool = False  # the heartbeat found the lease gone
+    abandoned: bool = False  # requeued on shutdown; any outcome is dropped
+
+
+class Worker:
+    def __init__(
+        self,
+        app: App,
+        *,
+        queues: Sequence[str] = ("default",),
+        concurrency: int | None = None,
+        lease_ttl: timedelta | None = None,
+        shutdown_grace: timedelta | None = None,
+        poll_interval: timedelta | None = None,
+        worker_id: str | None = None,
+        rng: Random | None = None,
+    ) -> None:
+        settings = app.settings.with_(
+            worker_concurrency=concurrency, worker_lease_ttl=lease_ttl,
+            worker_shutdown_grace=shutdown_grace, worker_poll_interval=poll_interval,
+        )
+        if not queues:
+            raise ValueError("a worker needs at least one queue")
+        self.app = app
+        self.queues = list(queues)
+        self.concurrency = settings.worker_concurrency
+        self.lease_ttl = settings.worker_lease_ttl
+        self.shutdown_grace = settings.worker_shutdown_grace
+        self.poll_interval = settings.worker_poll_interval
+        self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._rng = rng or Random()
+        self._running: dict[UUID, _Running] = {}
+        self._threads = DaemonThreadPool(self.concurrency)
+        self._db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="redrive-db")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._completer = _Completer(self._call, lambda: self.app.store)
+
+    # -- control ---------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop claiming and shut down gracefully; safe from any thread or signal handler."""
+        if self._loop is None:
+            self._stopping.set()
+        else:
+            self._loop.call_soon_threadsafe(self._begin_stop)
+
+    def _begin_stop(self) -> None:
+        if not self._stopping.is_set():
+            log.info("worker %s stopping: no more claims", self.id)
+        self._stopping.set()
+        self._wake.set()
+
+    async def _call(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
+        """Store calls block; they run on the worker's database threads."""
+        assert self._loop is not None
+        return await self._loop.run_in_executor(self._db, partial(fn, **kwargs))
+
+    def run_until_stopped(self) -> None:
+        """Run in this thread until SIGTERM or SIGINT, then shut down gracefully."""
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._begin_stop)
+            await self.run()
+
+        asyncio.run(main())
+
+    # -- the loop ----------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        store = await self._call(lambda: self.app.store)
+        unsubscribe = store.wakeups_subscribe(
+            lambda _queue: self._loop.call_soon_threadsafe(self._wake.set)
+        )
+        log.info("worker %s started: queues=%s concurrency=%d lease_ttl=%ss",
+                 self.id, ",".join(self.queues), self.concurrency, self.lease_ttl.total_seconds())
+        services = [
+            asyncio.create_task(self._completer.run(), name="completer"),
+            asyncio.create_task(self._heartbeat(), name="heartbeat"),
+            asyncio.create_task(self._reclaim(), name="reclaimer"),
+        ]
+        try:
+            await self._claim_loop()
+            await self._drain()
+        finally:
+            for service in services:
+                service.cancel()
+            await asyncio.gather(*services, return_exceptions=True)
+            if unsubscribe is not None:
+                await self._call(unsubscribe)
+            self._db.shutdown(wait=True)
+            log.info("worker %s stopped", self.id)
+
+    async def _claim_loop(self) -> None:
+        store = self.app.store
+        while not self._stopping.is_set():
+            self._wake.clear()
+            free = self.concurrency - len(self._running)
+            claimed: list[Job] = []
+            if free > 0:
+                try:
+                    claimed = await self._call(
+                        store.jobs_claim, queues=self.queues, limit=free,
+                        worker_id=self.id, lease_ttl=self.lease_ttl,
+                    )
+                except StoreError as exc:
+                    log.warning("claim failed, retrying: %s", exc)
+                    await self._pause(_STORE_RETRY_PAUSE_S)
+                    continue
+                for job in claimed:
+                    self._start(job)
+            if free > 0 and len(claimed) == free:
+                continue  # the queue may hold more; claim again at once
+            await self._pause(self.poll_interval.total_seconds())
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep until woken (new jobs, a free slot, stop) or ``seconds`` pass."""
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        except TimeoutError:
+            pass
+
+    def _start(self, job: Job) -> None:
+        running = _Running(job)
+        self._running[job.id] = running
+        running.future = asyncio.create_task(self._run_one(running), name=f"job-{job.id}")
+
+    async def _run_one(self, running: _Running) -> None:
+        job = running.job
+        started = self._loop.time()
+        try:
+            outcome = await execute(
+                self.app.tasks.get(job.task), job, threads=self._threads, rng=self._rng
+            )
+            running.finishing = True
+            if running.abandoned:
+                return
+            duration_ms = round((self._loop.time() - started) * 1000)
+            if not await self._completer.submit(job, outcome, {"duration_ms": duration_ms}):
+                log.warning(
+                    "lost the lease on job %s (%s, attempt %d): dropping its %s",
+                    job.id, job.task, job.attempts, type(outcome).__name__.lower(),
+                )
+        finally:
+            self._running.pop(job.id, None)
+            self._wake.set()
+
+    # -- leases ------------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        store = self.app.store
+        while True:
+            await asyncio.sleep(self.lease_ttl.total_seconds() / 3)
+            live = [r for r in self._running.values() if not (r.finishing or r.lost or r.abandoned)]
+            if not live:
+                continue
+            try:
+                held = await self._call(
+                    store.leases_extend, leases=[r.job.lease for r in live], lease_ttl=self.lease_ttl
+                )
+            except StoreError as exc:
+                log.warning("heartbeat failed, retrying: %s", exc)
+                continue
+            for r in live:
+                if r.job.id not in held and not r.finishing:
+                    r.lost = True
+                    log.warning("lost the lease on job %s (%s): another worker may run it",
+                                r.job.id, r.job.task)
+
+    async def _reclaim(self) -> None:
+        store = self.app.store
+        while True:
+            try:
+                reclaimed = await self._call(store.jobs_reclaim)
+            except StoreError as exc:
+                log.warning("reclaim failed, retrying: %s", exc)
+            else:
+                if reclaimed:
+                    log.info("reclaimed %d jobs whose lease expired", len(reclaimed))
+                    self._wake.set()
+            # Jitter keeps many workers from reclaiming in lockstep.
+            await asyncio.sleep(self.lease_ttl.total_seconds() / 2 * self._rng.uniform(0.5, 1.0))
+
+    # -- shutdown ----------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        in_flight = [r.future for r in self._running.values()]
+        if in_flight:
+            log.info("waiting up to %ss for %d in-flight jobs",
+                     self.shutdown_grace.total_seconds(), len(in_flight))
+            await asyncio.wait(in_flight, timeout=self.shutdown_grace.total_seconds())
+        unfinished = [r for r in self._running.values() if not r.finishing]
+        if unfinished:
+            for r in unfinished:
+                r.abandoned = True
+            leases = [r.job.lease for r in unfinished if not r.lost]
+            requeued = await self._requeue(leases)
+            log.info("requeued %d unfinished jobs: %s", len(requeued),
+                     ", ".join(str(job_id) for job_id in requeued))
+            for r in unfinished:
+                r.future.cancel()
+        # Jobs already finishing are writing their outcome: let the writes land.
+        rest = [r.future for r in self._running.values()]
+        if rest:
+            await asyncio.wait(rest)
+
+    async def _requeue(self, leases: list) -> set[UUID]:
+        while True:
+            try:
+                return await self._call(self.app.store.jobs_requeue, leases=leases)
+            except StoreError as exc:
+                # Without this write the jobs wait for their leases to expire:
+                # keep trying while the leases are still ours to give back.
+                log.warning("requeue on shutdown failed, retrying: %s", exc)
+                await asyncio.sleep(_STORE_RETRY_PAUSE_S)
+
+
+class _Completer:
+    """Batches fenced outcome writes: whatever finished while the last write
+    was in flight goes out together, one statement per kind of outcome."""
+
+    def __init__(self, call: Callable[..., Any], store: Callable[[], Any]) -> None:
+        self._call = call
+        self._store = store
+        self._pending: list[tuple[Completion | RetryLater | FailNow, asyncio.Future]] = []
+        self._ready = asyncio.Event()
+
+    async def submit(self, job: Job, outcome: Outcome, meta: dict) -> bool:
+        """Write the outcome; True if applied, False if the lease was gone."""
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((_item(job, outcome, meta), future))
+        self._ready.set()
+        return await future
+
+    async def run(self) -> None:
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            batch, self._pending = self._pending, []
+            try:
+                applied = await self._write([item for item, _ in batch])
+            except StoreError as exc:
+                # The writes stay fenced: retrying after the lease expired
+                # changes nothing, so retrying is always safe.
+                log.warning("writing %d outcomes failed, retrying: %s", len(batch), exc)
+                self._pending[:0] = batch
+                await asyncio.sleep(_STORE_RETRY_PAUSE_S)
+                self._ready.set()
+                continue
+            for item, future in batch:
+                if not future.done():
+                    future.set_result(item.lease.job_id in applied)
+
+    async def _write(self, items: list[Completion | RetryLater | FailNow]) -> set[UUID]:
+        store = self._store()
+        applied: set[UUID] = set()
+        for kind, write in (
+            (Completion, store.jobs_complete), (RetryLater, store.jobs_retry), (FailNow, store.jobs_fail),
+        ):
+            group = [item for item in items if isinstance(item, kind)]
+            if group:
+                applied |= await self._call(write, items=group)
+        return applied
+
+
+def _item(job: Job, outcome: Outcome, meta: dict) -> Completion | RetryLater | FailNow:
+    match outcome:
+        case Succeeded(result=result):
+            return Completion(lease=job.lease, result=result, meta=meta)
+        case Retry(delay=delay, error_code=code, error_message=message):
+            return RetryLater(lease=job.lease, delay=delay, error_code=code, error_message=message, meta=meta)
+        case Failed(error_code=code, error_message=message):
+            return FailNow(lease=job.lease, error_code=code, error_message=message, meta=meta)
+    raise TypeError(f"not an outcome: {outcome!r}")
