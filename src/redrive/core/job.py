@@ -79,6 +79,10 @@ class Job:
     finished_at: datetime | None
     failed_at: datetime | None
 
+    def to_dict(self) -> dict[str, JSON]:
+        """JSON-ready: ids and times as strings."""
+        return {name: _plain(getattr(self, name)) for name in JOB_COLUMNS}
+
     @property
     def lease(self) -> Lease:
         if self.lease_token is None:
@@ -95,6 +99,18 @@ class JobEvent:
     to_status: Status
     attempt: int
     meta: dict[str, JSON]
+
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {name: _plain(getattr(self, name)) for name in EVENT_COLUMNS}
+
+
+def _plain(value: Any) -> JSON:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, UUID):
+        return str(value)
+    return value
 
 
 @dataclass(frozen=True, slots=True)

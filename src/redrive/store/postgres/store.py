@@ -40,7 +40,7 @@ class PostgresStore:
     dialect = "postgres"
 
     def __init__(self, url: str, *, pool_size: int = 4, migrate: bool = False) -> None:
-        self._url = url
+        self.url = url
         self._where = _describe(url)
         self._queries = load_queries(_PACKAGE)
         self._migrations = load_migrations(_PACKAGE)
@@ -63,7 +63,7 @@ class PostgresStore:
     def _connect(self) -> psycopg.Connection:
         try:
             return psycopg.connect(
-                self._url, autocommit=True, row_factory=dict_row,
+                self.url, autocommit=True, row_factory=dict_row,
                 connect_timeout=_CONNECT_TIMEOUT_S,
             )
         except psycopg.OperationalError as exc:

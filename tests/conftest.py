@@ -1,0 +1,81 @@
+"""Shared fixtures: a fresh PostgreSQL database per test (copied from a migrated
+template), a fresh SQLite file per test, and waiting on conditions."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Callable, Iterator, TypeVar
+
+import psycopg
+import pytest
+
+from redrive.store.postgres.store import PostgresStore
+
+T = TypeVar("T")
+
+PG_SERVER = os.environ.get("REDRIVE_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def wait_until(condition: Callable[[], T], *, timeout: float = 10.0, every: float = 0.02) -> T:
+    """Poll ``condition`` until it returns something truthy; fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {condition}")
+        time.sleep(every)
+
+
+def _admin() -> psycopg.Connection:
+    return psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True, connect_timeout=5)
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    try:
+        admin = _admin()
+    except psycopg.OperationalError as exc:
+        message = f"PostgreSQL is not reachable at {PG_SERVER}: {exc}"
+        if IN_CI:
+            pytest.fail(message + " (CI=true: the Postgres suite must run)")
+        pytest.skip(message)
+    name = f"redrive_tpl_{os.getpid()}"
+    with admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    PostgresStore(f"{PG_SERVER}/{name}", migrate=True).close()
+    yield name
+    with _admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _fresh_database(template: str | None) -> Iterator[str]:
+    name = f"redrive_t_{uuid.uuid4().hex[:12]}"
+    with _admin() as admin:
+        clause = f' TEMPLATE "{template}"' if template else ""
+        admin.execute(f'CREATE DATABASE "{name}"{clause}')
+    yield f"{PG_SERVER}/{name}"
+    with _admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url(pg_template: str) -> Iterator[str]:
+    """A migrated, empty database of its own."""
+    yield from _fresh_database(pg_template)
+
+
+@pytest.fixture
+def pg_empty_url(pg_template: str) -> Iterator[str]:
+    """A database with no redrive schema at all."""
+    yield from _fresh_database(None)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'redrive.db'}"

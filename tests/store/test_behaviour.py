@@ -1,0 +1,316 @@
+"""The behaviour every Store keeps: one suite, run on memory, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+
+from redrive.core.job import Completion, FailNow, Job, Lease, NewJob, RetryLater
+from redrive.core.states import Status, is_legal
+from redrive.errors import IllegalTransition, JobNotFound
+from redrive.store.memory import MemoryStore
+from redrive.store.port import LEASE_EXPIRED, Store
+from redrive.store.postgres.store import PostgresStore
+from redrive.store.sqlite.store import SQLiteStore
+from tests.conftest import wait_until
+
+TTL = timedelta(seconds=30)
+
+
+def new(
+    *, task: str = "t", queue: str = "default", priority: int = 0, max_attempts: int = 3,
+    run_at: datetime | None = None, delay: timedelta | None = None, args: list | None = None,
+) -> NewJob:
+    return NewJob(
+        id=uuid.uuid4(), task=task, queue=queue, args=args or [], kwargs={"k": "v"},
+        priority=priority, max_attempts=max_attempts, run_at=run_at, delay=delay,
+    )
+
+
+def claim(store: Store, limit: int = 10, *, ttl: timedelta = TTL, queues=("default",)) -> list[Job]:
+    return store.jobs_claim(queues=list(queues), limit=limit, worker_id="w-test", lease_ttl=ttl)
+
+
+def claim_one(store: Store, **kwargs) -> Job:
+    (job,) = claim(store, 1, **kwargs)
+    return job
+
+
+def reopen(store: Store) -> Store:
+    """A second handle on the same database, as another worker process would hold."""
+    if isinstance(store, SQLiteStore):
+        return SQLiteStore(store.path)
+    if isinstance(store, PostgresStore):
+        return PostgresStore(store.url)
+    return store
+
+
+def assert_invariants(job: Job) -> None:
+    assert (job.result is None) or job.status is Status.SUCCEEDED
+    assert (job.error_code is not None) == (job.status is Status.FAILED)
+    assert (job.failed_at is not None) == (job.status is Status.FAILED)
+    held = (job.lease_token, job.lease_owner, job.lease_expires_at)
+    if job.status is Status.RUNNING:
+        assert None not in held
+    else:
+        assert held == (None, None, None)
+
+
+def assert_history(store: Store, job_id: uuid.UUID) -> list:
+    """Every event is a legal transition, chained from nothing to the job's state."""
+    events = store.job_events_list(job_id=job_id)
+    assert events, "a job without events"
+    before = None
+    for event in events:
+        assert event.from_status == before, events
+        assert is_legal(event.from_status, event.to_status), event
+        before = event.to_status
+    job = store.job_get(job_id=job_id)
+    assert job is not None and job.status == before
+    assert_invariants(job)
+    return events
+
+
+# -- enqueue -------------------------------------------------------------------
+
+
+def test_insert_creates_queued_jobs_with_an_event(store: Store) -> None:
+    # Given two new jobs
+    requests = [new(args=[1]), new(args=[2])]
+    # When they are inserted
+    jobs = store.jobs_insert(jobs=requests)
+    # Then they come back in order, queued, untouched, with a creation event
+    assert [j.id for j in jobs] == [r.id for r in requests]
+    for job in jobs:
+        assert job.status is Status.QUEUED
+        assert job.attempts == 0 and job.kwargs == {"k": "v"}
+        (event,) = assert_history(store, job.id)
+        assert (event.from_status, event.to_status, event.attempt) == (None, Status.QUEUED, 0)
+    assert store.job_get(job_id=jobs[1].id).args == [2]
+
+
+def test_a_delayed_job_is_scheduled_and_not_claimed_before_its_time(store: Store) -> None:
+    (job,) = store.jobs_insert(jobs=[new(delay=timedelta(milliseconds=300))])
+    assert job.status is Status.SCHEDULED
+    assert job.run_at >= store.now() + timedelta(milliseconds=150)
+    assert claim(store) == []
+    claimed = wait_until(lambda: claim(store), timeout=5)
+    assert claimed[0].id == job.id
+    events = assert_history(store, job.id)
+    assert [e.to_status for e in events] == [Status.SCHEDULED, Status.RUNNING]
+
+
+# -- claim -----------------------------------------------------------------------
+
+
+def test_claim_takes_due_jobs_by_priority_then_run_at(store: Store) -> None:
+    now = store.now()
+    late_low = new(priority=1, run_at=now - timedelta(seconds=10))
+    recent = new(priority=0, run_at=now - timedelta(seconds=1))
+    older = new(priority=0, run_at=now - timedelta(seconds=5))
+    future = new(priority=-5, run_at=now + timedelta(hours=1))
+    store.jobs_insert(jobs=[late_low, recent, older, future])
+    assert [j.id for j in claim(store)] == [older.id, recent.id, late_low.id]
+
+
+def test_claim_honours_queues_and_limit(store: Store) -> None:
+    store.jobs_insert(jobs=[new(queue="a") for _ in range(3)] + [new(queue="b")])
+    assert len(claim(store, 2, queues=["a"])) == 2
+    assert [j.queue for j in claim(store, 10, queues=["b", "c"])] == ["b"]
+    assert len(claim(store, 10, queues=["a", "b"])) == 1
+
+
+def test_a_claim_leases_the_job_from_the_database_clock(store: Store) -> None:
+    (job,) = store.jobs_insert(jobs=[new()])
+    before = store.now()
+    claimed = claim_one(store, ttl=timedelta(seconds=60))
+    assert claimed.id == job.id
+    assert claimed.status is Status.RUNNING and claimed.attempts == 1
+    assert claimed.lease_owner == "w-test" and claimed.lease_token is not None
+    assert before + timedelta(seconds=59) <= claimed.lease_expires_at <= store.now() + timedelta(seconds=61)
+    assert claimed.started_at is not None
+    events = assert_history(store, job.id)
+    assert events[-1].meta == {"worker": "w-test"} and events[-1].attempt == 1
+    assert claim(store) == []
+
+
+def test_concurrent_claims_never_share_a_job(store: Store) -> None:
+    store.jobs_insert(jobs=[new() for _ in range(120)])
+    handles = [store] + [reopen(store) for _ in range(3)]
+    taken: list[list[uuid.UUID]] = [[] for _ in handles]
+
+    def drain(i: int) -> None:
+        while batch := handles[i].jobs_claim(
+            queues=["default"], limit=7, worker_id=f"w{i}", lease_ttl=TTL
+        ):
+            taken[i].extend(j.id for j in batch)
+
+    threads = [threading.Thread(target=drain, args=(i,)) for i in range(len(handles))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    everything = [job_id for ids in taken for job_id in ids]
+    assert len(everything) == 120 and len(set(everything)) == 120
+    for handle in handles[1:]:
+        if handle is not store:
+            handle.close()
+
+
+def test_every_lease_token_is_new(store: Store) -> None:
+    store.jobs_insert(jobs=[new(max_attempts=5)])
+    tokens = set()
+    for _ in range(3):
+        job = claim_one(store)
+        tokens.add(job.lease_token)
+        assert store.jobs_retry(items=[RetryLater(job.lease, timedelta(0), "E", "again")])
+    assert len(tokens) == 3
+
+
+# -- fenced writes ------------------------------------------------------------------
+
+
+def test_heartbeat_extends_only_held_leases(store: Store) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store, ttl=timedelta(seconds=5))
+    forged = Lease(job.id, uuid.uuid4())
+    assert store.leases_extend(leases=[forged], lease_ttl=timedelta(hours=1)) == set()
+    assert store.leases_extend(leases=[job.lease], lease_ttl=timedelta(hours=1)) == {job.id}
+    extended = store.job_get(job_id=job.id)
+    assert extended.lease_expires_at > job.lease_expires_at + timedelta(minutes=50)
+
+
+def test_complete_is_fenced_on_the_lease(store: Store) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store)
+    # Given a write with someone else's token: nothing changes
+    assert store.jobs_complete(items=[Completion(Lease(job.id, uuid.uuid4()), {"x": 1})]) == set()
+    assert store.job_get(job_id=job.id).status is Status.RUNNING
+    # When the holder completes
+    assert store.jobs_complete(items=[Completion(job.lease, {"x": 1}, {"duration_ms": 5})]) == {job.id}
+    # Then the job succeeded, keeps its result and history, and a repeat does nothing
+    done = store.job_get(job_id=job.id)
+    assert done.status is Status.SUCCEEDED and done.result == {"x": 1}
+    assert done.finished_at is not None
+    assert store.jobs_complete(items=[Completion(job.lease, {"x": 2})]) == set()
+    assert store.job_get(job_id=job.id).result == {"x": 1}
+    assert assert_history(store, job.id)[-1].meta == {"duration_ms": 5}
+    assert claim(store) == []
+
+
+def test_batched_completion_applies_each_held_lease(store: Store) -> None:
+    store.jobs_insert(jobs=[new() for _ in range(5)])
+    jobs = claim(store)
+    stale = Completion(Lease(jobs[0].id, uuid.uuid4()), None)
+    items = [Completion(j.lease, {"n": i}) for i, j in enumerate(jobs[1:])] + [stale]
+    assert store.jobs_complete(items=items) == {j.id for j in jobs[1:]}
+    assert store.jobs_count()[Status.SUCCEEDED] == 4
+    assert store.job_get(job_id=jobs[0].id).status is Status.RUNNING
+
+
+def test_retry_requeues_for_later_and_keeps_the_last_error(store: Store) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store)
+    item = RetryLater(job.lease, timedelta(milliseconds=400), "UPSTREAM_5XX", "503 from upstream")
+    assert store.jobs_retry(items=[item]) == {job.id}
+    retried = store.job_get(job_id=job.id)
+    assert retried.status is Status.QUEUED
+    assert (retried.last_error_code, retried.error_code) == ("UPSTREAM_5XX", None)
+    assert retried.run_at >= store.now() + timedelta(milliseconds=200)
+    # Not before its run_at
+    assert claim(store) == []
+    again = wait_until(lambda: claim(store), timeout=5)[0]
+    assert again.attempts == 2
+    event = assert_history(store, job.id)[2]
+    assert event.meta["error_code"] == "UPSTREAM_5XX" and event.meta["delay_ms"] == 400
+    assert store.jobs_retry(items=[item]) == set()  # the old lease is gone
+
+
+def test_fail_records_the_error(store: Store) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store)
+    assert store.jobs_fail(items=[FailNow(job.lease, "NOT_PDF", "Only PDF files are supported.")]) == {job.id}
+    failed = store.job_get(job_id=job.id)
+    assert failed.status is Status.FAILED
+    assert (failed.error_code, failed.error_message) == ("NOT_PDF", "Only PDF files are supported.")
+    assert assert_history(store, job.id)[-1].meta["error_code"] == "NOT_PDF"
+    assert store.jobs_fail(items=[FailNow(job.lease, "X", "y")]) == set()
+
+
+def test_requeue_on_shutdown_gives_the_dispatch_back(store: Store) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store)
+    assert store.jobs_requeue(leases=[job.lease]) == {job.id}
+    requeued = store.job_get(job_id=job.id)
+    assert requeued.status is Status.QUEUED and requeued.attempts == 0
+    assert assert_history(store, job.id)[-1].meta == {"reason": "shutdown"}
+    assert claim_one(store).attempts == 1
+    assert store.jobs_requeue(leases=[job.lease]) == set()
+
+
+# -- reclaim -----------------------------------------------------------------------------
+
+
+def test_an_expired_lease_is_reclaimed_and_its_holder_fenced_out(store: Store) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store, ttl=timedelta(milliseconds=300))
+    assert store.jobs_reclaim() == []  # not yet expired
+    assert wait_until(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
+    reclaimed = store.job_get(job_id=job.id)
+    assert reclaimed.status is Status.QUEUED and reclaimed.attempts == 1
+    assert assert_history(store, job.id)[-1].meta == {"reason": "lease_expired", "worker": "w-test"}
+    # The old holder's writes now change nothing
+    assert store.jobs_complete(items=[Completion(job.lease, "late")]) == set()
+    assert store.leases_extend(leases=[job.lease], lease_ttl=TTL) == set()
+    assert claim_one(store).attempts == 2
+
+
+def test_an_expired_lease_with_no_attempt_left_fails_the_job(store: Store) -> None:
+    store.jobs_insert(jobs=[new(max_attempts=1)])
+    job = claim_one(store, ttl=timedelta(milliseconds=300))
+    assert wait_until(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
+    failed = store.job_get(job_id=job.id)
+    assert failed.status is Status.FAILED and failed.error_code == LEASE_EXPIRED
+    assert_history(store, job.id)
+
+
+# -- cancel, read -----------------------------------------------------------------------
+
+
+def test_cancel_only_waiting_jobs(store: Store) -> None:
+    waiting, running = store.jobs_insert(jobs=[new(delay=timedelta(hours=1)), new()])
+    claim_one(store)
+    assert store.job_cancel(job_id=waiting.id).status is Status.CANCELLED
+    assert_history(store, waiting.id)
+    with pytest.raises(IllegalTransition):
+        store.job_cancel(job_id=running.id)
+    with pytest.raises(IllegalTransition):
+        store.job_cancel(job_id=waiting.id)
+    with pytest.raises(JobNotFound):
+        store.job_cancel(job_id=uuid.uuid4())
+
+
+def test_list_and_count_see_active_and_finished_jobs(store: Store) -> None:
+    store.jobs_insert(jobs=[new(task="a"), new(task="a", queue="other"), new(task="b")])
+    job = claim_one(store)
+    store.jobs_complete(items=[Completion(job.lease, None)])
+    assert len(store.jobs_list()) == 3
+    assert {j.task for j in store.jobs_list(task="a")} == {"a"}
+    assert [j.queue for j in store.jobs_list(queue="other")] == ["other"]
+    assert [j.id for j in store.jobs_list(statuses=[Status.SUCCEEDED])] == [job.id]
+    assert len(store.jobs_list(statuses=[Status.QUEUED, Status.SUCCEEDED], limit=2)) == 2
+    counts = store.jobs_count()
+    assert counts[Status.QUEUED] == 2 and counts[Status.SUCCEEDED] == 1
+    assert store.job_get(job_id=uuid.uuid4()) is None
+
+
+def test_memory_store_runs_on_an_injected_clock() -> None:
+    now = [datetime(2026, 1, 1, 9, 0, tzinfo=__import__("datetime").timezone.utc)]
+    store = MemoryStore(clock=lambda: now[0])
+    (job,) = store.jobs_insert(jobs=[new(delay=timedelta(minutes=5))])
+    assert claim(store) == []
+    now[0] += timedelta(minutes=5)
+    assert claim_one(store).id == job.id
