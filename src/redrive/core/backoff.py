@@ -24,8 +24,11 @@ class FullJitter:
             raise ConfigError("backoff multiplier must be at least 1")
 
     def delay(self, attempt: int, *, rng: Random) -> timedelta:
-        ceiling = min(
-            self.cap.total_seconds(),
-            self.initial.total_seconds() * self.multiplier ** max(attempt - 1, 0),
-        )
-        return timedelta(seconds=rng.uniform(0, ceiling))
+        return timedelta(seconds=rng.uniform(0, self._ceiling_s(attempt)))
+
+    def _ceiling_s(self, attempt: int) -> float:
+        try:
+            grown = self.initial.total_seconds() * self.multiplier ** max(attempt - 1, 0)
+        except OverflowError:  # long past the cap
+            return self.cap.total_seconds()
+        return min(self.cap.total_seconds(), grown)

@@ -1,0 +1,109 @@
+"""The migrations produce the schema the code expects, and the schema itself
+refuses rows that break the job invariants (seed 002 §7)."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+
+import psycopg
+import pytest
+
+from redrive.core.job import EVENT_COLUMNS, JOB_COLUMNS
+from redrive.errors import SchemaOutdated
+from redrive.store.postgres.store import PostgresStore
+from redrive.store.sqlite.store import SQLiteStore
+
+JOB_TABLES = ("redrive_job", "redrive_job_done")
+
+
+def test_sqlite_migrations_make_the_expected_tables(tmp_path) -> None:
+    store = SQLiteStore(str(tmp_path / "r.db"))
+    with sqlite3.connect(store.path) as conn:
+        for table in JOB_TABLES:
+            assert tuple(r[1] for r in conn.execute(f"PRAGMA table_info({table})")) == JOB_COLUMNS
+        assert tuple(r[1] for r in conn.execute("PRAGMA table_info(redrive_job_event)")) == EVENT_COLUMNS
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.migrate() == []  # already applied: nothing to do
+    store.close()
+
+
+def test_postgres_migrations_make_the_expected_tables(pg_empty_url: str) -> None:
+    with pytest.raises(SchemaOutdated, match="redrive migrate"):
+        PostgresStore(pg_empty_url)
+    store = PostgresStore(pg_empty_url, migrate=True)
+    assert store.migrate() == []
+    store.close()
+    with psycopg.connect(pg_empty_url) as conn:
+        for table in JOB_TABLES + ("redrive_job_event",):
+            columns = tuple(r[0] for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_name = %s ORDER BY ordinal_position", (table,)))
+            assert columns == (EVENT_COLUMNS if table == "redrive_job_event" else JOB_COLUMNS)
+
+
+def test_a_database_behind_the_code_says_to_migrate(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM redrive_migration WHERE version = (SELECT max(version) FROM redrive_migration)")
+    with pytest.raises(SchemaOutdated, match="run `redrive migrate`"):
+        PostgresStore(pg_url)
+
+
+# Rows that break an invariant, each as (table, column overrides).
+BROKEN = [
+    ("redrive_job", {"result": '{"x": 1}'}),                       # result while queued
+    ("redrive_job", {"error_code": "E", "error_message": "m"}),     # error while queued
+    ("redrive_job", {"lease_owner": "w"}),                          # lease field while queued
+    ("redrive_job", {"status": "running"}),                         # running without a lease
+    ("redrive_job", {"status": "succeeded"}),                       # finished in the hot table
+    ("redrive_job_done", {"status": "failed"}),                     # failed without an error
+    ("redrive_job_done", {"status": "cancelled", "result": '"r"'}), # result while not succeeded
+    ("redrive_job_done", {"status": "queued"}),                     # unfinished in history
+    ("redrive_job_done", {"status": "succeeded", "lease_owner": "w"}),
+    ("redrive_job_done", {"status": "succeeded", "finished_at": None}),
+]
+
+
+def _row(table: str, overrides: dict, *, times) -> dict:
+    row = {
+        "id": str(uuid.uuid4()), "task": "t", "queue": "q", "args": "[]", "kwargs": "{}",
+        "status": "queued" if table == "redrive_job" else "succeeded", "priority": 0,
+        "run_at": times, "attempts": 0, "max_attempts": 1, "created_at": times, "updated_at": times,
+        "finished_at": None if table == "redrive_job" else times,
+    }
+    row.update(overrides)
+    return row
+
+
+@pytest.mark.parametrize(("table", "overrides"), BROKEN)
+def test_sqlite_refuses_rows_that_break_invariants(tmp_path, table, overrides) -> None:
+    store = SQLiteStore(str(tmp_path / "r.db"))
+    store.close()
+    row = _row(table, overrides, times=1.0)
+    with sqlite3.connect(store.path) as conn, pytest.raises(sqlite3.IntegrityError):
+        conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                     list(row.values()))
+
+
+@pytest.mark.parametrize(("table", "overrides"), BROKEN)
+def test_postgres_refuses_rows_that_break_invariants(pg_url, table, overrides) -> None:
+    row = _row(table, overrides, times="2026-01-01T00:00:00Z")
+    with psycopg.connect(pg_url) as conn, pytest.raises(psycopg.errors.IntegrityError):
+        conn.execute(
+            f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
+            list(row.values()),
+        )
+
+
+@pytest.mark.parametrize("table", JOB_TABLES)
+def test_a_valid_row_is_accepted_so_the_refusals_above_mean_something(tmp_path, pg_url, table) -> None:
+    store = SQLiteStore(str(tmp_path / "r.db"))
+    store.close()
+    row = _row(table, {}, times=1.0)
+    with sqlite3.connect(store.path) as conn:
+        conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                     list(row.values()))
+    row = _row(table, {}, times="2026-01-01T00:00:00Z")
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
+                     list(row.values()))

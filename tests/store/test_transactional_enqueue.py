@@ -1,0 +1,69 @@
+"""Enqueue inside the caller's transaction: the job exists if and only if the caller commits."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import psycopg
+import pytest
+
+from redrive import App, ConfigError
+
+
+def _app(url: str) -> App:
+    app = App(url)
+
+    @app.task
+    def notify(order_id: int) -> None:
+        return None
+
+    return app
+
+
+def test_sqlite_enqueue_joins_the_callers_transaction(sqlite_url: str) -> None:
+    app = _app(sqlite_url)
+    path = sqlite_url.removeprefix("sqlite:///")
+    app.store  # creates the schema
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    conn.commit()
+
+    # Given an order written and a job enqueued in one transaction that rolls back
+    conn.execute("INSERT INTO orders VALUES (1)")
+    rolled_back = app.enqueue("notify", args=[1], conn=conn).job
+    conn.rollback()
+    # When another one commits
+    conn.execute("INSERT INTO orders VALUES (2)")
+    committed = app.enqueue("notify", args=[2], conn=conn).job
+    conn.commit()
+    # Then only the committed job exists
+    assert app.store.job_get(job_id=rolled_back.id) is None
+    assert app.job(committed.id).args == [2]
+    assert [e.to_status for e in app.events(committed.id)] == ["queued"]
+    conn.close()
+    app.close()
+
+
+def test_postgres_enqueue_joins_the_callers_transaction(pg_url: str) -> None:
+    app = _app(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+        conn.commit()
+        conn.execute("INSERT INTO orders VALUES (1)")
+        rolled_back = app.enqueue("notify", args=[1], conn=conn).job
+        # Not visible to anyone else before the commit
+        assert app.store.job_get(job_id=rolled_back.id) is None
+        conn.rollback()
+        with conn.transaction():
+            conn.execute("INSERT INTO orders VALUES (2)")
+            committed = app.enqueue("notify", args=[2], conn=conn).job
+    assert app.store.job_get(job_id=rolled_back.id) is None
+    assert app.job(committed.id).args == [2]
+    app.close()
+
+
+def test_a_connection_of_the_wrong_kind_is_refused(sqlite_url: str, pg_url: str) -> None:
+    app = _app(pg_url)
+    with pytest.raises(ConfigError, match="psycopg"):
+        app.enqueue("notify", args=[1], conn=sqlite3.connect(":memory:"))
+    app.close()

@@ -1,0 +1,68 @@
+"""The layers of DESIGN.md: core has no I/O, and no layer imports one above it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "redrive"
+
+# Lower number = lower layer. Modules not listed (errors) sit below everything.
+LAYERS = {
+    "redrive.core": 1,
+    "redrive.settings": 1,
+    "redrive.store": 2,
+    "redrive.app": 3,
+    "redrive.runtime": 4,
+    "redrive.demo": 5,
+    "redrive.cli": 5,
+    "redrive.__main__": 5,
+}
+IO_MODULES = {"sqlite3", "psycopg", "psycopg_pool", "socket", "asyncio", "threading",
+              "os", "subprocess", "httpx", "time", "urllib"}
+
+
+def _layer(module: str) -> int:
+    for prefix, level in sorted(LAYERS.items(), key=lambda kv: -len(kv[0])):
+        if module == prefix or module.startswith(prefix + "."):
+            return level
+    return 0
+
+
+def _modules() -> list[tuple[str, Path]]:
+    found = []
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(p for p in parts if p != "__init__")
+        found.append((name, path))
+    return found
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize(("module", "path"), _modules(), ids=lambda v: str(v))
+def test_no_module_imports_a_higher_layer(module: str, path: Path) -> None:
+    if module == "redrive":
+        return  # the package root re-exports every layer on purpose
+    for imported in _imports(path):
+        if imported.startswith("redrive"):
+            assert _layer(imported) <= _layer(module), f"{module} imports {imported}"
+
+
+def test_core_does_no_io_and_reads_no_clock() -> None:
+    for path in (SRC / "core").rglob("*.py"):
+        source = path.read_text()
+        for imported in _imports(path):
+            assert imported.split(".")[0] not in IO_MODULES, f"{path.name} imports {imported}"
+        for call in ("datetime.now", ".utcnow(", "time.time", "random.random("):
+            assert call not in source, f"{path.name} reads the clock or global randomness: {call}"

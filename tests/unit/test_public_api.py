@@ -1,0 +1,29 @@
+"""The public surface is explicit, sorted and pinned."""
+
+import redrive
+from redrive import errors
+
+PUBLIC = [
+    "App", "ArgumentsNotSerializable", "ConfigError", "EnqueueResult", "FullJitter",
+    "IllegalTransition", "Job", "JobError", "JobEvent", "JobNotFound", "JobRequest",
+    "MemoryStore", "Permanent", "PostgresStore", "RedriveError", "SQLiteStore",
+    "SchemaOutdated", "Settings", "Status", "Store", "StoreBusy", "StoreError",
+    "StoreUnavailable", "Task", "Transient", "UnknownTask", "Worker", "current_job",
+    "open_store",
+]
+
+
+def test_all_is_pinned_and_sorted() -> None:
+    assert redrive.__all__ == PUBLIC
+    assert redrive.__all__ == sorted(redrive.__all__)
+    for name in PUBLIC:
+        assert getattr(redrive, name) is not None
+
+
+def test_every_error_is_a_redrive_error_with_a_code_and_a_drawn_place_in_the_tree() -> None:
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        assert issubclass(cls, errors.RedriveError)
+        assert cls.code.isupper()
+        assert name in errors.__doc__, f"{name} is missing from the drawn tree"
+        assert str(cls()) == cls.__doc__.strip().splitlines()[0]
