@@ -1,0 +1,38 @@
+"""Tasks for worker-process tests. Every execution appends a line to a log file
+of its own process, so a test can count how often each job's body ran."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from redrive import App, current_job
+
+app = App()  # REDRIVE_DATABASE_URL comes from the environment
+
+
+def _record(key: str) -> dict:
+    job = current_job()
+    log_dir = os.environ["REDRIVE_TEST_LOG_DIR"]
+    with open(os.path.join(log_dir, f"exec-{os.getpid()}.log"), "a") as log:
+        log.write(f"{key} {job.attempts}\n")
+    return {"key": key, "pid": os.getpid()}
+
+
+@app.task
+def record(key: str) -> dict:
+    return _record(key)
+
+
+@app.task
+def sleep_then_record(key: str, seconds: float, first_attempt_only: bool = False) -> dict:
+    if not first_attempt_only or current_job().attempts == 1:
+        time.sleep(seconds)
+    return _record(key)
+
+
+@app.task
+async def async_sleep_then_record(key: str, seconds: float) -> dict:
+    await asyncio.sleep(seconds)
+    return _record(key)

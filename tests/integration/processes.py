@@ -1,0 +1,57 @@
+"""Worker processes for fault tests: start, signal, and read what they did."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+APP = "tests.apps.drain:app"
+
+
+class WorkerProcess:
+    def __init__(self, url: str, log_dir: Path, *options: str) -> None:
+        self.log_dir = log_dir
+        env = {**os.environ, "REDRIVE_DATABASE_URL": url, "REDRIVE_TEST_LOG_DIR": str(log_dir),
+               "PYTHONPATH": str(REPO)}
+        self._stderr_path = log_dir / f"worker-{len(list(log_dir.glob('worker-*.err')))}.err"
+        self._stderr = open(self._stderr_path, "w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "redrive", "worker", APP, *options],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=self._stderr,
+        )
+        self.pid = self.process.pid
+
+    @property
+    def log(self) -> str:
+        return self._stderr_path.read_text()
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.process.send_signal(sig)
+
+    def stop(self, timeout: float = 30) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        finally:
+            self._stderr.close()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self._stderr.close()
+
+
+def executions(log_dir: Path) -> Counter[str]:
+    """How many times each key's task body ran, across every worker process."""
+    counts: Counter[str] = Counter()
+    for path in log_dir.glob("exec-*.log"):
+        for line in path.read_text().splitlines():
+            counts[line.split()[0]] += 1
+    return counts

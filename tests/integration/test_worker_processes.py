@@ -1,0 +1,157 @@
+"""Real worker processes, real signals: nothing is lost and nothing ends twice."""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+
+import pytest
+
+from redrive import App, JobRequest, Status
+from redrive.store.url import open_store
+from tests.apps.drain import app as drain_app
+from tests.conftest import wait_until
+from tests.integration.processes import WorkerProcess, executions
+
+pytestmark = pytest.mark.slow
+
+
+def _client(url: str) -> App:
+    client = App(url)
+    client.tasks.update(drain_app.tasks)
+    return client
+
+
+def _start(workers: list, url: str, tmp_path, *options: str) -> WorkerProcess:
+    worker = WorkerProcess(url, tmp_path, *options)
+    workers.append(worker)
+    return worker
+
+
+def _drain(url: str, tmp_path, workers: list, *, processes: int, jobs: int) -> None:
+    client = _client(url)
+    keys = [f"k{n}" for n in range(jobs)]
+    client.enqueue_many([JobRequest("record", args=[key]) for key in keys])
+    for _ in range(processes):
+        _start(workers, url, tmp_path, "--concurrency", "8", "--poll-interval", "0.2")
+
+    def drained() -> bool:
+        counts = client.store.jobs_count()
+        return counts[Status.SUCCEEDED] == jobs
+
+    wait_until(drained, timeout=240, every=0.25)
+    for worker in workers:
+        assert worker.stop() == 0, worker.log
+    # Every job ran exactly once and succeeded; none is left anywhere else.
+    assert executions(tmp_path) == Counter({key: 1 for key in keys})
+    assert client.store.jobs_count()[Status.SUCCEEDED] == jobs
+    assert sum(client.store.jobs_count().values()) == jobs
+    ran_in = {job.result["pid"] for job in client.jobs(limit=jobs)}
+    assert len(ran_in) > 1, "one worker did all the work: the test proves nothing about sharing"
+    client.close()
+
+
+def test_four_postgres_workers_drain_2000_jobs_exactly_once(pg_url, tmp_path, workers) -> None:
+    _drain(pg_url, tmp_path, workers, processes=4, jobs=2000)
+
+
+def test_two_sqlite_workers_drain_1000_jobs_without_lock_errors(tmp_path, workers) -> None:
+    url = f"sqlite:///{tmp_path / 'redrive.db'}"
+    _drain(url, tmp_path, workers, processes=2, jobs=1000)
+    for worker in workers:
+        assert "locked" not in worker.log and "Traceback" not in worker.log, worker.log
+
+
+def _running_on(client: App, job_id, worker: WorkerProcess) -> bool:
+    job = client.job(job_id)
+    return job.status is Status.RUNNING and f":{worker.pid}:" in job.lease_owner
+
+
+def test_a_killed_workers_job_is_finished_by_another(db_url, tmp_path, workers) -> None:
+    client = _client(db_url)
+    slow = client.enqueue("sleep_then_record", args=["slow", 60, True]).job
+    a = _start(workers, db_url, tmp_path, "--lease-ttl", "1.5", "--poll-interval", "0.2")
+    wait_until(lambda: _running_on(client, slow.id, a), timeout=20)
+    others = [client.enqueue("record", args=[f"o{n}"]).job for n in range(5)]
+
+    # When the worker dies mid-job without a word
+    a.signal(signal.SIGKILL)
+    a.process.wait(timeout=10)
+    b = _start(workers, db_url, tmp_path, "--lease-ttl", "1.5", "--poll-interval", "0.2")
+
+    # Then its lease expires, another worker finishes the job, and nothing is lost
+    wait_until(lambda: client.job(slow.id).status is Status.SUCCEEDED, timeout=30)
+    wait_until(lambda: all(client.job(j.id).status is Status.SUCCEEDED for j in others), timeout=30)
+    done = client.job(slow.id)
+    assert done.attempts == 2 and done.result["pid"] == b.pid
+    reasons = [e.meta.get("reason") for e in client.events(slow.id)]
+    assert "lease_expired" in reasons
+    assert executions(tmp_path) == Counter({"slow": 1, **{f"o{n}": 1 for n in range(5)}})
+    assert b.stop() == 0
+    client.close()
+
+
+def test_a_paused_workers_stale_completion_is_rejected(db_url, tmp_path, workers) -> None:
+    client = _client(db_url)
+    job = client.enqueue("sleep_then_record", args=["paused", 3, True]).job
+    a = _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
+    wait_until(lambda: _running_on(client, job.id, a), timeout=20)
+
+    # Given the worker is paused past its lease, and another takes the job over
+    a.signal(signal.SIGSTOP)
+    b = _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
+    wait_until(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=30)
+
+    # When the paused worker wakes up and finishes its copy
+    a.signal(signal.SIGCONT)
+    wait_until(lambda: f"lost the lease on job {job.id}" in a.log, timeout=20)
+
+    # Then its completion changed nothing: one ending, B's result
+    done = client.job(job.id)
+    assert done.status is Status.SUCCEEDED and done.result["pid"] == b.pid
+    endings = [e for e in client.events(job.id) if e.to_status is Status.SUCCEEDED]
+    assert len(endings) == 1
+    assert a.stop() == 0 and b.stop() == 0
+    assert client.job(job.id).result["pid"] == b.pid
+    client.close()
+
+
+def test_sigterm_finishes_short_jobs_requeues_long_ones_and_claims_nothing_more(
+    db_url, tmp_path, workers
+) -> None:
+    client = _client(db_url)
+    short = [client.enqueue("sleep_then_record", args=[f"short{n}", 1.0]).job for n in range(2)]
+    long = [
+        client.enqueue("sleep_then_record", args=["long-sync", 60]).job,
+        client.enqueue("async_sleep_then_record", args=["long-async", 60]).job,
+    ]
+    waiting = [client.enqueue("record", args=[f"w{n}"], priority=5).job for n in range(3)]
+    w = _start(workers, db_url, tmp_path, "--concurrency", "4", "--shutdown-grace", "3",
+               "--poll-interval", "0.2")
+    wait_until(lambda: client.store.jobs_count()[Status.RUNNING] == 4, timeout=20)
+
+    w.signal(signal.SIGTERM)
+    assert w.process.wait(timeout=20) == 0, w.log
+
+    for job in short:
+        assert client.job(job.id).status is Status.SUCCEEDED
+    for job in long:
+        requeued = client.job(job.id)
+        assert requeued.status is Status.QUEUED and requeued.attempts == 0
+        assert client.events(job.id)[-1].meta == {"reason": "shutdown"}
+    for job in waiting:
+        # Slots freed during the grace period, yet nothing new was claimed.
+        assert [e.to_status for e in client.events(job.id)] == [Status.QUEUED]
+    assert client.store.jobs_count()[Status.RUNNING] == 0
+    assert "requeued 2 unfinished jobs" in w.log
+    client.close()
+
+
+def test_a_fresh_client_sees_the_same_database(db_url) -> None:
+    # The stores the workers open read what the test's client wrote.
+    client = _client(db_url)
+    job = client.enqueue("record", args=["x"]).job
+    store = open_store(db_url)
+    assert store.job_get(job_id=job.id).status is Status.QUEUED
+    store.close()
+    client.close()
