@@ -48,7 +48,9 @@ def pg_template() -> Iterator[str]:
     with admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
         admin.execute(f'CREATE DATABASE "{name}"')
-    PostgresStore(f"{PG_SERVER}/{name}", migrate=True).close()
+    store = PostgresStore(f"{PG_SERVER}/{name}", check_schema=False)
+    store.migrate()
+    store.close()
     yield name
     with _admin() as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

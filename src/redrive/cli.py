@@ -171,7 +171,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    store = open_store(_store_url(args), migrate=True)
+    store = open_store(_store_url(args), check_schema=False)
     try:
         applied = store.migrate()
     finally:

@@ -10,13 +10,13 @@ from redrive.store.port import Store
 SCHEMES = ("sqlite", "postgresql", "postgres", "memory")
 
 
-def open_store(url: str, *, migrate: bool = False) -> Store:
+def open_store(url: str, *, check_schema: bool = True) -> Store:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``postgresql://…``, ``memory://``.
 
-    SQLite migrates itself on open; PostgreSQL checks its schema unless
-    ``migrate`` asks it to apply pending migrations first.
+    SQLite migrates itself on open; PostgreSQL refuses a schema older than the
+    code unless ``check_schema`` is off (for ``redrive migrate``).
     """
-    scheme = urlsplit(url).scheme if "://" in url else ""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
         path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else ""
         if not path:
@@ -29,7 +29,7 @@ def open_store(url: str, *, migrate: bool = False) -> Store:
     if scheme in ("postgresql", "postgres"):
         from redrive.store.postgres.store import PostgresStore
 
-        return PostgresStore(url, migrate=migrate)
+        return PostgresStore(url, check_schema=check_schema)
     if scheme == "memory":
         from redrive.store.memory import MemoryStore
 
@@ -41,7 +41,9 @@ def open_store(url: str, *, migrate: bool = False) -> Store:
 
 
 def _redact(url: str) -> str:
-    parts = urlsplit(url) if "://" in url else None
-    if parts and parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
-    return url
+    """Hide a password: the URL is about to be shown in an error."""
+    try:
+        password = urlsplit(url).password if "://" in url else None
+    except ValueError:
+        return url.split("://", 1)[0] + "://…"
+    return url.replace(f":{password}@", ":***@") if password else url

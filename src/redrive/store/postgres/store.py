@@ -39,14 +39,13 @@ _CONNECT_TIMEOUT_S = 5
 class PostgresStore:
     dialect = "postgres"
 
-    def __init__(self, url: str, *, pool_size: int = 4, migrate: bool = False) -> None:
+    def __init__(self, url: str, *, pool_size: int = 4, check_schema: bool = True) -> None:
+        """``check_schema=False`` is for ``redrive migrate``, which brings it up to date."""
         self.url = url
         self._where = _describe(url)
         self._queries = load_queries(_PACKAGE)
         self._migrations = load_migrations(_PACKAGE)
-        if migrate:
-            self.migrate()
-        else:
+        if check_schema:
             self._check_schema()
         self._pool = ConnectionPool(
             url,

@@ -1,0 +1,116 @@
+"""The redrive command as a user runs it: clear one-line errors, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from redrive import App, ArgumentsNotSerializable, UnknownTask
+
+REPO = Path(__file__).resolve().parents[2]
+APP = "tests.apps.drain:app"
+
+
+def redrive(*args: str, url: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("REDRIVE_DATABASE_URL", None)
+    if url:
+        env["REDRIVE_DATABASE_URL"] = url
+    return subprocess.run(
+        [sys.executable, "-m", "redrive", *args], cwd=REPO, env=env,
+        capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def assert_clean_error(result: subprocess.CompletedProcess, code: str, *phrases: str) -> None:
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"redrive: error [{code}]: ")
+    for phrase in phrases:
+        assert phrase in lines[0]
+
+
+def test_enqueue_list_and_show(sqlite_url: str) -> None:
+    made = redrive("enqueue", APP, "record", "--args", '["k1"]', "--priority", "3", url=sqlite_url)
+    assert made.returncode == 0, made.stderr
+    job_id = made.stdout.strip()
+    listed = redrive("jobs", "list", "--json", url=sqlite_url)
+    (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert row["id"] == job_id and row["args"] == ["k1"] and row["priority"] == 3
+    shown = redrive("jobs", "show", job_id, url=sqlite_url)
+    assert "status             queued" in shown.stdout
+    assert "-         -> queued" in shown.stdout
+
+
+def test_an_unknown_task_name(sqlite_url: str) -> None:
+    assert_clean_error(redrive("enqueue", APP, "no_such_task", url=sqlite_url),
+                       "UNKNOWN_TASK", "'no_such_task'", "record")
+    with pytest.raises(UnknownTask, match="no task named 'nope'"):
+        App("memory://").enqueue("nope")
+
+
+def test_arguments_that_are_not_json(sqlite_url: str) -> None:
+    result = redrive("enqueue", APP, "record", "--args", "[1,", url=sqlite_url)
+    assert result.returncode == 2 and "not valid JSON" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert_clean_error(redrive("enqueue", APP, "record", "--args", '{"a": 1}', url=sqlite_url),
+                       "CONFIG_INVALID", "--args must be a JSON array")
+    app = App("memory://")
+    app.task(lambda when: None, name="remind")
+    with pytest.raises(ArgumentsNotSerializable, match="not JSON-serialisable: Object of type set"):
+        app.enqueue("remind", args=[{1, 2}])
+    with pytest.raises(ArgumentsNotSerializable, match="kwargs"):
+        app.enqueue("remind", kwargs={"when": float("nan")})
+    assert app.jobs() == []  # nothing half-written
+
+
+@pytest.mark.parametrize(
+    ("url", "code", "phrase"),
+    [
+        ("mysql://root@localhost/x", "CONFIG_INVALID", "unsupported database URL"),
+        ("sqlite://relative.db", "CONFIG_INVALID", "malformed SQLite URL"),
+        ("postgresql://postgres:hunter2@127.0.0.1:1/nowhere", "STORE_UNAVAILABLE",
+         "cannot connect to PostgreSQL at 127.0.0.1:1/nowhere"),
+        ("postgresql://127.0.0.1:5432/x?bogus=1", "CONFIG_INVALID", "malformed PostgreSQL URL"),
+        ("postgresql://[::1/x", "CONFIG_INVALID", "malformed PostgreSQL URL"),
+        ("sqlite:////no/such/dir/redrive.db", "STORE_UNAVAILABLE", "cannot open SQLite database"),
+    ],
+)
+def test_a_bad_or_unreachable_database_url(url: str, code: str, phrase: str) -> None:
+    result = redrive("jobs", "list", "--database-url", url)
+    assert_clean_error(result, code, phrase)
+    assert "hunter2" not in result.stderr
+
+
+def test_a_schema_older_than_the_code_says_to_migrate(pg_empty_url: str) -> None:
+    assert_clean_error(redrive("jobs", "list", url=pg_empty_url), "SCHEMA_OUTDATED", "run `redrive migrate`")
+    assert_clean_error(redrive("worker", APP, url=pg_empty_url), "SCHEMA_OUTDATED", "redrive migrate")
+    migrated = redrive("migrate", url=pg_empty_url)
+    assert migrated.returncode == 0 and "applied migrations [1]" in migrated.stdout
+    assert redrive("migrate", url=pg_empty_url).stdout.strip() == "schema is up to date"
+    assert redrive("jobs", "list", url=pg_empty_url).returncode == 0
+
+
+def test_a_bad_app_path_and_a_missing_job(sqlite_url: str) -> None:
+    assert_clean_error(redrive("worker", "tests.apps.drain", url=sqlite_url),
+                       "CONFIG_INVALID", "package.module:app")
+    assert_clean_error(redrive("worker", "tests.apps.nothing:app", url=sqlite_url),
+                       "CONFIG_INVALID", "cannot import 'tests.apps.nothing'")
+    assert_clean_error(redrive("jobs", "show", "not-an-id", url=sqlite_url), "JOB_NOT_FOUND")
+    assert_clean_error(redrive("jobs", "show", "00000000-0000-0000-0000-000000000000", url=sqlite_url),
+                       "JOB_NOT_FOUND")
+
+
+def test_the_readme_demo_command_runs() -> None:
+    result = subprocess.run(["bash", "scripts/demo", "--jobs", "8"], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "redrive demo: 8 jobs" in result.stdout
+    assert "done in" in result.stdout and "1 failed {'INVALID_RECIPIENT': 1}" in result.stdout

@@ -1,0 +1,122 @@
+"""A worker in this process over the memory store: how each ending of a handler is recorded."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from redrive import (
+    App, FullJitter, MemoryStore, Permanent, Status, Transient, Worker, current_job,
+)
+
+FAST = FullJitter(initial=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
+
+
+@pytest.fixture
+def app() -> App:
+    app = App(store=MemoryStore())
+
+    @app.task
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.task
+    async def whoami() -> dict:
+        job = current_job()
+        return {"id": str(job.id), "attempt": job.attempts}
+
+    @app.task(max_attempts=3, backoff=FAST)
+    async def flaky(succeed_on: int) -> str:
+        if current_job().attempts < succeed_on:
+            raise Transient("upstream 503", code="UPSTREAM_5XX", retry_after=timedelta(milliseconds=1))
+        return "ok"
+
+    @app.task
+    def rejected() -> None:
+        raise Permanent("NOT_PDF", "Only PDF files are supported.")
+
+    @app.task
+    def buggy() -> None:
+        raise KeyError("missing")
+
+    @app.task
+    def unserialisable() -> object:
+        return object()
+
+    return app
+
+
+def _finished(app: App, job_ids: list):
+    return lambda: all(app.job(i).status in (Status.SUCCEEDED, Status.FAILED) for i in job_ids)
+
+
+async def _run_until(app: App, condition) -> None:
+    worker = Worker(app, poll_interval=timedelta(milliseconds=20))
+    running = asyncio.create_task(worker.run())
+    for _ in range(500):
+        if condition():
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the worker did not get there in 5 s")
+    worker.stop()
+    await asyncio.wait_for(running, 10)
+
+
+def test_each_ending_becomes_one_recorded_outcome(app: App) -> None:
+    ids = {
+        name: app.enqueue(name, args=args).job.id
+        for name, args in [("add", [2, 3]), ("whoami", []), ("rejected", []),
+                           ("buggy", []), ("unserialisable", [])]
+    }
+    ids["flaky_ok"] = app.enqueue("flaky", args=[2]).job.id
+    ids["flaky_never"] = app.enqueue("flaky", args=[9]).job.id
+    asyncio.run(_run_until(app, _finished(app, list(ids.values()))))
+
+    assert app.job(ids["add"]).result == 5
+    assert app.job(ids["whoami"]).result == {"id": str(ids["whoami"]), "attempt": 1}
+    ok = app.job(ids["flaky_ok"])
+    assert (ok.status, ok.attempts, ok.last_error_code) == (Status.SUCCEEDED, 2, "UPSTREAM_5XX")
+    never = app.job(ids["flaky_never"])
+    assert (never.status, never.attempts, never.error_code) == (Status.FAILED, 3, "UPSTREAM_5XX")
+    rejected = app.job(ids["rejected"])
+    assert (rejected.error_code, rejected.error_message, rejected.attempts) == (
+        "NOT_PDF", "Only PDF files are supported.", 1)
+    buggy = app.job(ids["buggy"])
+    assert (buggy.error_code, buggy.error_message) == ("BUG", "KeyError: 'missing'")
+    assert app.job(ids["unserialisable"]).error_code == "RESULT_NOT_JSON"
+    durations = [e.meta.get("duration_ms") for e in app.events(ids["add"])]
+    assert isinstance(durations[-1], int)
+
+
+def test_a_job_of_a_task_this_worker_lacks_is_retried_not_lost(app: App) -> None:
+    other = App(store=app.store)
+    other.task(lambda: None, name="elsewhere")
+    job = other.enqueue("elsewhere").job
+    asyncio.run(_run_until(app, lambda: app.job(job.id).last_error_code))
+    seen = app.job(job.id)
+    assert seen.status is Status.QUEUED and seen.last_error_code == "UNKNOWN_TASK"
+
+
+def test_a_handler_that_loses_its_lease_has_its_result_dropped(app: App, caplog) -> None:
+    store = app.store
+    runs = []
+
+    @app.task
+    async def contested() -> str:
+        runs.append(current_job().lease_token)
+        if len(runs) == 1:
+            # While this run is in flight, its lease is taken away (as a
+            # reclaim by another worker would); what it returns must not land.
+            store.jobs_requeue(leases=[current_job().lease])
+            return "stale"
+        return "fresh"
+
+    job = app.enqueue("contested").job
+    asyncio.run(_run_until(app, _finished(app, [job.id])))
+    assert app.job(job.id).result == "fresh"
+    assert len(runs) == 2 and runs[0] != runs[1]
+    assert [e.to_status for e in app.events(job.id)].count(Status.SUCCEEDED) == 1
+    assert f"lost the lease on job {job.id}" in caplog.text
