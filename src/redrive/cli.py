@@ -162,7 +162,7 @@ def _worker(args: argparse.Namespace) -> int:
         lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace,
         poll_interval=args.poll_interval,
     )
-    app.store  # open now: a bad URL or an old schema is reported before any work
+    _ = app.store  # open now: a bad URL or an old schema is reported before any work
     try:
         worker.run_until_stopped()
     finally:

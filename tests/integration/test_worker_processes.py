@@ -155,3 +155,30 @@ def test_a_fresh_client_sees_the_same_database(db_url) -> None:
     assert store.job_get(job_id=job.id).status is Status.QUEUED
     store.close()
     client.close()
+
+
+def test_heartbeats_keep_a_job_longer_than_its_lease(db_url, tmp_path, workers) -> None:
+    client = _client(db_url)
+    job = client.enqueue("sleep_then_record", args=["long", 3.5]).job
+    a = _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
+    wait_until(lambda: _running_on(client, job.id, a), timeout=20)
+    # A second worker reclaims any lease that expires; it must find none.
+    _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
+    wait_until(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=30)
+    done = client.job(job.id)
+    assert done.attempts == 1 and done.result["pid"] == a.pid
+    assert [e.to_status for e in client.events(job.id)] == [
+        Status.QUEUED, Status.RUNNING, Status.SUCCEEDED]
+    assert executions(tmp_path) == Counter({"long": 1})
+    client.close()
+
+
+def test_postgres_notify_wakes_an_idle_worker_before_its_poll(pg_url, tmp_path, workers) -> None:
+    client = _client(pg_url)
+    warmup = client.enqueue("record", args=["warmup"]).job
+    _start(workers, pg_url, tmp_path, "--poll-interval", "60")
+    # The worker's first claim happens at start; after that only NOTIFY can wake it.
+    wait_until(lambda: client.job(warmup.id).status is Status.SUCCEEDED, timeout=20)
+    job = client.enqueue("record", args=["woken"]).job
+    wait_until(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=10)
+    client.close()

@@ -23,7 +23,7 @@ def _app(url: str) -> App:
 def test_sqlite_enqueue_joins_the_callers_transaction(sqlite_url: str) -> None:
     app = _app(sqlite_url)
     path = sqlite_url.removeprefix("sqlite:///")
-    app.store  # creates the schema
+    _ = app.store  # creates the schema
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
     conn.commit()

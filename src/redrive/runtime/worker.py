@@ -128,6 +128,8 @@ class Worker:
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
             asyncio.create_task(self._reclaim(), name="reclaimer"),
         ]
+        for service in services:
+            service.add_done_callback(self._service_ended)
         try:
             await self._claim_loop()
             await self._drain()
@@ -139,6 +141,14 @@ class Worker:
                 await self._call(unsubscribe)
             self._db.shutdown(wait=True)
             log.info("worker %s stopped", self.id)
+
+    def _service_ended(self, service: asyncio.Task) -> None:
+        # Without its heartbeat or completer a worker would hold leases it
+        # cannot honour: stop cleanly and let the jobs go to other workers.
+        if not service.cancelled() and service.exception() is not None:
+            log.critical("worker %s: %s crashed, stopping", self.id, service.get_name(),
+                         exc_info=service.exception())
+            self._begin_stop()
 
     async def _claim_loop(self) -> None:
         store = self.app.store

@@ -14,7 +14,7 @@ def load_queries(package: str) -> dict[str, str]:
     text = resources.files(package).joinpath("queries.sql").read_text()
     parts = _NAME.split(text)
     # parts = [preamble, name1, body1, name2, body2, ...]
-    queries = {name: body.strip() for name, body in zip(parts[1::2], parts[2::2])}
+    queries = {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
     if len(queries) != len(parts[1::2]):
         raise RuntimeError(f"{package}/queries.sql names a query twice")
     return queries

@@ -13,7 +13,6 @@ import json
 import sqlite3
 import threading
 import time
-from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 from uuid import UUID
