@@ -258,10 +258,11 @@ class Worker:
                      ", ".join(str(job_id) for job_id in requeued))
             for r in unfinished:
                 r.future.cancel()
-        # Jobs already finishing are writing their outcome: let the writes land.
+        # Jobs already finishing are writing their outcome: let the writes land
+        # while their leases last (after that the writes would be refused anyway).
         rest = [r.future for r in self._running.values()]
         if rest:
-            await asyncio.wait(rest)
+            await asyncio.wait(rest, timeout=self.lease_ttl.total_seconds())
 
     async def _requeue(self, leases: list) -> set[UUID]:
         while True:
