@@ -4,9 +4,11 @@ Declare tasks on an ``App``, enqueue jobs, run ``Worker``s (or ``redrive worker`
 """
 
 from redrive.app import App, EnqueueResult, JobRequest, Task
-from redrive.core.backoff import FullJitter
+from redrive.core.backoff import AdditiveJitter, Backoff, Fixed, FullJitter, ProportionalJitter
+from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Failure, Kind
 from redrive.core.job import Job, JobEvent
 from redrive.core.states import Status
+from redrive.core.taxonomy import DEFAULT_TAXONOMY, ErrorCode, Taxonomy
 from redrive.errors import (
     ArgumentsNotSerializable,
     ConfigError,
@@ -23,6 +25,7 @@ from redrive.errors import (
     UnknownTask,
 )
 from redrive.runtime.context import current_job
+from redrive.runtime.inprocess import InProcessRetry
 from redrive.runtime.worker import Worker
 from redrive.settings import Settings
 from redrive.store.memory import MemoryStore
@@ -32,20 +35,31 @@ from redrive.store.sqlite.store import SQLiteStore
 from redrive.store.url import open_store
 
 __all__ = [
+    "AdditiveJitter",
     "App",
     "ArgumentsNotSerializable",
+    "Backoff",
+    "Classifier",
     "ConfigError",
+    "DEFAULT_CLASSIFIER",
+    "DEFAULT_TAXONOMY",
     "EnqueueResult",
+    "ErrorCode",
+    "Failure",
+    "Fixed",
     "FullJitter",
     "IllegalTransition",
+    "InProcessRetry",
     "Job",
     "JobError",
     "JobEvent",
     "JobNotFound",
     "JobRequest",
+    "Kind",
     "MemoryStore",
     "Permanent",
     "PostgresStore",
+    "ProportionalJitter",
     "RedriveError",
     "SQLiteStore",
     "SchemaOutdated",
@@ -56,6 +70,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "Task",
+    "Taxonomy",
     "Transient",
     "UnknownTask",
     "Worker",

@@ -10,7 +10,8 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Sequence, overload
 from uuid import UUID
 
-from redrive.core.backoff import FullJitter
+from redrive.core.backoff import Backoff, FullJitter
+from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
 from redrive.core.job import JSON, Job, JobEvent, NewJob
 from redrive.core.states import Status
 from redrive.errors import ArgumentsNotSerializable, ConfigError, JobNotFound, UnknownTask
@@ -30,7 +31,8 @@ class Task:
     queue: str = "default"
     priority: int = 0
     max_attempts: int | None = None
-    backoff: FullJitter = field(default_factory=FullJitter)
+    backoff: Backoff = field(default_factory=FullJitter)
+    classifier: Classifier | None = None  # None: the app's
 
     @property
     def is_async(self) -> bool:
@@ -70,11 +72,14 @@ class App:
         *,
         settings: Settings | None = None,
         store: Store | None = None,
+        classifier: Classifier = DEFAULT_CLASSIFIER,
     ) -> None:
+        """``classifier`` maps exceptions and HTTP responses to this app's error codes."""
         if settings is not None and database_url is not None:
             settings = settings.with_(database_url=database_url)
         self.settings = settings or Settings.load(database_url=database_url)
         self._store = store
+        self.classifier = classifier
         self.tasks: dict[str, Task] = {}
 
     @property
@@ -95,7 +100,8 @@ class App:
     @overload
     def task(
         self, *, name: str | None = None, queue: str = "default", priority: int = 0,
-        max_attempts: int | None = None, backoff: FullJitter | None = None,
+        max_attempts: int | None = None, backoff: Backoff | None = None,
+        classifier: Classifier | None = None,
     ) -> Callable[[Callable[..., Any]], Task]: ...
 
     def task(
@@ -107,7 +113,8 @@ class App:
         queue: str = "default",
         priority: int = 0,
         max_attempts: int | None = None,
-        backoff: FullJitter | None = None,
+        backoff: Backoff | None = None,
+        classifier: Classifier | None = None,
     ) -> Task | Callable[[Callable[..., Any]], Task]:
         """Register a sync or async function as a task: ``@app.task`` or ``@app.task(queue=...)``."""
 
@@ -115,7 +122,7 @@ class App:
             task = Task(
                 name=name or fn.__name__, fn=fn, queue=_queue(queue),
                 priority=_priority(priority), max_attempts=_max_attempts(max_attempts),
-                backoff=backoff or FullJitter(),
+                backoff=backoff or FullJitter(), classifier=classifier,
             )
             if task.name in self.tasks and self.tasks[task.name].fn is not fn:
                 raise ConfigError(f"two tasks are named {task.name!r}; pass name= to tell them apart")

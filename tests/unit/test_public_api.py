@@ -4,12 +4,13 @@ import redrive
 from redrive import errors
 
 PUBLIC = [
-    "App", "ArgumentsNotSerializable", "ConfigError", "EnqueueResult", "FullJitter",
-    "IllegalTransition", "Job", "JobError", "JobEvent", "JobNotFound", "JobRequest",
-    "MemoryStore", "Permanent", "PostgresStore", "RedriveError", "SQLiteStore",
-    "SchemaOutdated", "Settings", "Status", "Store", "StoreBusy", "StoreError",
-    "StoreUnavailable", "Task", "Transient", "UnknownTask", "Worker", "current_job",
-    "open_store",
+    "AdditiveJitter", "App", "ArgumentsNotSerializable", "Backoff", "Classifier", "ConfigError",
+    "DEFAULT_CLASSIFIER", "DEFAULT_TAXONOMY", "EnqueueResult", "ErrorCode", "Failure", "Fixed",
+    "FullJitter", "IllegalTransition", "InProcessRetry", "Job", "JobError", "JobEvent",
+    "JobNotFound", "JobRequest", "Kind", "MemoryStore", "Permanent", "PostgresStore",
+    "ProportionalJitter", "RedriveError", "SQLiteStore", "SchemaOutdated", "Settings", "Status",
+    "Store", "StoreBusy", "StoreError", "StoreUnavailable", "Task", "Taxonomy", "Transient",
+    "UnknownTask", "Worker", "current_job", "open_store",
 ]
 
 

@@ -1,29 +1,27 @@
-"""The retry decision: given how an attempt failed, retry now, later, or never."""
+"""The retry decision: given a classified failure, retry later or fail now."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from random import Random
 
-from redrive.core.backoff import FullJitter
+from redrive.core.backoff import DEFAULT_RETRY_AFTER_CEILING, Backoff, effective_delay
+from redrive.core.classify import Failure
 from redrive.core.outcome import Failed, Retry
 
 
 def after_failure(
+    failure: Failure,
     *,
-    code: str,
-    message: str,
-    retryable: bool,
     attempts: int,
     max_attempts: int,
-    backoff: FullJitter,
+    backoff: Backoff,
     rng: Random,
-    retry_after: timedelta | None = None,
+    retry_after_ceiling: timedelta = DEFAULT_RETRY_AFTER_CEILING,
 ) -> Retry | Failed:
     """``attempts`` counts dispatches so far, the failed one included."""
-    if not retryable or attempts >= max_attempts:
-        return Failed(error_code=code, error_message=message)
-    delay = backoff.delay(attempts, rng=rng)
-    if retry_after is not None and retry_after > delay:
-        delay = retry_after
-    return Retry(delay=delay, error_code=code, error_message=message)
+    if not failure.retryable or attempts >= max_attempts:
+        return Failed(error_code=failure.code, error_message=failure.message)
+    delay = effective_delay(backoff, attempts, rng=rng, retry_after=failure.retry_after,
+                            ceiling=retry_after_ceiling)
+    return Retry(delay=delay, error_code=failure.code, error_message=failure.message)

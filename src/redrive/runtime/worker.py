@@ -189,7 +189,8 @@ class Worker:
         started = self._loop.time()
         try:
             outcome = await execute(
-                self.app.tasks.get(job.task), job, threads=self._threads, rng=self._rng
+                self.app.tasks.get(job.task), job, classifier=self.app.classifier,
+                threads=self._threads, rng=self._rng,
             )
             running.finishing = True
             if running.abandoned:

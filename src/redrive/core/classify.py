@@ -1,0 +1,213 @@
+"""Classification: from an exception or an HTTP response to an error code.
+
+Two steps. First, what happened, independent of any application: a ``Kind``
+(timeout, connection refused, 429, 5xx, unparseable response, ...). Then the
+application's ``Classifier`` maps kinds and status codes to its own codes
+(seed 002 calls a 5xx ``GW_5XX``; the default taxonomy calls it
+``UPSTREAM_5XX``). Exceptions from httpx and the standard library are
+recognised by their class names, so the core imports neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
+from enum import StrEnum
+from typing import Any, Mapping
+
+from redrive.core.taxonomy import DEFAULT_TAXONOMY, Taxonomy
+from redrive.errors import ConfigError
+
+
+MESSAGE_LIMIT = 500
+
+
+def one_line(text: object, limit: int = MESSAGE_LIMIT) -> str:
+    """Messages are stored and shown as one line: whitespace folded, long ones cut."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class Kind(StrEnum):
+    TIMEOUT = "timeout"
+    CONNECT = "connect"  # refused, unreachable, DNS
+    NETWORK = "network"  # reset, broken pipe, protocol error mid-call
+    RATE_LIMITED = "rate_limited"
+    SERVER_ERROR = "server_error"
+    CONFLICT = "conflict"
+    BAD_REQUEST = "bad_request"
+    CONTEXT_TOO_LONG = "context_too_long"
+    AUTH = "auth"
+    NOT_FOUND = "not_found"
+    RESPONSE_PARSE = "response_parse"
+    RESPONSE_SCHEMA = "response_schema"
+
+
+_CONTEXT_MARKERS = ("context_length_exceeded", "context window", "maximum context length",
+                    "context length", "too many tokens")
+
+
+def kind_of_status(status: int, body: str | None = None) -> Kind | None:
+    """What an HTTP status says happened; None for success and redirects."""
+    if status < 400:
+        return None
+    if status == 429:
+        return Kind.RATE_LIMITED
+    if status == 408:
+        return Kind.TIMEOUT
+    if status == 409:
+        return Kind.CONFLICT
+    if status in (401, 403):
+        return Kind.AUTH
+    if status in (404, 410):
+        return Kind.NOT_FOUND
+    if status == 400 and body and any(m in body.lower() for m in _CONTEXT_MARKERS):
+        return Kind.CONTEXT_TOO_LONG
+    if status >= 500:
+        return Kind.SERVER_ERROR
+    return Kind.BAD_REQUEST
+
+
+# (module prefix, class name) -> kind; the first match along the MRO wins.
+_EXCEPTION_KINDS: tuple[tuple[str, str, Kind], ...] = (
+    ("httpx", "TimeoutException", Kind.TIMEOUT),
+    ("httpx", "ConnectError", Kind.CONNECT),
+    ("httpx", "NetworkError", Kind.NETWORK),
+    ("httpx", "RemoteProtocolError", Kind.NETWORK),
+    ("builtins", "TimeoutError", Kind.TIMEOUT),
+    ("builtins", "ConnectionRefusedError", Kind.CONNECT),
+    ("socket", "gaierror", Kind.CONNECT),
+    ("builtins", "ConnectionError", Kind.NETWORK),
+    ("json", "JSONDecodeError", Kind.RESPONSE_PARSE),
+    ("pydantic", "ValidationError", Kind.RESPONSE_SCHEMA),
+    ("pydantic_core", "ValidationError", Kind.RESPONSE_SCHEMA),
+    ("jsonschema", "ValidationError", Kind.RESPONSE_SCHEMA),
+)
+
+
+def _response_of(exc: BaseException) -> Any:
+    return getattr(exc, "response", None) if type(exc).__name__ == "HTTPStatusError" else None
+
+
+def kind_of_exception(exc: BaseException) -> Kind | None:
+    if (response := _response_of(exc)) is not None:
+        return kind_of_status(response.status_code, _text(response))
+    for cls in type(exc).__mro__:
+        for module, name, kind in _EXCEPTION_KINDS:
+            if cls.__name__ == name and cls.__module__.split(".")[0] == module:
+                return kind
+    return None
+
+
+def _text(response: Any) -> str | None:
+    try:
+        return response.text
+    except Exception:  # a streamed or undecodable body tells us nothing more
+        return None
+
+
+def parse_retry_after(value: str | None, *, now: datetime) -> timedelta | None:
+    """``Retry-After`` as seconds or an HTTP date. Garbage, negatives and past
+    dates give None, so the computed backoff applies."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return timedelta(seconds=int(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    delay = when - now
+    return delay if delay > timedelta(0) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A classified failure: the code to record and whether to try again."""
+
+    code: str
+    retryable: bool
+    message: str
+    retry_after: timedelta | None = None
+    upstream_status: int | None = None
+
+
+DEFAULT_KIND_CODES: Mapping[Kind, str] = {
+    Kind.TIMEOUT: "NETWORK_TIMEOUT",
+    Kind.CONNECT: "NETWORK_ERROR",
+    Kind.NETWORK: "NETWORK_ERROR",
+    Kind.RATE_LIMITED: "RATE_LIMITED",
+    Kind.SERVER_ERROR: "UPSTREAM_5XX",
+    Kind.CONFLICT: "CONFLICT",
+    Kind.BAD_REQUEST: "VALIDATION_FAILED",
+    Kind.CONTEXT_TOO_LONG: "CONTEXT_TOO_LONG",
+    Kind.AUTH: "AUTH_DENIED",
+    Kind.NOT_FOUND: "NOT_FOUND",
+    Kind.RESPONSE_PARSE: "RESPONSE_INVALID",
+    Kind.RESPONSE_SCHEMA: "RESPONSE_INVALID",
+}
+
+
+@dataclass(frozen=True)
+class Classifier:
+    """Maps what happened to an application's codes.
+
+    ``statuses`` pins particular HTTP statuses to codes (seed 002: 400, 406,
+    413, 415 -> ``GW_4XX``) ahead of the kind mapping; ``unclassified`` is the
+    code for an exception nobody recognised (a bug: not retried unless that
+    code is retryable).
+    """
+
+    taxonomy: Taxonomy = DEFAULT_TAXONOMY
+    kinds: Mapping[Kind, str] = field(default_factory=lambda: dict(DEFAULT_KIND_CODES))
+    statuses: Mapping[int, str] = field(default_factory=dict)
+    unclassified: str = "BUG"
+
+    def __post_init__(self) -> None:
+        for code in (*self.kinds.values(), *self.statuses.values(), self.unclassified):
+            self.taxonomy.require(code)
+        missing = set(Kind) - set(self.kinds)
+        if missing:
+            raise ConfigError(f"the classifier maps no code for {', '.join(sorted(missing))}")
+        for status in self.statuses:
+            if not 400 <= status <= 599:
+                raise ConfigError(f"status {status} is not an HTTP error status")
+
+    def _failure(self, code: str, message: str, **extra: Any) -> Failure:
+        public = self.taxonomy.require(code)
+        return Failure(code=public.name, retryable=public.retryable, message=message, **extra)
+
+    def response(
+        self, status: int, *, headers: Mapping[str, str] | None = None, body: str | None = None,
+        now: datetime,
+    ) -> Failure | None:
+        """Classify an HTTP response; None when it is not a failure."""
+        kind = kind_of_status(status, body)
+        if kind is None:
+            return None
+        code = self.statuses.get(status) or self.kinds[kind]
+        retry_after = None
+        if headers is not None:
+            lowered = {k.lower(): v for k, v in headers.items()}
+            retry_after = parse_retry_after(lowered.get("retry-after"), now=now)
+        return self._failure(code, f"upstream answered HTTP {status}",
+                             retry_after=retry_after, upstream_status=status)
+
+    def exception(self, exc: BaseException, *, now: datetime) -> Failure:
+        if (response := _response_of(exc)) is not None:
+            failure = self.response(response.status_code, headers=dict(response.headers),
+                                    body=_text(response), now=now)
+            if failure is not None:
+                return failure
+        kind = kind_of_exception(exc)
+        message = one_line(f"{type(exc).__name__}: {exc}".rstrip(": "))
+        if kind is None:
+            return self._failure(self.unclassified, message)
+        return self._failure(self.kinds[kind], message)
+
+
+DEFAULT_CLASSIFIER = Classifier()
