@@ -176,3 +176,13 @@ def test_real_calls_to_a_closed_port_and_a_slow_server_classify_as_transient() -
 def test_a_broken_taxonomy_or_classifier_is_refused(make) -> None:
     with pytest.raises(ConfigError):
         make()
+
+
+def test_a_tasks_own_transient_and_permanent_go_through_the_taxonomy_aliases() -> None:
+    from redrive.errors import Permanent, Transient
+
+    transient = GATEWAY.exception(Transient("gateway down", code="GW_UNAVAILABLE",
+                                            retry_after=timedelta(seconds=3)), now=NOW)
+    assert (transient.code, transient.retryable, transient.retry_after) == ("GW_5XX", True, timedelta(seconds=3))
+    permanent = GATEWAY.exception(Permanent("INVALID_MAPPING", "mapping v2 unknown"), now=NOW)
+    assert (permanent.code, permanent.retryable, permanent.message) == ("GW_4XX", False, "mapping v2 unknown")

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any, Mapping
 
 from redrive.core.taxonomy import DEFAULT_TAXONOMY, Taxonomy
-from redrive.errors import ConfigError
+from redrive.errors import ConfigError, Permanent, Transient
 
 
 MESSAGE_LIMIT = 500
@@ -198,6 +198,16 @@ class Classifier:
                              retry_after=retry_after, upstream_status=status)
 
     def exception(self, exc: BaseException, *, now: datetime) -> Failure:
+        """A task's own ``Transient``/``Permanent`` says what it means (its code
+        shown through the taxonomy's aliases); anything else is recognised by
+        kind, and what nobody recognises is ``unclassified``."""
+        if isinstance(exc, (Transient, Permanent)):
+            known = self.taxonomy.public(exc.code)
+            return Failure(
+                code=known.name if known else exc.code, retryable=isinstance(exc, Transient),
+                message=one_line(exc.message),
+                retry_after=exc.retry_after if isinstance(exc, Transient) else None,
+            )
         if (response := _response_of(exc)) is not None:
             failure = self.response(response.status_code, headers=dict(response.headers),
                                     body=_text(response), now=now)

@@ -55,15 +55,8 @@ async def execute(
 
 
 def _classify(exc: Exception, classifier: Classifier, job: Job) -> Failure:
-    """A task's own Transient/Permanent says what it means; anything else goes
-    through the classifier, and what it does not recognise is a bug."""
-    if isinstance(exc, (Transient, Permanent)):
-        known = classifier.taxonomy.public(exc.code)
-        code = known.name if known else exc.code
-        retry_after = exc.retry_after if isinstance(exc, Transient) else None
-        return Failure(code, isinstance(exc, Transient), one_line(exc.message), retry_after=retry_after)
     failure = classifier.exception(exc, now=datetime.now(timezone.utc))
-    if failure.code == classifier.unclassified:
+    if failure.code == classifier.unclassified and not isinstance(exc, (Transient, Permanent)):
         log.exception("job %s (%s) raised an unclassified error", job.id, job.task)
     return failure
 

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from redrive.core.backoff import Backoff, Fixed, effective_delay
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Failure
-from redrive.errors import ConfigError, Permanent, Transient
+from redrive.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -41,10 +41,6 @@ class InProcessRetry:
                                retry_after=failure.retry_after).total_seconds()
 
     def _classify(self, exc: Exception) -> Failure:
-        if isinstance(exc, Transient):
-            return Failure(exc.code, True, exc.message, retry_after=exc.retry_after)
-        if isinstance(exc, Permanent):
-            return Failure(exc.code, False, exc.message)
         return self.classifier.exception(exc, now=datetime.now(timezone.utc))
 
     def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
