@@ -3,18 +3,22 @@
 Declare tasks on an ``App``, enqueue jobs, run ``Worker``s (or ``redrive worker``).
 """
 
-from redrive.app import App, EnqueueResult, JobRequest, Task
+from redrive.app import App, EnqueueResult, JobRequest, Replay, Task
 from redrive.core.backoff import AdditiveJitter, Backoff, Fixed, FullJitter, ProportionalJitter
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Failure, Kind
-from redrive.core.job import Job, JobEvent
+from redrive.core.job import DeadLetter, Job, JobEvent
+from redrive.core.stages import Stage
 from redrive.core.states import Status
 from redrive.core.taxonomy import DEFAULT_TAXONOMY, ErrorCode, Taxonomy
 from redrive.errors import (
     ArgumentsNotSerializable,
     ConfigError,
+    DeadLetterNotFound,
+    Forbidden,
     IllegalTransition,
     JobError,
     JobNotFound,
+    LeaseLost,
     Permanent,
     RedriveError,
     SchemaOutdated,
@@ -24,7 +28,7 @@ from redrive.errors import (
     Transient,
     UnknownTask,
 )
-from redrive.runtime.context import current_job
+from redrive.runtime.context import add_context, current_job, stage
 from redrive.runtime.inprocess import InProcessRetry
 from redrive.runtime.worker import Worker
 from redrive.settings import Settings
@@ -43,10 +47,13 @@ __all__ = [
     "ConfigError",
     "DEFAULT_CLASSIFIER",
     "DEFAULT_TAXONOMY",
+    "DeadLetter",
+    "DeadLetterNotFound",
     "EnqueueResult",
     "ErrorCode",
     "Failure",
     "Fixed",
+    "Forbidden",
     "FullJitter",
     "IllegalTransition",
     "InProcessRetry",
@@ -56,14 +63,17 @@ __all__ = [
     "JobNotFound",
     "JobRequest",
     "Kind",
+    "LeaseLost",
     "MemoryStore",
     "Permanent",
     "PostgresStore",
     "ProportionalJitter",
     "RedriveError",
+    "Replay",
     "SQLiteStore",
     "SchemaOutdated",
     "Settings",
+    "Stage",
     "Status",
     "Store",
     "StoreBusy",
@@ -74,6 +84,8 @@ __all__ = [
     "Transient",
     "UnknownTask",
     "Worker",
+    "add_context",
     "current_job",
     "open_store",
+    "stage",
 ]

@@ -12,9 +12,13 @@ from uuid import UUID
 
 from redrive.core.backoff import Backoff, FullJitter
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
-from redrive.core.job import JSON, Job, JobEvent, NewJob
+from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, Job, JobEvent, NewJob
+from redrive.core.stages import Stage, pipeline
 from redrive.core.states import Status
-from redrive.errors import ArgumentsNotSerializable, ConfigError, JobNotFound, UnknownTask
+from redrive.errors import (
+    ArgumentsNotSerializable, ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition,
+    JobNotFound, UnknownTask,
+)
 from redrive.settings import Settings
 from redrive.store.port import Store
 from redrive.store.url import open_store
@@ -33,6 +37,11 @@ class Task:
     max_attempts: int | None = None
     backoff: Backoff = field(default_factory=FullJitter)
     classifier: Classifier | None = None  # None: the app's
+    stages: tuple[Stage, ...] = ()  # empty: a plain task, one stage named after it
+
+    @property
+    def first_stage(self) -> str:
+        return self.stages[0].name if self.stages else self.name
 
     @property
     def is_async(self) -> bool:
@@ -61,6 +70,16 @@ class JobRequest:
 class EnqueueResult:
     job: Job
     duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    letter: DeadLetter
+    job: Job | None  # the queued job; None when the letter had been replayed already
+
+    @property
+    def replayed(self) -> bool:
+        return self.job is not None
 
 
 class App:
@@ -101,7 +120,7 @@ class App:
     def task(
         self, *, name: str | None = None, queue: str = "default", priority: int = 0,
         max_attempts: int | None = None, backoff: Backoff | None = None,
-        classifier: Classifier | None = None,
+        classifier: Classifier | None = None, stages: Sequence[Stage | str] | None = None,
     ) -> Callable[[Callable[..., Any]], Task]: ...
 
     def task(
@@ -115,14 +134,24 @@ class App:
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         classifier: Classifier | None = None,
+        stages: Sequence[Stage | str] | None = None,
     ) -> Task | Callable[[Callable[..., Any]], Task]:
-        """Register a sync or async function as a task: ``@app.task`` or ``@app.task(queue=...)``."""
+        """Register a sync or async function as a task: ``@app.task`` or ``@app.task(queue=...)``.
+
+        ``stages`` makes it a pipeline: each ``Stage`` has its own attempt
+        budget and backoff, and the task body runs them with ``redrive.stage``.
+        Its jobs may then be dispatched up to the sum of the budgets unless
+        ``max_attempts`` caps them lower."""
 
         def register(fn: Callable[..., Any]) -> Task:
+            declared = pipeline(stages) if stages is not None else ()
+            if declared and backoff is not None:
+                raise ConfigError("a task with stages takes its backoff per stage (Stage(backoff=...))")
             task = Task(
                 name=name or fn.__name__, fn=fn, queue=_queue(queue),
-                priority=_priority(priority), max_attempts=_max_attempts(max_attempts),
-                backoff=backoff or FullJitter(), classifier=classifier,
+                priority=_priority(priority),
+                max_attempts=_max_attempts(max_attempts) or (sum(s.max_attempts for s in declared) or None),
+                backoff=backoff or FullJitter(), classifier=classifier, stages=declared,
             )
             if task.name in self.tasks and self.tasks[task.name].fn is not fn:
                 raise ConfigError(f"two tasks are named {task.name!r}; pass name= to tell them apart")
@@ -187,6 +216,7 @@ class App:
             owner=request.owner,
             run_at=request.run_at,
             delay=request.delay,
+            stage=task.first_stage,
         )
 
     # -- reading and control -------------------------------------------------
@@ -217,6 +247,77 @@ class App:
     def cancel(self, job_id: UUID | str) -> Job:
         return self.store.job_cancel(job_id=_uuid(job_id))
 
+    # -- failures: manual retry and the dead letters ---------------------------
+
+    def retry(self, job_id: UUID | str, *, owner: str | None = None, by: str | None = None) -> Job:
+        """Manual retry of a failed job: queued again with fresh attempts, at the
+        stage that failed. ``owner``: the user the caller acts for, who must own
+        the job; leave it out when an operator retries. ``by`` is recorded."""
+        job = self.job(job_id)
+        if owner is not None and job.owner != owner:
+            raise Forbidden(f"job {job.id} belongs to someone else; only its owner or an operator may retry it")
+        if job.status is not Status.FAILED:
+            raise IllegalTransition(f"job {job.id} is {job.status}; only a failed job can be retried")
+        revived = self.store.job_revive(job_id=job.id, reason="manual_retry", by=by or owner or "operator")
+        if revived is None:
+            raise IllegalTransition(f"job {job.id} was retried or replayed by someone else just now")
+        return revived
+
+    def dead_letters(
+        self,
+        *,
+        error_class: str | None = None,
+        stage: str | None = None,
+        task: str | None = None,
+        owner: str | None = None,
+        state: str | None = None,
+        older_than: timedelta | None = None,
+        newer_than: timedelta | None = None,
+        limit: int = 100,
+    ) -> list[DeadLetter]:
+        """Newest first. ``state``: "open", "replayed" or "escalated"; age is
+        measured from the last failure."""
+        if state not in (None, "open", "replayed", "escalated"):
+            raise ConfigError(f"state must be open, replayed or escalated, not {state!r}")
+        if not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise ConfigError("limit must be an integer from 1 to 10000")
+        return self.store.dead_letters_list(where=DeadLetterFilter(
+            error_class=error_class, stage=stage, task=task, owner=owner, state=state,
+            older_than=older_than, newer_than=newer_than, limit=limit,
+        ))
+
+    def dead_letter(self, dead_letter_id: int) -> DeadLetter:
+        letter = self.store.dead_letter_get(id=_letter_id(dead_letter_id))
+        if letter is None:
+            raise DeadLetterNotFound(f"no dead letter has id {dead_letter_id}")
+        return letter
+
+    def note(self, dead_letter_id: int, text: str, *, by: str | None = None) -> DeadLetter:
+        """Add a resolution note to a dead letter."""
+        if not isinstance(text, str) or not text.strip() or len(text) > 2000:
+            raise ConfigError("a note must be non-empty text of at most 2000 characters")
+        return self.store.dead_letter_note(id=_letter_id(dead_letter_id), text=text.strip(), by=by)
+
+    def replay(
+        self, dead_letter_ids: Sequence[int], *, from_start: bool = False, by: str | None = None
+    ) -> list[Replay]:
+        """Queue the jobs of open dead letters again, resuming at the failed
+        stage (or from the first with ``from_start``), with fresh attempts. A
+        letter already replayed is left alone (``replayed=False``)."""
+        done = []
+        for dead_letter_id in dead_letter_ids:
+            letter = self.dead_letter(dead_letter_id)
+            job = None
+            if letter.replayed_at is None:
+                task = self.tasks.get(letter.task)
+                job = self.store.job_revive(
+                    job_id=letter.job_id, reason="replay", by=by or "operator",
+                    from_start=from_start, first_stage=task.first_stage if task else None,
+                    dead_letter_id=letter.id,
+                )
+            done.append(Replay(letter=self.dead_letter(letter.id), job=job))
+        return done
+
 
 def _json(value: Any, what: str) -> Any:
     try:
@@ -224,6 +325,16 @@ def _json(value: Any, what: str) -> Any:
     except (TypeError, ValueError) as exc:
         raise ArgumentsNotSerializable(f"job {what} are not JSON-serialisable: {exc}") from None
     return value
+
+
+def _letter_id(value: int | str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise DeadLetterNotFound(f"{value!r} is not a dead letter id") from None
+    if number < 1:
+        raise DeadLetterNotFound(f"{value!r} is not a dead letter id")
+    return number
 
 
 def _uuid(job_id: UUID | str) -> UUID:

@@ -12,8 +12,11 @@ are chained as ``__cause__``, never shown to users.
     │   ├── StoreUnavailable          the database cannot be reached
     │   ├── StoreBusy                 the database stayed locked past our retries
     │   ├── SchemaOutdated            migrations are pending: run `redrive migrate`
-    │   └── IllegalTransition         a state change the job's state does not allow
+    │   ├── IllegalTransition         a state change the job's state does not allow
+    │   └── LeaseLost                 a running job's lease is gone: its writes are refused
     ├── JobNotFound                   no job has that id
+    ├── DeadLetterNotFound            no dead letter has that id
+    ├── Forbidden                     the caller may not act on that job
     └── JobError                      raised by task code to steer its job's outcome
         ├── Transient                 retry later (optionally after ``retry_after``)
         └── Permanent                 fail now with an error code, no retry
@@ -27,9 +30,12 @@ from typing import Any
 __all__ = [
     "ArgumentsNotSerializable",
     "ConfigError",
+    "DeadLetterNotFound",
+    "Forbidden",
     "IllegalTransition",
     "JobError",
     "JobNotFound",
+    "LeaseLost",
     "Permanent",
     "RedriveError",
     "SchemaOutdated",
@@ -105,10 +111,28 @@ class IllegalTransition(StoreError):
     code = "ILLEGAL_TRANSITION"
 
 
+class LeaseLost(StoreError):
+    """The job's lease is gone: another worker may be running it."""
+
+    code = "LEASE_LOST"
+
+
 class JobNotFound(RedriveError):
     """No job has that id."""
 
     code = "JOB_NOT_FOUND"
+
+
+class DeadLetterNotFound(RedriveError):
+    """No dead letter has that id."""
+
+    code = "DEAD_LETTER_NOT_FOUND"
+
+
+class Forbidden(RedriveError):
+    """Only the job's owner or an operator may do that."""
+
+    code = "FORBIDDEN"
 
 
 class JobError(RedriveError):

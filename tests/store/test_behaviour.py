@@ -23,10 +23,11 @@ TTL = timedelta(seconds=30)
 def new(
     *, task: str = "t", queue: str = "default", priority: int = 0, max_attempts: int = 3,
     run_at: datetime | None = None, delay: timedelta | None = None, args: list | None = None,
+    stage: str | None = None,
 ) -> NewJob:
     return NewJob(
         id=uuid.uuid4(), task=task, queue=queue, args=args or [], kwargs={"k": "v"},
-        priority=priority, max_attempts=max_attempts, run_at=run_at, delay=delay,
+        priority=priority, max_attempts=max_attempts, run_at=run_at, delay=delay, stage=stage,
     )
 
 

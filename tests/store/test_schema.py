@@ -9,7 +9,7 @@ import uuid
 import psycopg
 import pytest
 
-from redrive.core.job import EVENT_COLUMNS, JOB_COLUMNS
+from redrive.core.job import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS
 from redrive.errors import SchemaOutdated
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SQLiteStore
@@ -23,6 +23,7 @@ def test_sqlite_migrations_make_the_expected_tables(tmp_path) -> None:
         for table in JOB_TABLES:
             assert tuple(r[1] for r in conn.execute(f"PRAGMA table_info({table})")) == JOB_COLUMNS
         assert tuple(r[1] for r in conn.execute("PRAGMA table_info(redrive_job_event)")) == EVENT_COLUMNS
+        assert tuple(r[1] for r in conn.execute("PRAGMA table_info(redrive_dead_letter)")) == DEAD_LETTER_COLUMNS
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store.migrate() == []  # already applied: nothing to do
     store.close()
@@ -32,15 +33,39 @@ def test_postgres_migrations_make_the_expected_tables(pg_empty_url: str) -> None
     with pytest.raises(SchemaOutdated, match="redrive migrate"):
         PostgresStore(pg_empty_url)
     store = PostgresStore(pg_empty_url, check_schema=False)
-    assert store.migrate() == [1]
+    assert store.migrate() == [1, 2]
     assert store.migrate() == []
     store.close()
+    expected = {"redrive_job": JOB_COLUMNS, "redrive_job_done": JOB_COLUMNS,
+                "redrive_job_event": EVENT_COLUMNS, "redrive_dead_letter": DEAD_LETTER_COLUMNS}
     with psycopg.connect(pg_empty_url) as conn:
-        for table in JOB_TABLES + ("redrive_job_event",):
+        for table, want in expected.items():
             columns = tuple(r[0] for r in conn.execute(
                 "SELECT column_name FROM information_schema.columns "
                 "WHERE table_name = %s ORDER BY ordinal_position", (table,)))
-            assert columns == (EVENT_COLUMNS if table == "redrive_job_event" else JOB_COLUMNS)
+            assert columns == want
+
+
+def test_a_version_1_database_keeps_its_jobs_through_later_migrations(tmp_path) -> None:
+    from redrive.store.sql import load_migrations
+    from redrive.store.sqlite.store import _statements
+
+    path = str(tmp_path / "old.db")
+    first = load_migrations("redrive.store.sqlite")[0]
+    with sqlite3.connect(path) as conn:
+        for statement in _statements(first.sql):
+            conn.execute(statement)
+        conn.execute("CREATE TABLE redrive_migration (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                     " applied_at REAL NOT NULL DEFAULT 0)")
+        conn.execute("INSERT INTO redrive_migration (version, name) VALUES (1, ?)", (first.name,))
+        row = _row("redrive_job", {}, times=1.0)
+        conn.execute(f"INSERT INTO redrive_job ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                     list(row.values()))
+    store = SQLiteStore(path)  # migrates itself
+    job = store.job_get(job_id=uuid.UUID(row["id"]))
+    assert job is not None and (job.stage, job.stage_attempts, job.checkpoint) == (None, {}, {})
+    assert job.manual_retry_count == 0
+    store.close()
 
 
 def test_a_database_behind_the_code_says_to_migrate(pg_url: str) -> None:

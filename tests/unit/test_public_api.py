@@ -5,12 +5,14 @@ from redrive import errors
 
 PUBLIC = [
     "AdditiveJitter", "App", "ArgumentsNotSerializable", "Backoff", "Classifier", "ConfigError",
-    "DEFAULT_CLASSIFIER", "DEFAULT_TAXONOMY", "EnqueueResult", "ErrorCode", "Failure", "Fixed",
-    "FullJitter", "IllegalTransition", "InProcessRetry", "Job", "JobError", "JobEvent",
-    "JobNotFound", "JobRequest", "Kind", "MemoryStore", "Permanent", "PostgresStore",
-    "ProportionalJitter", "RedriveError", "SQLiteStore", "SchemaOutdated", "Settings", "Status",
-    "Store", "StoreBusy", "StoreError", "StoreUnavailable", "Task", "Taxonomy", "Transient",
-    "UnknownTask", "Worker", "current_job", "open_store",
+    "DEFAULT_CLASSIFIER", "DEFAULT_TAXONOMY", "DeadLetter", "DeadLetterNotFound",
+    "EnqueueResult", "ErrorCode", "Failure", "Fixed", "Forbidden", "FullJitter",
+    "IllegalTransition", "InProcessRetry", "Job", "JobError", "JobEvent", "JobNotFound",
+    "JobRequest", "Kind", "LeaseLost", "MemoryStore", "Permanent", "PostgresStore",
+    "ProportionalJitter", "RedriveError", "Replay", "SQLiteStore", "SchemaOutdated", "Settings",
+    "Stage", "Status", "Store", "StoreBusy", "StoreError", "StoreUnavailable", "Task",
+    "Taxonomy", "Transient", "UnknownTask", "Worker", "add_context", "current_job",
+    "open_store", "stage",
 ]
 
 

@@ -10,7 +10,7 @@ recognised by their class names, so the core imports neither.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
@@ -134,6 +134,13 @@ class Failure:
     message: str
     retry_after: timedelta | None = None
     upstream_status: int | None = None
+    internal: str | None = None  # the code before the taxonomy's aliases, when it had one
+    exception: str | None = None  # the exception's qualified class name
+
+    @property
+    def error_class(self) -> str:
+        """The stable classification identifier dead letters and escalation use."""
+        return self.internal or self.code
 
 
 DEFAULT_KIND_CODES: Mapping[Kind, str] = {
@@ -179,7 +186,9 @@ class Classifier:
 
     def _failure(self, code: str, message: str, **extra: Any) -> Failure:
         public = self.taxonomy.require(code)
-        return Failure(code=public.name, retryable=public.retryable, message=message, **extra)
+        internal = code if code != public.name else None
+        return Failure(code=public.name, retryable=public.retryable, message=message,
+                       internal=internal, **extra)
 
     def response(
         self, status: int, *, headers: Mapping[str, str] | None = None, body: str | None = None,
@@ -201,23 +210,25 @@ class Classifier:
         """A task's own ``Transient``/``Permanent`` says what it means (its code
         shown through the taxonomy's aliases); anything else is recognised by
         kind, and what nobody recognises is ``unclassified``."""
+        name = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
         if isinstance(exc, (Transient, Permanent)):
             known = self.taxonomy.public(exc.code)
+            public = known.name if known else exc.code
             return Failure(
-                code=known.name if known else exc.code, retryable=isinstance(exc, Transient),
+                code=public, retryable=isinstance(exc, Transient),
                 message=one_line(exc.message),
                 retry_after=exc.retry_after if isinstance(exc, Transient) else None,
+                internal=exc.code if exc.code != public else None, exception=name,
             )
         if (response := _response_of(exc)) is not None:
             failure = self.response(response.status_code, headers=dict(response.headers),
                                     body=_text(response), now=now)
             if failure is not None:
-                return failure
+                return replace(failure, exception=name)
         kind = kind_of_exception(exc)
         message = one_line(f"{type(exc).__name__}: {exc}".rstrip(": "))
-        if kind is None:
-            return self._failure(self.unclassified, message)
-        return self._failure(self.kinds[kind], message)
+        code = self.unclassified if kind is None else self.kinds[kind]
+        return self._failure(code, message, exception=name)
 
 
 DEFAULT_CLASSIFIER = Classifier()

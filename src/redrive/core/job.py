@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping
 from uuid import UUID
 
+from redrive.core.redact import redact
 from redrive.core.states import Status
 
 JSON = Any
@@ -39,7 +40,14 @@ JOB_COLUMNS: tuple[str, ...] = (
     "started_at",
     "finished_at",
     "failed_at",
+    "stage",
+    "stage_attempts",
+    "checkpoint",
+    "manual_retry_count",
+    "first_failed_at",
 )
+
+_PAYLOAD_COLUMNS = ("args", "kwargs", "result", "checkpoint", "last_error_message", "error_message")
 
 EVENT_COLUMNS: tuple[str, ...] = (
     "id",
@@ -78,10 +86,20 @@ class Job:
     started_at: datetime | None
     finished_at: datetime | None
     failed_at: datetime | None
+    stage: str | None  # where a retry or replay resumes
+    stage_attempts: dict[str, int]  # runs of each stage that ended, in failure or success
+    checkpoint: dict[str, JSON]  # output of each finished stage
+    manual_retry_count: int
+    first_failed_at: datetime | None  # first failure since enqueue or the last replay
 
-    def to_dict(self) -> dict[str, JSON]:
-        """JSON-ready: ids and times as strings."""
-        return {name: _plain(getattr(self, name)) for name in JOB_COLUMNS}
+    def to_dict(self, *, redacted: bool = True) -> dict[str, JSON]:
+        """JSON-ready: ids and times as strings. What a job carries (arguments,
+        results, stage outputs) is shown redacted unless ``redacted=False``."""
+        out = {name: _plain(getattr(self, name)) for name in JOB_COLUMNS}
+        if redacted:
+            for name in _PAYLOAD_COLUMNS:
+                out[name] = redact(out[name])
+        return out
 
     @property
     def lease(self) -> Lease:
@@ -127,6 +145,7 @@ class NewJob:
     owner: str | None = None
     run_at: datetime | None = None
     delay: timedelta | None = None
+    stage: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +170,108 @@ class RetryLater:
     error_code: str
     error_message: str
     meta: Mapping[str, JSON] = field(default_factory=dict)
+    stage: str | None = None  # None: unchanged
+    stage_attempts: Mapping[str, int] | None = None  # None: unchanged
 
 
 @dataclass(frozen=True, slots=True)
 class FailNow:
+    """Fail a running job for good; its dead-letter entry is written with it."""
+
     lease: Lease
     error_code: str
     error_message: str
     meta: Mapping[str, JSON] = field(default_factory=dict)
+    stage: str | None = None  # None: unchanged
+    stage_attempts: Mapping[str, int] | None = None  # None: unchanged
+    error_class: str | None = None  # None: the error code
+    retryable: bool = False  # whether the code was retryable (a spent budget) or not
+    stack: str | None = None  # redacted
+    context: Mapping[str, JSON] = field(default_factory=dict)  # sanitized
+
+
+@dataclass(frozen=True, slots=True)
+class StageDone:
+    """Save a finished stage's output, fenced on the lease."""
+
+    lease: Lease
+    stage: str
+    output: JSON
+    stage_attempts: Mapping[str, int]
+    next_stage: str | None
+
+
+DEAD_LETTER_COLUMNS: tuple[str, ...] = (
+    "id",
+    "job_id",
+    "task",
+    "queue",
+    "owner",
+    "error_class",
+    "error_code",
+    "error_message",
+    "retryable",
+    "stage",
+    "stage_attempts",
+    "attempts",
+    "last_stack",
+    "context",
+    "first_failure_at",
+    "last_failure_at",
+    "escalated",
+    "previous_id",
+    "replayed_at",
+    "replayed_by",
+    "replay_from",
+    "notes",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A job that failed for good, as an operator triages it. Everything in it
+    was redacted before it was stored; the job keeps its original arguments."""
+
+    id: int
+    job_id: UUID
+    task: str
+    queue: str
+    owner: str | None
+    error_class: str
+    error_code: str
+    error_message: str
+    retryable: bool
+    stage: str | None
+    stage_attempts: dict[str, int]
+    attempts: int
+    last_stack: str | None
+    context: dict[str, JSON]
+    first_failure_at: datetime
+    last_failure_at: datetime
+    escalated: bool  # a replay failed again with the same non-retryable error_class
+    previous_id: int | None  # this job's dead letter before the replay
+    replayed_at: datetime | None
+    replayed_by: str | None
+    replay_from: str | None  # "stage" or "start"
+    notes: list[dict[str, JSON]]  # {"at", "by", "text"}, oldest first
+
+    @property
+    def state(self) -> str:
+        return "replayed" if self.replayed_at else "open"
+
+    def to_dict(self) -> dict[str, JSON]:
+        out = {name: _plain(getattr(self, name)) for name in DEAD_LETTER_COLUMNS}
+        out["state"] = self.state
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterFilter:
+    error_class: str | None = None
+    stage: str | None = None
+    task: str | None = None
+    owner: str | None = None
+    state: str | None = None  # "open", "replayed", "escalated"
+    older_than: timedelta | None = None
+    newer_than: timedelta | None = None
+    limit: int = 100

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from redrive.core.classify import Failure
 from redrive.core.job import JSON
 
 
@@ -16,14 +17,12 @@ class Succeeded:
 @dataclass(frozen=True, slots=True)
 class Retry:
     delay: timedelta
-    error_code: str
-    error_message: str
+    failure: Failure
 
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    error_code: str
-    error_message: str
+    failure: Failure
 
 
 Outcome = Succeeded | Retry | Failed

@@ -1,17 +1,112 @@
-"""The job a handler is running, readable from inside it."""
+"""What a running handler can reach: its job, its stages, its failure context.
+
+A handler runs with one ``_Run`` in a context variable (copied into the thread
+of a sync handler). ``stage`` runs a declared stage once per job: a stage with
+saved output returns it without running again, so a retry or a replay resumes
+at the stage that failed.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import json
 from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
-from redrive.core.job import Job
+from redrive.core.job import JSON, Job, StageDone
+from redrive.core.stages import Stage, next_after, resume_at
+from redrive.errors import ConfigError, LeaseLost
 
-_current: ContextVar[Job | None] = ContextVar("redrive_current_job", default=None)
+
+@dataclass(eq=False)
+class _Run:
+    job: Job
+    stages: tuple[Stage, ...]
+    is_async: bool
+    save: Callable[[StageDone], bool]  # the fenced checkpoint write; blocks
+    checkpoint: dict[str, JSON] = field(default_factory=dict)
+    stage_attempts: dict[str, int] = field(default_factory=dict)
+    current: str | None = None  # the stage running now
+    context: dict[str, JSON] = field(default_factory=dict)
+
+    def declared(self, name: str) -> Stage:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        names = ", ".join(s.name for s in self.stages)
+        raise ConfigError(f"task {self.job.task!r} declares no stage {name!r} (it has: {names})")
+
+    def failed_stage(self) -> Stage:
+        """The stage a failure belongs to: the one running, else the next to run."""
+        return self.declared(self.current) if self.current else resume_at(self.stages, self.checkpoint)
+
+    def done(self, name: str, output: JSON) -> StageDone:
+        try:
+            json.dumps(output, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"stage {name!r} returned a value that is not JSON: {exc}") from None
+        self.stage_attempts[name] = self.stage_attempts.get(name, 0) + 1
+        self.checkpoint[name] = output
+        self.current = None
+        return StageDone(self.job.lease, name, output, dict(self.stage_attempts),
+                         next_after(self.stages, name))
+
+
+_current: ContextVar[_Run | None] = ContextVar("redrive_current_run", default=None)
+
+
+def _run() -> _Run:
+    run = _current.get()
+    if run is None:
+        raise LookupError("only available inside a running task")
+    return run
 
 
 def current_job() -> Job:
     """The job whose handler is calling; raises outside a handler."""
-    job = _current.get()
-    if job is None:
-        raise LookupError("current_job() is only available inside a running task")
-    return job
+    return _run().job
+
+
+def add_context(**values: JSON) -> None:
+    """Attach operational context (request ids, upstream ids) to the running
+    job; it is redacted and kept in the job's dead letter if it fails for good."""
+    _run().context.update(values)
+
+
+def stage(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn(*args, **kwargs)`` as the declared stage ``name`` and save its
+    output (JSON), fenced on the job's lease. If the stage already finished in an
+    earlier attempt, return its saved output without calling ``fn``.
+
+    In an async task, ``await`` it (``fn`` may be sync or async)."""
+    run = _run()
+    run.declared(name)
+    if run.is_async:
+        return _stage_async(run, name, fn, args, kwargs)
+    if name in run.checkpoint:
+        return run.checkpoint[name]
+    run.current = name
+    output = fn(*args, **kwargs)
+    _save(run, run.done(name, output))
+    return output
+
+
+async def _stage_async(run: _Run, name: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    if name in run.checkpoint:
+        return run.checkpoint[name]
+    run.current = name
+    output = fn(*args, **kwargs)
+    if inspect.isawaitable(output):
+        output = await output
+    item = run.done(name, output)
+    if not await asyncio.to_thread(run.save, item):
+        raise LeaseLost(f"job {run.job.id} lost its lease during stage {name!r}")
+    return output
+
+
+def _save(run: _Run, item: StageDone) -> None:
+    if not run.save(item):
+        raise LeaseLost(f"job {run.job.id} lost its lease during stage {item.stage!r}")
+

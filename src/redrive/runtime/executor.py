@@ -1,21 +1,27 @@
-"""Run one handler and turn however it ended into an Outcome; never raises."""
+"""Run one handler and turn however it ended into an Execution; never raises."""
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 import logging
+import traceback
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from random import Random
+from typing import Callable
 
 from redrive.app import Task
 from redrive.core.backoff import FullJitter
 from redrive.core.classify import Classifier, Failure, one_line
-from redrive.core.job import Job
+from redrive.core.job import JSON, Job, StageDone
 from redrive.core.outcome import Failed, Outcome, Succeeded
+from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
-from redrive.errors import Permanent, Transient
-from redrive.runtime.context import _current
+from redrive.core.stages import Stage
+from redrive.errors import LeaseLost, Permanent, Transient
+from redrive.runtime.context import _current, _Run
 from redrive.runtime.threads import DaemonThreadPool
 
 log = logging.getLogger("redrive.worker")
@@ -23,18 +29,43 @@ log = logging.getLogger("redrive.worker")
 UNKNOWN_TASK = "UNKNOWN_TASK"
 RESULT_NOT_JSON = "RESULT_NOT_JSON"
 _UNKNOWN_TASK_BACKOFF = FullJitter(initial=timedelta(seconds=5), cap=timedelta(minutes=5))
+_STACK_LIMIT = 8000  # characters kept from the end, where the failing frame is
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """An outcome and what the store records with it."""
+
+    outcome: Outcome
+    stage: str | None = None
+    stage_attempts: dict[str, int] | None = None
+    stack: str | None = None  # redacted; only for a final failure
+    context: dict[str, JSON] = field(default_factory=dict)  # sanitized
+
+
+def stages_of(task: Task, job: Job) -> tuple[Stage, ...]:
+    """A plain task is a one-stage pipeline with the job's budget and the task's backoff."""
+    return task.stages or (Stage(task.name, max_attempts=job.max_attempts, backoff=task.backoff),)
 
 
 async def execute(
-    task: Task | None, job: Job, *, classifier: Classifier, threads: DaemonThreadPool, rng: Random
-) -> Outcome:
+    task: Task | None,
+    job: Job,
+    *,
+    classifier: Classifier,
+    threads: DaemonThreadPool,
+    rng: Random,
+    save_stage: Callable[[StageDone], bool],
+) -> Execution:
     if task is None:
         # Another deploy may know this task: let it come back rather than lose it.
         failure = Failure(UNKNOWN_TASK, True, f"no task named {job.task!r} in this worker")
-        return after_failure(failure, attempts=job.attempts, max_attempts=job.max_attempts,
-                             backoff=_UNKNOWN_TASK_BACKOFF, rng=rng)
-    classifier = task.classifier or classifier
-    token = _current.set(job)
+        unknown = Stage(job.task, max_attempts=job.max_attempts, backoff=_UNKNOWN_TASK_BACKOFF)
+        return Execution(after_failure(failure, stage=unknown, stage_attempts=job.attempts,
+                                       attempts=job.attempts, max_attempts=job.max_attempts, rng=rng))
+    run = _Run(job=job, stages=stages_of(task, job), is_async=task.is_async, save=save_stage,
+               checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts))
+    token = _current.set(run)
     try:
         if task.is_async:
             result = await task.fn(*job.args, **job.kwargs)
@@ -42,21 +73,47 @@ async def execute(
             context = contextvars.copy_context()
             result = await threads.run(lambda: context.run(task.fn, *job.args, **job.kwargs))
     except Exception as exc:
-        failure = _classify(exc, classifier, job)
-        return after_failure(failure, attempts=job.attempts, max_attempts=job.max_attempts,
-                             backoff=task.backoff, rng=rng)
+        return _failed(exc, run, task.classifier or classifier, rng)
     finally:
         _current.reset(token)
     try:
         json.dumps(result, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        return Failed(error_code=RESULT_NOT_JSON, error_message=one_line(f"the result is not JSON: {exc}"))
-    return Succeeded(result)
+        failure = Failure(RESULT_NOT_JSON, False, one_line(f"the result is not JSON: {exc}"))
+        return Execution(Failed(failure), context=_context(run, failure))
+    return Execution(Succeeded(result))
 
 
-def _classify(exc: Exception, classifier: Classifier, job: Job) -> Failure:
+def _failed(exc: Exception, run: _Run, classifier: Classifier, rng: Random) -> Execution:
+    job = run.job
+    stack = redact_text("".join(traceback.format_exception(exc)))[-_STACK_LIMIT:]
     failure = classifier.exception(exc, now=datetime.now(timezone.utc))
-    if failure.code == classifier.unclassified and not isinstance(exc, (Transient, Permanent)):
-        log.exception("job %s (%s) raised an unclassified error", job.id, job.task)
-    return failure
+    failure = replace(failure, message=redact_text(failure.message))
+    if failure.code == classifier.unclassified and not isinstance(exc, (Transient, Permanent, LeaseLost)):
+        log.error("job %s (%s) raised an unclassified error:\n%s", job.id, job.task, stack)
+    stage = run.failed_stage()
+    run.stage_attempts[stage.name] = run.stage_attempts.get(stage.name, 0) + 1
+    outcome = after_failure(failure, stage=stage, stage_attempts=run.stage_attempts[stage.name],
+                            attempts=job.attempts, max_attempts=job.max_attempts, rng=rng)
+    final = isinstance(outcome, Failed)
+    return Execution(outcome, stage=stage.name, stage_attempts=dict(run.stage_attempts),
+                     stack=stack if final else None,
+                     context=_context(run, failure) if final else {})
 
+
+def _context(run: _Run, failure: Failure) -> dict[str, JSON]:
+    """What an operator needs to triage, and nothing a payload could leak:
+    ids, counts and hashes, never the arguments themselves."""
+    payload = json.dumps([run.job.args, run.job.kwargs], sort_keys=True, default=str)
+    context: dict[str, JSON] = {
+        "stage": run.current or run.failed_stage().name,
+        "attempt": run.job.attempts,
+        "stage_attempts": dict(run.stage_attempts),
+        "payload_sha256": hashlib.sha256(payload.encode()).hexdigest()[:16],
+    }
+    if failure.upstream_status is not None:
+        context["upstream_status"] = failure.upstream_status
+    if failure.exception is not None:
+        context["exception"] = failure.exception
+    context.update(redact(run.context))
+    return context

@@ -25,10 +25,11 @@ from typing import Any, Callable, Sequence, TypeVar
 from uuid import UUID
 
 from redrive.app import App
-from redrive.core.job import Completion, FailNow, Job, RetryLater
-from redrive.core.outcome import Failed, Outcome, Retry, Succeeded
+from redrive.core.classify import Failure
+from redrive.core.job import Completion, FailNow, Job, RetryLater, StageDone
+from redrive.core.outcome import Failed, Retry, Succeeded
 from redrive.errors import StoreError
-from redrive.runtime.executor import execute
+from redrive.runtime.executor import Execution, execute
 from redrive.runtime.threads import DaemonThreadPool
 
 log = logging.getLogger("redrive.worker")
@@ -188,22 +189,26 @@ class Worker:
         job = running.job
         started = self._loop.time()
         try:
-            outcome = await execute(
+            execution = await execute(
                 self.app.tasks.get(job.task), job, classifier=self.app.classifier,
-                threads=self._threads, rng=self._rng,
+                threads=self._threads, rng=self._rng, save_stage=self._save_stage,
             )
             running.finishing = True
             if running.abandoned:
                 return
             duration_ms = round((self._loop.time() - started) * 1000)
-            if not await self._completer.submit(job, outcome, {"duration_ms": duration_ms}):
+            if not await self._completer.submit(_item(job, execution, duration_ms)):
                 log.warning(
                     "lost the lease on job %s (%s, attempt %d): dropping its %s",
-                    job.id, job.task, job.attempts, type(outcome).__name__.lower(),
+                    job.id, job.task, job.attempts, type(execution.outcome).__name__.lower(),
                 )
         finally:
             self._running.pop(job.id, None)
             self._wake.set()
+
+    def _save_stage(self, item: StageDone) -> bool:
+        """Called from a handler's thread: a stage's output, fenced on the lease."""
+        return item.lease.job_id in self.app.store.stages_save(items=[item])
 
     # -- leases ------------------------------------------------------------------
 
@@ -286,10 +291,10 @@ class _Completer:
         self._pending: list[tuple[Completion | RetryLater | FailNow, asyncio.Future]] = []
         self._ready = asyncio.Event()
 
-    async def submit(self, job: Job, outcome: Outcome, meta: dict) -> bool:
+    async def submit(self, item: Completion | RetryLater | FailNow) -> bool:
         """Write the outcome; True if applied, False if the lease was gone."""
         future = asyncio.get_running_loop().create_future()
-        self._pending.append((_item(job, outcome, meta), future))
+        self._pending.append((item, future))
         self._ready.set()
         return await future
 
@@ -324,12 +329,29 @@ class _Completer:
         return applied
 
 
-def _item(job: Job, outcome: Outcome, meta: dict) -> Completion | RetryLater | FailNow:
-    match outcome:
+def _item(job: Job, execution: Execution, duration_ms: int) -> Completion | RetryLater | FailNow:
+    meta: dict = {"duration_ms": duration_ms}
+    match execution.outcome:
         case Succeeded(result=result):
             return Completion(lease=job.lease, result=result, meta=meta)
-        case Retry(delay=delay, error_code=code, error_message=message):
-            return RetryLater(lease=job.lease, delay=delay, error_code=code, error_message=message, meta=meta)
-        case Failed(error_code=code, error_message=message):
-            return FailNow(lease=job.lease, error_code=code, error_message=message, meta=meta)
-    raise TypeError(f"not an outcome: {outcome!r}")
+        case Retry(delay=delay, failure=failure):
+            return RetryLater(
+                lease=job.lease, delay=delay, error_code=failure.code,
+                error_message=failure.message, meta=_failure_meta(meta, failure),
+                stage=execution.stage, stage_attempts=execution.stage_attempts,
+            )
+        case Failed(failure=failure):
+            return FailNow(
+                lease=job.lease, error_code=failure.code, error_message=failure.message,
+                meta=_failure_meta(meta, failure), stage=execution.stage,
+                stage_attempts=execution.stage_attempts, error_class=failure.error_class,
+                retryable=failure.retryable, stack=execution.stack, context=execution.context,
+            )
+    raise TypeError(f"not an outcome: {execution.outcome!r}")
+
+
+def _failure_meta(meta: dict, failure: Failure) -> dict:
+    extra = {"error_class": failure.error_class}
+    if failure.upstream_status is not None:
+        extra["upstream_status"] = failure.upstream_status
+    return {**meta, **extra}

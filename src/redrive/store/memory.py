@@ -10,10 +10,17 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 from uuid import UUID
 
-from redrive.core.job import Completion, FailNow, Job, JobEvent, Lease, NewJob, RetryLater
+from redrive.core.job import (
+    Completion, DeadLetter, DeadLetterFilter, FailNow, Job, JobEvent, Lease, NewJob, RetryLater,
+    StageDone,
+)
 from redrive.core.states import Status, check_transition
-from redrive.errors import ConfigError, JobNotFound
-from redrive.store.port import LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE
+from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
+from redrive.store.port import lease_expired
+
+
+def _counts(given: Any, job: Job) -> dict[str, int]:
+    return dict(job.stage_attempts) if given is None else dict(given)
 
 
 def _utcnow() -> datetime:
@@ -28,6 +35,7 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._jobs: dict[UUID, Job] = {}
         self._events: list[JobEvent] = []
+        self._letters: dict[int, DeadLetter] = {}
         self._listeners: list[Callable[[str], None]] = []
 
     def migrate(self) -> list[int]:
@@ -93,6 +101,11 @@ class MemoryStore:
                     started_at=None,
                     finished_at=None,
                     failed_at=None,
+                    stage=new.stage,
+                    stage_attempts={},
+                    checkpoint={},
+                    manual_retry_count=0,
+                    first_failed_at=None,
                 )
                 if job.id in self._jobs:
                     raise ConfigError(f"a job with id {job.id} already exists")
@@ -173,33 +186,65 @@ class MemoryStore:
 
     def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[UUID]:
         def apply(job: Job, item: RetryLater, now: datetime) -> None:
+            stage = item.stage or job.stage
             self._move(
                 job, Status.QUEUED, now,
                 run_at=now + item.delay,
                 last_error_code=item.error_code,
                 last_error_message=item.error_message,
+                stage=stage,
+                stage_attempts=_counts(item.stage_attempts, job),
+                first_failed_at=job.first_failed_at or now,
                 meta={"error_code": item.error_code,
-                      "delay_ms": round(item.delay.total_seconds() * 1000), **item.meta},
+                      "delay_ms": round(item.delay.total_seconds() * 1000), "stage": stage,
+                      **item.meta},
                 **self._NO_LEASE,
             )
 
         return self._fenced(items, apply)
 
     def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
-        def apply(job: Job, item: FailNow, now: datetime) -> None:
-            self._fail(job, item.error_code, item.error_message, now, dict(item.meta))
+        return self._fenced(items, self._fail)
 
-        return self._fenced(items, apply)
-
-    def _fail(self, job: Job, code: str, message: str, now: datetime, meta: dict) -> None:
+    def _fail(self, job: Job, item: FailNow, now: datetime) -> None:
+        error_class = item.error_class or item.error_code
+        stage = item.stage or job.stage
+        counts = _counts(item.stage_attempts, job)
+        first = job.first_failed_at or now
+        previous = max((d for d in self._letters.values() if d.job_id == job.id),
+                       key=lambda d: d.id, default=None)
+        letter = DeadLetter(
+            id=len(self._letters) + 1, job_id=job.id, task=job.task, queue=job.queue,
+            owner=job.owner, error_class=error_class, error_code=item.error_code,
+            error_message=item.error_message, retryable=item.retryable, stage=stage,
+            stage_attempts=counts, attempts=job.attempts, last_stack=item.stack,
+            context=dict(item.context), first_failure_at=first, last_failure_at=now,
+            escalated=bool(previous and previous.replayed_at and previous.error_class == error_class
+                           and not item.retryable),
+            previous_id=previous.id if previous else None,
+            replayed_at=None, replayed_by=None, replay_from=None, notes=[],
+        )
+        self._letters[letter.id] = letter
         self._move(
             job, Status.FAILED, now,
-            error_code=code, error_message=message,
-            last_error_code=code, last_error_message=message,
-            finished_at=now, failed_at=now,
-            meta={"error_code": code, **meta},
+            error_code=item.error_code, error_message=item.error_message,
+            last_error_code=item.error_code, last_error_message=item.error_message,
+            finished_at=now, failed_at=now, stage=stage, stage_attempts=counts,
+            first_failed_at=first,
+            meta={"error_code": item.error_code, "error_class": error_class, "stage": stage,
+                  "dead_letter_id": letter.id, "escalated": letter.escalated, **item.meta},
             **self._NO_LEASE,
         )
+
+    def stages_save(self, *, items: Sequence[StageDone]) -> set[UUID]:
+        def apply(job: Job, item: StageDone, now: datetime) -> None:
+            self._jobs[job.id] = replace(
+                job, checkpoint={**job.checkpoint, item.stage: item.output},
+                stage_attempts=dict(item.stage_attempts), stage=item.next_stage or item.stage,
+                updated_at=now,
+            )
+
+        return self._fenced(items, apply)
 
     def jobs_requeue(self, *, leases: Sequence[Lease]) -> set[UUID]:
         def apply(job: Job, _: Lease, now: datetime) -> None:
@@ -216,11 +261,11 @@ class MemoryStore:
                 if j.status is Status.RUNNING and j.lease_expires_at <= now
             ][:limit]
             for job in expired:
-                meta = {"reason": "lease_expired", "worker": job.lease_owner}
                 if job.attempts >= job.max_attempts:
-                    self._fail(job, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE, now, meta)
+                    self._fail(job, lease_expired(job.lease, job.lease_owner), now)
                 else:
-                    self._move(job, Status.QUEUED, now, run_at=now, meta=meta, **self._NO_LEASE)
+                    self._move(job, Status.QUEUED, now, run_at=now, **self._NO_LEASE,
+                               meta={"reason": "lease_expired", "worker": job.lease_owner})
             return [j.id for j in expired]
 
     def job_cancel(self, *, job_id: UUID) -> Job:
@@ -230,6 +275,74 @@ class MemoryStore:
                 raise JobNotFound(f"no job has id {job_id}")
             now = self._clock()
             return self._move(job, Status.CANCELLED, now, finished_at=now)
+
+    def job_revive(
+        self, *, job_id: UUID, reason: str, by: str | None, from_start: bool = False,
+        first_stage: str | None = None, dead_letter_id: int | None = None,
+    ) -> Job | None:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.status is not Status.FAILED:
+                return None
+            letter = self._letters.get(dead_letter_id) if dead_letter_id is not None else None
+            if dead_letter_id is not None and (letter is None or letter.job_id != job_id
+                                               or letter.replayed_at is not None):
+                return None
+            now = self._clock()
+            replay_from = "start" if from_start else "stage"
+            if from_start:
+                stage, checkpoint, counts = first_stage or job.stage, {}, {}
+            else:
+                stage, checkpoint = job.stage, job.checkpoint
+                counts = {k: v for k, v in job.stage_attempts.items() if k != stage}
+            marked = []
+            for d in list(self._letters.values()):
+                if d.job_id == job_id and d.replayed_at is None:
+                    self._letters[d.id] = replace(d, replayed_at=now, replayed_by=by,
+                                                  replay_from=replay_from)
+                    marked.append(d.id)
+            revived = self._move(
+                job, Status.QUEUED, now, run_at=now, attempts=0, error_code=None,
+                error_message=None, finished_at=None, failed_at=None, first_failed_at=None,
+                stage=stage, checkpoint=checkpoint, stage_attempts=counts,
+                manual_retry_count=job.manual_retry_count + (reason == "manual_retry"),
+                meta={"reason": reason, "by": by, "from": replay_from, "stage": stage,
+                      "dead_letter_ids": sorted(marked)},
+            )
+            # The event records attempt 0: the revived job starts a fresh count.
+            listeners = list(self._listeners)
+        for on_wake in listeners:
+            on_wake(revived.queue)
+        return revived
+
+    def dead_letter_get(self, *, id: int) -> DeadLetter | None:
+        with self._lock:
+            return self._letters.get(id)
+
+    def dead_letters_list(self, *, where: DeadLetterFilter) -> list[DeadLetter]:
+        now = self._clock()
+        with self._lock:
+            found = [
+                d for d in self._letters.values()
+                if (where.error_class is None or d.error_class == where.error_class)
+                and (where.stage is None or d.stage == where.stage)
+                and (where.task is None or d.task == where.task)
+                and (where.owner is None or d.owner == where.owner)
+                and (where.state is None or (where.state == "escalated" and d.escalated)
+                     or where.state == d.state)
+                and (where.older_than is None or d.last_failure_at <= now - where.older_than)
+                and (where.newer_than is None or d.last_failure_at > now - where.newer_than)
+            ]
+        return sorted(found, key=lambda d: -d.id)[: where.limit]
+
+    def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
+        with self._lock:
+            letter = self._letters.get(id)
+            if letter is None:
+                raise DeadLetterNotFound(f"no dead letter has id {id}")
+            note = {"at": self._clock().isoformat(), "by": by, "text": text}
+            self._letters[id] = replace(letter, notes=[*letter.notes, note])
+            return self._letters[id]
 
     # -- reading -------------------------------------------------------------
 

@@ -18,7 +18,10 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Protocol, Sequence
 from uuid import UUID
 
-from redrive.core.job import Completion, FailNow, Job, JobEvent, Lease, NewJob, RetryLater
+from redrive.core.job import (
+    Completion, DeadLetter, DeadLetterFilter, FailNow, Job, JobEvent, Lease, NewJob, RetryLater,
+    StageDone,
+)
 from redrive.core.states import Status
 
 # Shown on events and as the reason a job failed when its lease kept expiring.
@@ -26,6 +29,16 @@ LEASE_EXPIRED = "LEASE_EXPIRED"
 
 
 LEASE_EXPIRED_MESSAGE = "its worker stopped renewing the lease and no attempt was left"
+
+
+def lease_expired(lease: Lease, worker: str | None) -> FailNow:
+    """How every store fails a job whose last allowed attempt lost its lease."""
+    return FailNow(
+        lease=lease, error_code=LEASE_EXPIRED, error_message=LEASE_EXPIRED_MESSAGE,
+        error_class=LEASE_EXPIRED, retryable=False,
+        meta={"reason": "lease_expired", "worker": worker},
+        context={"worker": worker},
+    )
 
 
 class Store(Protocol):
@@ -56,7 +69,12 @@ class Store(Protocol):
         """running -> queued, due after a delay, lease cleared, last error kept."""
 
     def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
-        """running -> failed with an error code and message."""
+        """running -> failed with an error code and message, and in the same
+        transaction a dead letter (escalated when the job's previous letter was
+        replayed and this is the same non-retryable error_class)."""
+
+    def stages_save(self, *, items: Sequence[StageDone]) -> set[UUID]:
+        """Record finished stages' output and counts on running jobs (fenced)."""
 
     def jobs_requeue(self, *, leases: Sequence[Lease]) -> set[UUID]:
         """running -> queued on shutdown; the interrupted dispatch is not counted."""
@@ -66,6 +84,23 @@ class Store(Protocol):
 
     def job_cancel(self, *, job_id: UUID) -> Job:
         """scheduled or queued -> cancelled."""
+
+    def job_revive(
+        self, *, job_id: UUID, reason: str, by: str | None, from_start: bool = False,
+        first_stage: str | None = None, dead_letter_id: int | None = None,
+    ) -> Job | None:
+        """failed -> queued (``reason``: "manual_retry" or "replay") with fresh
+        attempts, at the failed stage or from ``first_stage`` with no saved
+        output; the job's open dead letters are marked replayed. None when the
+        job is not failed, or ``dead_letter_id`` is no longer open."""
+
+    def dead_letter_get(self, *, id: int) -> DeadLetter | None: ...
+
+    def dead_letters_list(self, *, where: DeadLetterFilter) -> list[DeadLetter]:
+        """Newest first."""
+
+    def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
+        """Append a resolution note."""
 
     def job_get(self, *, job_id: UUID) -> Job | None: ...
 

@@ -33,13 +33,14 @@ LISTEN redrive_jobs;
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(jobs)s) AS x(
         id uuid, task text, queue text, args jsonb, kwargs jsonb, priority smallint,
-        max_attempts integer, owner text, run_at timestamptz, delay_s double precision)
+        max_attempts integer, owner text, run_at timestamptz, delay_s double precision,
+        stage text)
 ), inserted AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
-                             attempts, max_attempts, owner, created_at, updated_at)
+                             attempts, max_attempts, owner, created_at, updated_at, stage)
     SELECT id, task, queue, args, kwargs,
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
-           priority, due, 0, max_attempts, owner, now(), now()
+           priority, due, 0, max_attempts, owner, now(), now(), stage
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM input) AS rows
     RETURNING *
@@ -97,10 +98,12 @@ WITH input AS (
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message, result,
-        created_at, updated_at, started_at, finished_at)
+        created_at, updated_at, started_at, finished_at,
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
     SELECT id, task, queue, args, kwargs, 'succeeded', priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message, new_result,
-        created_at, now(), started_at, now()
+        created_at, now(), started_at, now(),
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at
     FROM moved
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
@@ -109,26 +112,56 @@ WITH input AS (
 SELECT id FROM moved;
 
 -- name: jobs_fail
+-- The job moves to history as failed and its dead letter is written in the
+-- same statement. The new letter is escalated when the job's previous letter
+-- was replayed and this failure is the same non-retryable error_class.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(items)s) AS x(
-        id uuid, token uuid, error_code text, error_message text, meta jsonb)
+        id uuid, token uuid, error_code text, error_message text, error_class text,
+        retryable boolean, stage text, stage_attempts jsonb, stack text, context jsonb,
+        meta jsonb)
 ), moved AS (
     DELETE FROM redrive_job AS j USING input AS i
     WHERE j.id = i.id AND j.lease_token = i.token
-    RETURNING j.*, i.error_code AS new_code, i.error_message AS new_message, i.meta AS event_meta
+    RETURNING j.*, i.error_code AS new_code, i.error_message AS new_message,
+        i.error_class AS new_class, i.retryable AS new_retryable,
+        coalesce(i.stage, j.stage) AS new_stage,
+        coalesce(i.stage_attempts, j.stage_attempts) AS new_stage_attempts,
+        i.stack AS new_stack, i.context AS new_context, i.meta AS event_meta
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
-        error_code, error_message, created_at, updated_at, started_at, finished_at, failed_at)
+        error_code, error_message, created_at, updated_at, started_at, finished_at, failed_at,
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
     SELECT id, task, queue, args, kwargs, 'failed', priority, run_at,
         attempts, max_attempts, owner, new_code, new_message,
-        new_code, new_message, created_at, now(), started_at, now(), now()
+        new_code, new_message, created_at, now(), started_at, now(), now(),
+        new_stage, new_stage_attempts, checkpoint, manual_retry_count,
+        coalesce(first_failed_at, now())
     FROM moved
+), previous AS (
+    SELECT DISTINCT ON (d.job_id) d.job_id, d.id, d.error_class, d.replayed_at
+    FROM redrive_dead_letter AS d JOIN moved AS m ON d.job_id = m.id
+    ORDER BY d.job_id, d.id DESC
+), letters AS (
+    INSERT INTO redrive_dead_letter (job_id, task, queue, owner, error_class, error_code,
+        error_message, retryable, stage, stage_attempts, attempts, last_stack, context,
+        first_failure_at, last_failure_at, escalated, previous_id)
+    SELECT m.id, m.task, m.queue, m.owner, m.new_class, m.new_code,
+        m.new_message, m.new_retryable, m.new_stage, m.new_stage_attempts, m.attempts,
+        m.new_stack, m.new_context, coalesce(m.first_failed_at, now()), now(),
+        coalesce(p.replayed_at IS NOT NULL AND p.error_class = m.new_class
+                 AND NOT m.new_retryable, false),
+        p.id
+    FROM moved AS m LEFT JOIN previous AS p ON p.job_id = m.id
+    RETURNING id, job_id, escalated
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), 'running', 'failed', attempts,
-           jsonb_build_object('error_code', new_code) || event_meta
-    FROM moved
+    SELECT m.id, now(), 'running', 'failed', m.attempts,
+           jsonb_build_object('error_code', m.new_code, 'error_class', m.new_class,
+                              'stage', m.new_stage, 'dead_letter_id', l.id,
+                              'escalated', l.escalated) || m.event_meta
+    FROM moved AS m JOIN letters AS l ON l.job_id = m.id
 )
 SELECT id FROM moved;
 
@@ -136,21 +169,25 @@ SELECT id FROM moved;
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(items)s) AS x(
         id uuid, token uuid, delay_s double precision, error_code text,
-        error_message text, meta jsonb)
+        error_message text, stage text, stage_attempts jsonb, meta jsonb)
 ), retried AS (
     UPDATE redrive_job AS j
     SET status = 'queued',
         run_at = now() + make_interval(secs => i.delay_s),
         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
         last_error_code = i.error_code, last_error_message = i.error_message,
+        stage = coalesce(i.stage, j.stage),
+        stage_attempts = coalesce(i.stage_attempts, j.stage_attempts),
+        first_failed_at = coalesce(j.first_failed_at, now()),
         updated_at = now()
     FROM input AS i
     WHERE j.id = i.id AND j.lease_token = i.token
-    RETURNING j.id, j.attempts, i.error_code, i.delay_s, i.meta
+    RETURNING j.id, j.attempts, j.stage, i.error_code, i.delay_s, i.meta
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT id, now(), 'running', 'queued', attempts,
-           jsonb_build_object('error_code', error_code, 'delay_ms', round(delay_s * 1000)) || meta
+           jsonb_build_object('error_code', error_code, 'delay_ms', round(delay_s * 1000),
+                              'stage', stage) || meta
     FROM retried
 )
 SELECT id FROM retried;
@@ -173,6 +210,9 @@ WITH requeued AS (
 SELECT id, (SELECT count(*) FROM wake) AS woken FROM requeued;
 
 -- name: jobs_reclaim
+-- Expired leases with attempts left go back to queued here; those without are
+-- returned with their lease so the store fails them through jobs_fail (fenced,
+-- so a concurrent reclaimer cannot fail one twice) and they get a dead letter.
 WITH expired AS (
     SELECT id, lease_owner
     FROM redrive_job
@@ -188,33 +228,21 @@ WITH expired AS (
     WHERE j.id = e.id AND j.attempts < j.max_attempts
     RETURNING j.id, j.attempts, j.queue, e.lease_owner AS old_owner
 ), exhausted AS (
-    DELETE FROM redrive_job AS j USING expired AS e
-    WHERE j.id = e.id AND j.attempts >= j.max_attempts
-    RETURNING j.*, e.lease_owner AS old_owner
-), done AS (
-    INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
-        attempts, max_attempts, owner, last_error_code, last_error_message,
-        error_code, error_message, created_at, updated_at, started_at, finished_at, failed_at)
-    SELECT id, task, queue, args, kwargs, 'failed', priority, run_at,
-        attempts, max_attempts, owner, %(code)s, %(message)s,
-        %(code)s, %(message)s, created_at, now(), started_at, now(), now()
-    FROM exhausted
+    SELECT j.id, j.lease_token, j.lease_owner
+    FROM redrive_job AS j JOIN expired AS e ON j.id = e.id
+    WHERE j.attempts >= j.max_attempts
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT id, now(), 'running', 'queued', attempts,
            jsonb_build_object('reason', 'lease_expired', 'worker', old_owner)
     FROM requeued
-    UNION ALL
-    SELECT id, now(), 'running', 'failed', attempts,
-           jsonb_build_object('reason', 'lease_expired', 'worker', old_owner,
-                              'error_code', %(code)s::text)
-    FROM exhausted
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM requeued) AS q
 )
-SELECT id, attempts, (SELECT count(*) FROM wake) AS woken FROM requeued
+SELECT id, NULL::uuid AS lease_token, NULL AS lease_owner, (SELECT count(*) FROM wake) AS woken
+FROM requeued
 UNION ALL
-SELECT id, attempts, 0 FROM exhausted;
+SELECT id, lease_token, lease_owner, 0 FROM exhausted;
 
 -- name: job_cancel
 WITH moved AS (
@@ -224,10 +252,12 @@ WITH moved AS (
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
-        created_at, updated_at, started_at, finished_at)
+        created_at, updated_at, started_at, finished_at,
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
     SELECT id, task, queue, args, kwargs, 'cancelled', priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
-        created_at, now(), started_at, now()
+        created_at, now(), started_at, now(),
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at
     FROM moved
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt)
@@ -259,3 +289,92 @@ SELECT status, count(*) AS n FROM redrive_job_done GROUP BY status;
 
 -- name: job_events_list
 SELECT * FROM redrive_job_event WHERE job_id = %(id)s ORDER BY id;
+
+-- name: stages_save
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(items)s) AS x(
+        id uuid, token uuid, stage text, output jsonb, stage_attempts jsonb, next_stage text)
+)
+UPDATE redrive_job AS j
+SET checkpoint = j.checkpoint || jsonb_build_object(i.stage, i.output),
+    stage_attempts = i.stage_attempts,
+    stage = coalesce(i.next_stage, i.stage),
+    updated_at = now()
+FROM input AS i
+WHERE j.id = i.id AND j.lease_token = i.token
+RETURNING j.id;
+
+-- name: job_revive
+-- failed -> queued for a manual retry or a replay: a fresh set of attempts,
+-- resuming at the failed stage (its saved outputs kept) or from the start.
+-- With a dead_letter_id it happens only while that letter is still open, so
+-- two operators replaying at once revive the job once.
+WITH moved AS (
+    DELETE FROM redrive_job_done AS d
+    WHERE d.id = %(id)s AND d.status = 'failed'
+      AND (%(dead_letter_id)s::bigint IS NULL OR EXISTS (
+            SELECT 1 FROM redrive_dead_letter AS l
+            WHERE l.id = %(dead_letter_id)s::bigint AND l.job_id = d.id
+              AND l.replayed_at IS NULL))
+    RETURNING *
+), revived AS (
+    INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        created_at, updated_at, started_at,
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
+    SELECT id, task, queue, args, kwargs, 'queued', priority, now(),
+        0, max_attempts, owner, last_error_code, last_error_message,
+        created_at, now(), started_at,
+        CASE WHEN %(from_start)s THEN coalesce(%(first_stage)s::text, stage) ELSE stage END,
+        CASE WHEN %(from_start)s THEN '{}'::jsonb
+             ELSE stage_attempts - coalesce(stage, '') END,
+        CASE WHEN %(from_start)s THEN '{}'::jsonb ELSE checkpoint END,
+        manual_retry_count + CASE WHEN %(reason)s = 'manual_retry' THEN 1 ELSE 0 END,
+        NULL
+    FROM moved
+    RETURNING *
+), letters AS (
+    UPDATE redrive_dead_letter
+    SET replayed_at = now(), replayed_by = %(by)s,
+        replay_from = CASE WHEN %(from_start)s THEN 'start' ELSE 'stage' END
+    WHERE job_id IN (SELECT id FROM revived) AND replayed_at IS NULL
+    RETURNING id
+), events AS (
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT id, now(), 'failed', 'queued', 0,
+           jsonb_build_object('reason', %(reason)s::text, 'by', %(by)s::text,
+                              'from', CASE WHEN %(from_start)s THEN 'start' ELSE 'stage' END,
+                              'stage', stage,
+                              'dead_letter_ids', (SELECT coalesce(jsonb_agg(id), '[]') FROM letters))
+    FROM revived
+), wake AS (
+    SELECT pg_notify('redrive_jobs', queue) FROM revived
+)
+SELECT revived.*, (SELECT count(*) FROM wake) AS woken FROM revived;
+
+-- name: dead_letter_get
+SELECT * FROM redrive_dead_letter WHERE id = %(id)s;
+
+-- name: dead_letters_list
+SELECT * FROM redrive_dead_letter
+WHERE (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
+  AND (%(stage)s::text IS NULL OR stage = %(stage)s::text)
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
+  AND (%(state)s::text IS NULL
+       OR (%(state)s::text = 'open' AND replayed_at IS NULL)
+       OR (%(state)s::text = 'replayed' AND replayed_at IS NOT NULL)
+       OR (%(state)s::text = 'escalated' AND escalated))
+  AND (%(older_than_s)s::float8 IS NULL
+       OR last_failure_at <= now() - make_interval(secs => %(older_than_s)s::float8))
+  AND (%(newer_than_s)s::float8 IS NULL
+       OR last_failure_at > now() - make_interval(secs => %(newer_than_s)s::float8))
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: dead_letter_note
+UPDATE redrive_dead_letter
+SET notes = notes || jsonb_build_array(jsonb_build_object(
+    'at', now(), 'by', %(by)s::text, 'text', %(text)s::text))
+WHERE id = %(id)s
+RETURNING *;

@@ -21,13 +21,15 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from redrive.core.job import (
-    JOB_COLUMNS, Completion, FailNow, Job, JobEvent, Lease, NewJob, RetryLater,
+    DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, FailNow, Job,
+    JobEvent, Lease, NewJob, RetryLater, StageDone,
 )
 from redrive.core.states import Status
 from redrive.errors import (
-    ConfigError, IllegalTransition, JobNotFound, SchemaOutdated, StoreError, StoreUnavailable,
+    ConfigError, DeadLetterNotFound, IllegalTransition, JobNotFound, SchemaOutdated, StoreError,
+    StoreUnavailable,
 )
-from redrive.store.port import LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE
+from redrive.store.port import lease_expired
 from redrive.store.sql import load_migrations, load_queries
 
 log = logging.getLogger("redrive.store.postgres")
@@ -169,14 +171,25 @@ class PostgresStore:
     def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[UUID]:
         return self._fenced("jobs_retry", [
             {**_lease_json(i.lease), "delay_s": i.delay.total_seconds(),
-             "error_code": i.error_code, "error_message": i.error_message, "meta": dict(i.meta)}
+             "error_code": i.error_code, "error_message": i.error_message, "meta": dict(i.meta),
+             "stage": i.stage, "stage_attempts": _optional(i.stage_attempts)}
             for i in items
         ])
 
     def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
         return self._fenced("jobs_fail", [
             {**_lease_json(i.lease), "error_code": i.error_code,
-             "error_message": i.error_message, "meta": dict(i.meta)}
+             "error_message": i.error_message, "meta": dict(i.meta),
+             "error_class": i.error_class or i.error_code, "retryable": i.retryable,
+             "stage": i.stage, "stage_attempts": _optional(i.stage_attempts),
+             "stack": i.stack, "context": dict(i.context)}
+            for i in items
+        ])
+
+    def stages_save(self, *, items: Sequence[StageDone]) -> set[UUID]:
+        return self._fenced("stages_save", [
+            {**_lease_json(i.lease), "stage": i.stage, "output": i.output,
+             "stage_attempts": dict(i.stage_attempts), "next_stage": i.next_stage}
             for i in items
         ])
 
@@ -191,9 +204,11 @@ class PostgresStore:
         return {row["id"] for row in self._run("jobs_requeue", _leases(leases))}
 
     def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
-        rows = self._run("jobs_reclaim", {
-            "limit": limit, "code": LEASE_EXPIRED, "message": LEASE_EXPIRED_MESSAGE,
-        })
+        rows = self._run("jobs_reclaim", {"limit": limit})
+        self.jobs_fail(items=[
+            lease_expired(Lease(row["id"], row["lease_token"]), row["lease_owner"])
+            for row in rows if row["lease_token"] is not None
+        ])
         return [row["id"] for row in rows]
 
     def job_cancel(self, *, job_id: UUID) -> Job:
@@ -205,6 +220,34 @@ class PostgresStore:
         job = self.job_get(job_id=job_id)
         assert job is not None
         return job
+
+    def job_revive(
+        self, *, job_id: UUID, reason: str, by: str | None, from_start: bool = False,
+        first_stage: str | None = None, dead_letter_id: int | None = None,
+    ) -> Job | None:
+        rows = self._run("job_revive", {
+            "id": job_id, "reason": reason, "by": by, "from_start": from_start,
+            "first_stage": first_stage, "dead_letter_id": dead_letter_id,
+        })
+        return _job(rows[0]) if rows else None
+
+    def dead_letter_get(self, *, id: int) -> DeadLetter | None:
+        rows = self._run("dead_letter_get", {"id": id})
+        return _dead_letter(rows[0]) if rows else None
+
+    def dead_letters_list(self, *, where: DeadLetterFilter) -> list[DeadLetter]:
+        rows = self._run("dead_letters_list", {
+            "error_class": where.error_class, "stage": where.stage, "task": where.task,
+            "owner": where.owner, "state": where.state, "limit": where.limit,
+            "older_than_s": _seconds(where.older_than), "newer_than_s": _seconds(where.newer_than),
+        })
+        return [_dead_letter(row) for row in rows]
+
+    def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
+        rows = self._run("dead_letter_note", {"id": id, "text": text, "by": by})
+        if not rows:
+            raise DeadLetterNotFound(f"no dead letter has id {id}")
+        return _dead_letter(rows[0])
 
     def job_get(self, *, job_id: UUID) -> Job | None:
         rows = self._run("job_get", {"id": job_id})
@@ -294,12 +337,24 @@ def _job(row: dict) -> Job:
     return Job(**values)
 
 
+def _dead_letter(row: dict) -> DeadLetter:
+    return DeadLetter(**{name: row[name] for name in DEAD_LETTER_COLUMNS})
+
+
+def _optional(mapping: Any) -> Any:
+    return None if mapping is None else dict(mapping)
+
+
+def _seconds(delta: timedelta | None) -> float | None:
+    return None if delta is None else delta.total_seconds()
+
+
 def _new_job_json(job: NewJob) -> dict[str, Any]:
     return {
         "id": str(job.id), "task": job.task, "queue": job.queue, "args": job.args,
         "kwargs": job.kwargs, "priority": job.priority, "max_attempts": job.max_attempts,
         "owner": job.owner, "run_at": job.run_at.isoformat() if job.run_at else None,
-        "delay_s": job.delay.total_seconds() if job.delay else None,
+        "delay_s": job.delay.total_seconds() if job.delay else None, "stage": job.stage,
     }
 
 

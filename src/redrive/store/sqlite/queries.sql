@@ -22,9 +22,9 @@ INSERT INTO redrive_migration (version, name) VALUES (:version, :name);
 
 -- name: job_insert
 INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
-                         attempts, max_attempts, owner, created_at, updated_at)
+                         attempts, max_attempts, owner, created_at, updated_at, stage)
 VALUES (:id, :task, :queue, :args, :kwargs, :status, :priority, :run_at,
-        0, :max_attempts, :owner, :now, :now)
+        0, :max_attempts, :owner, :now, :now, :stage)
 RETURNING *;
 
 -- name: event_insert
@@ -65,19 +65,94 @@ DELETE FROM redrive_job WHERE id = :id AND status IN ('scheduled', 'queued') RET
 INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
     attempts, max_attempts, owner, lease_token, lease_owner, lease_expires_at,
     last_error_code, last_error_message, error_code, error_message, result,
-    created_at, updated_at, started_at, finished_at, failed_at)
+    created_at, updated_at, started_at, finished_at, failed_at,
+    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
 VALUES (:id, :task, :queue, :args, :kwargs, :status, :priority, :run_at,
     :attempts, :max_attempts, :owner, :lease_token, :lease_owner, :lease_expires_at,
     :last_error_code, :last_error_message, :error_code, :error_message, :result,
-    :created_at, :updated_at, :started_at, :finished_at, :failed_at);
+    :created_at, :updated_at, :started_at, :finished_at, :failed_at,
+    :stage, :stage_attempts, :checkpoint, :manual_retry_count, :first_failed_at);
+
+-- name: job_revived_insert
+INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
+    attempts, max_attempts, owner, last_error_code, last_error_message,
+    created_at, updated_at, started_at,
+    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
+VALUES (:id, :task, :queue, :args, :kwargs, 'queued', :priority, :now,
+    0, :max_attempts, :owner, :last_error_code, :last_error_message,
+    :created_at, :now, :started_at,
+    :stage, :stage_attempts, :checkpoint, :manual_retry_count, NULL)
+RETURNING *;
+
+-- name: job_take_failed
+DELETE FROM redrive_job_done WHERE id = :id AND status = 'failed' RETURNING *;
 
 -- name: job_retry
 UPDATE redrive_job
 SET status = 'queued', run_at = :now + :delay_s,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
-    last_error_code = :error_code, last_error_message = :error_message, updated_at = :now
+    last_error_code = :error_code, last_error_message = :error_message,
+    stage = coalesce(:stage, stage),
+    stage_attempts = coalesce(:stage_attempts, stage_attempts),
+    first_failed_at = coalesce(first_failed_at, :now),
+    updated_at = :now
 WHERE id = :id AND lease_token = :token
-RETURNING attempts;
+RETURNING attempts, stage;
+
+-- name: stage_save
+UPDATE redrive_job
+SET checkpoint = json_set(checkpoint, '$.' || json_quote(:stage), json(:output)),
+    stage_attempts = :stage_attempts,
+    stage = coalesce(:next_stage, :stage),
+    updated_at = :now
+WHERE id = :id AND lease_token = :token
+RETURNING id;
+
+-- name: dead_letter_previous
+SELECT id, error_class, replayed_at FROM redrive_dead_letter
+WHERE job_id = :job_id ORDER BY id DESC LIMIT 1;
+
+-- name: dead_letter_insert
+INSERT INTO redrive_dead_letter (job_id, task, queue, owner, error_class, error_code,
+    error_message, retryable, stage, stage_attempts, attempts, last_stack, context,
+    first_failure_at, last_failure_at, escalated, previous_id)
+VALUES (:job_id, :task, :queue, :owner, :error_class, :error_code,
+    :error_message, :retryable, :stage, :stage_attempts, :attempts, :last_stack, :context,
+    :first_failure_at, :last_failure_at, :escalated, :previous_id)
+RETURNING id;
+
+-- name: dead_letter_open_check
+SELECT 1 FROM redrive_dead_letter WHERE id = :id AND job_id = :job_id AND replayed_at IS NULL;
+
+-- name: dead_letters_mark_replayed
+UPDATE redrive_dead_letter
+SET replayed_at = :now, replayed_by = :by, replay_from = :replay_from
+WHERE job_id = :job_id AND replayed_at IS NULL
+RETURNING id;
+
+-- name: dead_letter_get
+SELECT * FROM redrive_dead_letter WHERE id = :id;
+
+-- name: dead_letters_list
+SELECT * FROM redrive_dead_letter
+WHERE (:error_class IS NULL OR error_class = :error_class)
+  AND (:stage IS NULL OR stage = :stage)
+  AND (:task IS NULL OR task = :task)
+  AND (:owner IS NULL OR owner = :owner)
+  AND (:state IS NULL
+       OR (:state = 'open' AND replayed_at IS NULL)
+       OR (:state = 'replayed' AND replayed_at IS NOT NULL)
+       OR (:state = 'escalated' AND escalated))
+  AND (:older_than_s IS NULL OR last_failure_at <= :now - :older_than_s)
+  AND (:newer_than_s IS NULL OR last_failure_at > :now - :newer_than_s)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: dead_letter_note
+UPDATE redrive_dead_letter
+SET notes = json_insert(notes, '$[#]', json_object('at', :at, 'by', :by, 'text', :text))
+WHERE id = :id
+RETURNING *;
 
 -- name: job_requeue
 UPDATE redrive_job

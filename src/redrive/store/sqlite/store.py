@@ -18,13 +18,15 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 from uuid import UUID
 
 from redrive.core.job import (
-    JOB_COLUMNS, Completion, FailNow, Job, JobEvent, Lease, NewJob, RetryLater,
+    DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, FailNow, Job,
+    JobEvent, Lease, NewJob, RetryLater, StageDone,
 )
 from redrive.core.states import Status
 from redrive.errors import (
-    ConfigError, IllegalTransition, JobNotFound, StoreBusy, StoreError, StoreUnavailable,
+    ConfigError, DeadLetterNotFound, IllegalTransition, JobNotFound, StoreBusy, StoreError,
+    StoreUnavailable,
 )
-from redrive.store.port import LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE
+from redrive.store.port import lease_expired
 from redrive.store.sql import load_migrations, load_queries
 
 T = TypeVar("T")
@@ -32,10 +34,10 @@ T = TypeVar("T")
 _PACKAGE = "redrive.store.sqlite"
 _BUSY_TIMEOUT_S = 5.0
 _BUSY_DEADLINE_S = 60.0
-_JSON_COLUMNS = ("args", "kwargs", "result")
+_JSON_COLUMNS = ("args", "kwargs", "result", "stage_attempts", "checkpoint")
 _TIME_COLUMNS = (
     "run_at", "lease_expires_at", "created_at", "updated_at",
-    "started_at", "finished_at", "failed_at",
+    "started_at", "finished_at", "failed_at", "first_failed_at",
 )
 _NO_LEASE = {"lease_token": None, "lease_owner": None, "lease_expires_at": None}
 
@@ -147,7 +149,7 @@ class SQLiteStore:
                 "args": json.dumps(new.args), "kwargs": json.dumps(new.kwargs),
                 "status": "scheduled" if run_at > now else "queued",
                 "priority": new.priority, "run_at": run_at, "max_attempts": new.max_attempts,
-                "owner": new.owner, "now": now,
+                "owner": new.owner, "now": now, "stage": new.stage,
             }).fetchone()
             self._event(conn, row["id"], None, row["status"], 0, now)
             created.append(_job(row))
@@ -232,15 +234,35 @@ class SQLiteStore:
 
     def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
         return self._fenced(items, lambda conn, item, now: self._fail(
-            conn, self._take(conn, item.lease), item.error_code, item.error_message, now, dict(item.meta),
-        ))
+            conn, self._take(conn, item.lease), item, now))
 
-    def _fail(self, conn: sqlite3.Connection, taken: sqlite3.Row | None, code: str, message: str,
-              now: float, meta: dict) -> bool:
+    def _fail(self, conn: sqlite3.Connection, taken: sqlite3.Row | None, item: FailNow, now: float) -> bool:
+        if taken is None:
+            return False
+        error_class = item.error_class or item.error_code
+        stage = item.stage or taken["stage"]
+        stage_attempts = (json.dumps(dict(item.stage_attempts)) if item.stage_attempts is not None
+                          else taken["stage_attempts"])
+        first_failed_at = taken["first_failed_at"] or now
+        previous = conn.execute(self._queries["dead_letter_previous"], {"job_id": taken["id"]}).fetchone()
+        escalated = bool(previous and previous["replayed_at"] is not None
+                         and previous["error_class"] == error_class and not item.retryable)
+        letter = conn.execute(self._queries["dead_letter_insert"], {
+            "job_id": taken["id"], "task": taken["task"], "queue": taken["queue"],
+            "owner": taken["owner"], "error_class": error_class, "error_code": item.error_code,
+            "error_message": item.error_message, "retryable": item.retryable, "stage": stage,
+            "stage_attempts": stage_attempts, "attempts": taken["attempts"],
+            "last_stack": item.stack, "context": json.dumps(dict(item.context)),
+            "first_failure_at": first_failed_at, "last_failure_at": now,
+            "escalated": escalated, "previous_id": previous["id"] if previous else None,
+        }).fetchone()
+        meta = {"error_code": item.error_code, "error_class": error_class, "stage": stage,
+                "dead_letter_id": letter["id"], "escalated": escalated, **item.meta}
         return self._finish(
-            conn, taken, "failed", now, {"error_code": code, **meta},
-            error_code=code, error_message=message, last_error_code=code,
-            last_error_message=message, failed_at=now,
+            conn, taken, "failed", now, meta,
+            error_code=item.error_code, error_message=item.error_message,
+            last_error_code=item.error_code, last_error_message=item.error_message, failed_at=now,
+            stage=stage, stage_attempts=stage_attempts, first_failed_at=first_failed_at,
         )
 
     def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[UUID]:
@@ -248,15 +270,24 @@ class SQLiteStore:
             row = conn.execute(self._queries["job_retry"], {
                 **_lease(item.lease), "now": now, "delay_s": item.delay.total_seconds(),
                 "error_code": item.error_code, "error_message": item.error_message,
+                "stage": item.stage,
+                "stage_attempts": None if item.stage_attempts is None else json.dumps(dict(item.stage_attempts)),
             }).fetchone()
             if row:
                 self._event(conn, str(item.lease.job_id), "running", "queued", row["attempts"], now, {
                     "error_code": item.error_code,
-                    "delay_ms": round(item.delay.total_seconds() * 1000), **item.meta,
+                    "delay_ms": round(item.delay.total_seconds() * 1000), "stage": row["stage"],
+                    **item.meta,
                 })
             return row is not None
 
         return self._fenced(items, apply)
+
+    def stages_save(self, *, items: Sequence[StageDone]) -> set[UUID]:
+        return self._fenced(items, lambda conn, item, now: conn.execute(self._queries["stage_save"], {
+            **_lease(item.lease), "now": now, "stage": item.stage, "output": json.dumps(item.output),
+            "stage_attempts": json.dumps(dict(item.stage_attempts)), "next_stage": item.next_stage,
+        }).fetchone() is not None)
 
     def _requeue(self, conn: sqlite3.Connection, lease: Lease, now: float, refund: int, meta: dict) -> bool:
         row = conn.execute(self._queries["job_requeue"], {**_lease(lease), "now": now, "refund": refund}).fetchone()
@@ -273,11 +304,10 @@ class SQLiteStore:
             reclaimed = []
             for row in conn.execute(self._queries["jobs_expired"], {"now": now, "limit": limit}).fetchall():
                 lease = Lease(UUID(row["id"]), UUID(row["lease_token"]))
-                meta = {"reason": "lease_expired", "worker": row["lease_owner"]}
                 if row["attempts"] >= row["max_attempts"]:
-                    self._fail(conn, self._take(conn, lease), LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE, now, meta)
+                    self._fail(conn, self._take(conn, lease), lease_expired(lease, row["lease_owner"]), now)
                 else:
-                    self._requeue(conn, lease, now, 0, meta)
+                    self._requeue(conn, lease, now, 0, {"reason": "lease_expired", "worker": row["lease_owner"]})
                 reclaimed.append(lease.job_id)
             return reclaimed
 
@@ -298,6 +328,69 @@ class SQLiteStore:
         job = self.job_get(job_id=job_id)
         assert job is not None
         return job
+
+    def job_revive(
+        self, *, job_id: UUID, reason: str, by: str | None, from_start: bool = False,
+        first_stage: str | None = None, dead_letter_id: int | None = None,
+    ) -> Job | None:
+        def body(conn: sqlite3.Connection, now: float) -> Job | None:
+            if dead_letter_id is not None and conn.execute(self._queries["dead_letter_open_check"], {
+                "id": dead_letter_id, "job_id": str(job_id),
+            }).fetchone() is None:
+                return None
+            taken = conn.execute(self._queries["job_take_failed"], {"id": str(job_id)}).fetchone()
+            if taken is None:
+                return None
+            old = dict(taken)
+            stage_attempts = json.loads(old["stage_attempts"])
+            if from_start:
+                stage, checkpoint, stage_attempts = first_stage or old["stage"], "{}", {}
+            else:
+                stage, checkpoint = old["stage"], old["checkpoint"]
+                stage_attempts.pop(stage, None)
+            row = conn.execute(self._queries["job_revived_insert"], {
+                **old, "now": now, "stage": stage, "checkpoint": checkpoint,
+                "stage_attempts": json.dumps(stage_attempts),
+                "manual_retry_count": old["manual_retry_count"] + (reason == "manual_retry"),
+            }).fetchone()
+            replay_from = "start" if from_start else "stage"
+            letters = conn.execute(self._queries["dead_letters_mark_replayed"], {
+                "job_id": str(job_id), "now": now, "by": by, "replay_from": replay_from,
+            }).fetchall()
+            self._event(conn, str(job_id), "failed", "queued", 0, now, {
+                "reason": reason, "by": by, "from": replay_from, "stage": stage,
+                "dead_letter_ids": sorted(r["id"] for r in letters),
+            })
+            return _job(row)
+
+        revived = self._write(body)
+        if revived is not None:
+            self._wake({revived.queue})
+        return revived
+
+    def dead_letter_get(self, *, id: int) -> DeadLetter | None:
+        rows = self._read("dead_letter_get", {"id": id})
+        return _dead_letter(rows[0]) if rows else None
+
+    def dead_letters_list(self, *, where: DeadLetterFilter) -> list[DeadLetter]:
+        def seconds(delta: timedelta | None) -> float | None:
+            return None if delta is None else delta.total_seconds()
+
+        rows = self._read("dead_letters_list", {
+            "error_class": where.error_class, "stage": where.stage, "task": where.task,
+            "owner": where.owner, "state": where.state, "limit": where.limit,
+            "older_than_s": seconds(where.older_than), "newer_than_s": seconds(where.newer_than),
+            "now": self.now().timestamp(),
+        })
+        return [_dead_letter(row) for row in rows]
+
+    def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
+        row = self._write(lambda conn, now: conn.execute(self._queries["dead_letter_note"], {
+            "id": id, "text": text, "by": by, "at": _time(now).isoformat(),
+        }).fetchone())
+        if row is None:
+            raise DeadLetterNotFound(f"no dead letter has id {id}")
+        return _dead_letter(row)
 
     # -- reading -----------------------------------------------------------------
 
@@ -377,6 +470,18 @@ def _time(value: float | None) -> datetime | None:
 
 def _lease(lease: Lease) -> dict[str, str]:
     return {"id": str(lease.job_id), "token": lease.token.hex}
+
+
+def _dead_letter(row: sqlite3.Row) -> DeadLetter:
+    values = {name: row[name] for name in DEAD_LETTER_COLUMNS}
+    values["job_id"] = UUID(values["job_id"])
+    for name in ("stage_attempts", "context", "notes"):
+        values[name] = json.loads(values[name])
+    for name in ("first_failure_at", "last_failure_at", "replayed_at"):
+        values[name] = _time(values[name])
+    values["retryable"] = bool(values["retryable"])
+    values["escalated"] = bool(values["escalated"])
+    return DeadLetter(**values)
 
 
 def _job(row: sqlite3.Row) -> Job:

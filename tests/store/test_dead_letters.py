@@ -1,0 +1,164 @@
+"""Stages, dead letters, replay and manual retry: the store's side, on every store."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from redrive.core.job import DeadLetterFilter, FailNow, Lease, RetryLater, StageDone
+from redrive.core.states import Status
+from redrive.errors import DeadLetterNotFound
+from redrive.store.port import LEASE_EXPIRED, Store
+from tests.conftest import wait_until
+from tests.store.test_behaviour import assert_history, claim_one, new
+
+
+def fail(store: Store, job, code: str = "AUTH_DENIED", *, retryable: bool = False, **extra) -> None:
+    item = FailNow(job.lease, code, f"{code} happened", error_class=extra.pop("error_class", code),
+                   retryable=retryable, **extra)
+    assert store.jobs_fail(items=[item]) == {job.id}
+
+
+def letter_of(store: Store, job_id) -> object:
+    (letter,) = [d for d in store.dead_letters_list(where=DeadLetterFilter()) if d.job_id == job_id][:1]
+    return letter
+
+
+def test_a_finished_stage_is_saved_fenced_on_the_lease(store: Store) -> None:
+    store.jobs_insert(jobs=[new(stage="fetch")])
+    job = claim_one(store)
+    assert job.stage == "fetch" and job.checkpoint == {} and job.stage_attempts == {}
+    stale = StageDone(Lease(job.id, uuid.uuid4()), "fetch", {"doc": 1}, {"fetch": 1}, "llm")
+    assert store.stages_save(items=[stale]) == set()
+    done = StageDone(job.lease, "fetch", {"doc": "d1", "n": [1, 2]}, {"fetch": 1}, "llm")
+    assert store.stages_save(items=[done]) == {job.id}
+    saved = store.job_get(job_id=job.id)
+    assert (saved.stage, saved.checkpoint, saved.stage_attempts) == (
+        "llm", {"fetch": {"doc": "d1", "n": [1, 2]}}, {"fetch": 1})
+    # A retry records the failed stage's count and keeps the checkpoint
+    retry = RetryLater(job.lease, timedelta(0), "UPSTREAM_5XX", "503", stage="llm",
+                       stage_attempts={"fetch": 1, "llm": 1})
+    assert store.jobs_retry(items=[retry]) == {job.id}
+    retried = store.job_get(job_id=job.id)
+    assert retried.stage_attempts == {"fetch": 1, "llm": 1} and "fetch" in retried.checkpoint
+    assert retried.first_failed_at is not None
+    assert assert_history(store, job.id)[-1].meta["stage"] == "llm"
+
+
+def test_failing_writes_a_dead_letter_in_the_same_step(store: Store) -> None:
+    store.jobs_insert(jobs=[new(task="criticize", stage="fetch")])
+    job = claim_one(store)
+    fail(store, job, "UPSTREAM_5XX", retryable=True, stage="llm",
+         stage_attempts={"fetch": 1, "llm": 5}, stack="Traceback ... [REDACTED]",
+         context={"request_id": "r-1", "upstream_status": 503}, meta={"duration_ms": 7})
+    failed = store.job_get(job_id=job.id)
+    assert failed.status is Status.FAILED and failed.stage == "llm"
+    letter = letter_of(store, job.id)
+    assert (letter.task, letter.error_class, letter.error_code, letter.stage) == (
+        "criticize", "UPSTREAM_5XX", "UPSTREAM_5XX", "llm")
+    assert letter.stage_attempts == {"fetch": 1, "llm": 5} and letter.attempts == 1
+    assert letter.retryable and not letter.escalated and letter.state == "open"
+    assert letter.context == {"request_id": "r-1", "upstream_status": 503}
+    assert letter.last_stack == "Traceback ... [REDACTED]"
+    assert letter.first_failure_at <= letter.last_failure_at
+    assert store.dead_letter_get(id=letter.id) == letter
+    event = assert_history(store, job.id)[-1]
+    assert event.meta["dead_letter_id"] == letter.id and event.meta["duration_ms"] == 7
+    assert event.meta["error_class"] == "UPSTREAM_5XX" and event.meta["stage"] == "llm"
+
+
+def test_a_replay_resumes_at_the_failed_stage_and_happens_once(store: Store) -> None:
+    store.jobs_insert(jobs=[new(stage="fetch")])
+    job = claim_one(store)
+    store.stages_save(items=[StageDone(job.lease, "fetch", "page", {"fetch": 1}, "llm")])
+    fail(store, job, stage="llm", stage_attempts={"fetch": 1, "llm": 2})
+    letter = letter_of(store, job.id)
+    revived = store.job_revive(job_id=job.id, reason="replay", by="ops", dead_letter_id=letter.id)
+    assert revived is not None and revived.status is Status.QUEUED
+    assert (revived.stage, revived.checkpoint, revived.stage_attempts) == ("llm", {"fetch": "page"}, {"fetch": 1})
+    assert (revived.attempts, revived.error_code, revived.failed_at) == (0, None, None)
+    assert revived.manual_retry_count == 0
+    replayed = store.dead_letter_get(id=letter.id)
+    assert (replayed.state, replayed.replayed_by, replayed.replay_from) == ("replayed", "ops", "stage")
+    # A second replay of the same letter changes nothing
+    assert store.job_revive(job_id=job.id, reason="replay", by="ops", dead_letter_id=letter.id) is None
+    event = assert_history(store, job.id)[-1]
+    assert event.meta == {"reason": "replay", "by": "ops", "from": "stage", "stage": "llm",
+                          "dead_letter_ids": [letter.id]}
+    assert claim_one(store).attempts == 1
+
+
+def test_a_replay_from_the_start_drops_saved_output(store: Store) -> None:
+    store.jobs_insert(jobs=[new(stage="fetch")])
+    job = claim_one(store)
+    store.stages_save(items=[StageDone(job.lease, "fetch", "page", {"fetch": 1}, "llm")])
+    fail(store, job, stage="llm")
+    revived = store.job_revive(job_id=job.id, reason="replay", by=None, from_start=True, first_stage="fetch")
+    assert (revived.stage, revived.checkpoint, revived.stage_attempts) == ("fetch", {}, {})
+    assert letter_of(store, job.id).replay_from == "start"
+
+
+def test_manual_retry_counts_and_only_revives_failed_jobs(store: Store) -> None:
+    queued, running = store.jobs_insert(jobs=[new(), new()])
+    job = claim_one(store)
+    other = queued if job.id == running.id else running
+    assert store.job_revive(job_id=other.id, reason="manual_retry", by="alice") is None
+    assert store.job_revive(job_id=uuid.uuid4(), reason="manual_retry", by="alice") is None
+    fail(store, job)
+    revived = store.job_revive(job_id=job.id, reason="manual_retry", by="alice")
+    assert revived.manual_retry_count == 1 and revived.status is Status.QUEUED
+    # the job's dead letter is no longer open: it was retried
+    assert letter_of(store, job.id).state == "replayed"
+    assert assert_history(store, job.id)[-1].meta["reason"] == "manual_retry"
+
+
+def test_the_same_non_retryable_failure_after_a_replay_is_escalated(store: Store) -> None:
+    store.jobs_insert(jobs=[new(), new()])
+    first, second = claim_one(store), claim_one(store)
+    for job in (first, second):
+        fail(store, job, "VALIDATION_FAILED")
+        store.job_revive(job_id=job.id, reason="replay", by="ops",
+                         dead_letter_id=letter_of(store, job.id).id)
+    again = [claim_one(store), claim_one(store)]
+    by_id = {j.id: j for j in again}
+    fail(store, by_id[first.id], "VALIDATION_FAILED")  # same class: escalated
+    fail(store, by_id[second.id], "AUTH_DENIED")  # another class: not
+    escalated = letter_of(store, first.id)
+    assert escalated.escalated and escalated.previous_id is not None
+    assert not letter_of(store, second.id).escalated
+    assert [d.job_id for d in store.dead_letters_list(where=DeadLetterFilter(state="escalated"))] == [first.id]
+    assert assert_history(store, first.id)[-1].meta["escalated"] is True
+
+
+def test_dead_letters_filter_and_take_notes(store: Store) -> None:
+    store.jobs_insert(jobs=[new(task="a"), new(task="b")])
+    for job in (claim_one(store), claim_one(store)):
+        fail(store, job, "NOT_FOUND" if job.task == "a" else "AUTH_DENIED",
+             stage="fetch" if job.task == "a" else "notify")
+    every = DeadLetterFilter()
+    assert len(store.dead_letters_list(where=every)) == 2
+    assert [d.task for d in store.dead_letters_list(where=DeadLetterFilter(error_class="NOT_FOUND"))] == ["a"]
+    assert [d.task for d in store.dead_letters_list(where=DeadLetterFilter(stage="notify"))] == ["b"]
+    assert [d.task for d in store.dead_letters_list(where=DeadLetterFilter(task="b"))] == ["b"]
+    assert store.dead_letters_list(where=DeadLetterFilter(owner="nobody")) == []
+    assert len(store.dead_letters_list(where=DeadLetterFilter(newer_than=timedelta(hours=1)))) == 2
+    assert store.dead_letters_list(where=DeadLetterFilter(older_than=timedelta(hours=1))) == []
+    assert len(store.dead_letters_list(where=DeadLetterFilter(state="open", limit=1))) == 1
+    letter = store.dead_letters_list(where=every)[0]
+    store.dead_letter_note(id=letter.id, text="rotated the key", by="ops")
+    noted = store.dead_letter_note(id=letter.id, text="replaying", by=None)
+    assert [(n["by"], n["text"]) for n in noted.notes] == [("ops", "rotated the key"), (None, "replaying")]
+    with pytest.raises(DeadLetterNotFound):
+        store.dead_letter_note(id=10_000, text="x", by=None)
+    assert store.dead_letter_get(id=10_000) is None
+
+
+def test_a_lease_that_expires_on_the_last_attempt_is_dead_lettered(store: Store) -> None:
+    store.jobs_insert(jobs=[new(max_attempts=1, stage="only")])
+    job = claim_one(store, ttl=timedelta(milliseconds=300))
+    assert wait_until(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
+    letter = letter_of(store, job.id)
+    assert (letter.error_class, letter.stage, letter.retryable) == (LEASE_EXPIRED, "only", False)
+    assert letter.context == {"worker": "w-test"}
