@@ -1,4 +1,4 @@
-"""The ``redrive`` command: worker, migrate, enqueue, jobs, demo.
+"""The ``redrive`` command: worker, migrate, enqueue, jobs, dead, demo.
 
 Every error redrive knows about ends as one line, ``redrive: error [CODE]:
 message``, and exit status 2; never a traceback.
@@ -7,15 +7,18 @@ message``, and exit status 2; never a traceback.
 from __future__ import annotations
 
 import argparse
+import getpass
 import importlib
 import json
 import logging
 import os
 import sys
 from datetime import datetime, timedelta
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from redrive.app import App
+from redrive.core.job import Job, JobEvent
+from redrive.core.redact import redact_text
 from redrive.core.states import Status
 from redrive.errors import ConfigError, RedriveError
 from redrive.settings import Settings
@@ -23,14 +26,14 @@ from redrive.store.url import open_store
 
 EXIT_ERROR = 2
 
+T = TypeVar("T")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), handlers=[handler])
     try:
         return args.handler(args) or 0
     except RedriveError as exc:
@@ -42,6 +45,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `redrive jobs list | head`: the reader left; that is not an error.
         sys.stderr.close()
         return 0
+
+
+class RedactingFormatter(logging.Formatter):
+    """Every line this process logs, ours or a library's (httpx logs whole
+    URLs), is redacted before it is written."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,6 +101,37 @@ def _parser() -> argparse.ArgumentParser:
     show = command("show", _jobs_show, "Show one job and its events.", jobs_commands)
     show.add_argument("job_id")
     show.add_argument("--json", action="store_true")
+    retry = command("retry", _jobs_retry, "Retry a failed job (fresh attempts, at the failed stage).",
+                    jobs_commands)
+    retry.add_argument("job_id")
+    retry.add_argument("--owner", help="act for this user: the job must be theirs")
+    retry.add_argument("--by", help="who is retrying, for the record (default: your login)")
+
+    dead = commands.add_parser("dead", help="Triage, annotate and replay dead letters.")
+    dead_commands = dead.add_subparsers(dest="dead_command", required=True, metavar="COMMAND")
+    letters = command("list", _dead_list, "List dead letters, newest first.", dead_commands)
+    letters.add_argument("--error-class")
+    letters.add_argument("--stage")
+    letters.add_argument("--task")
+    letters.add_argument("--owner")
+    letters.add_argument("--state", choices=["open", "replayed", "escalated"])
+    letters.add_argument("--older-than", type=_seconds, help="seconds since the last failure")
+    letters.add_argument("--newer-than", type=_seconds, help="seconds since the last failure")
+    letters.add_argument("--limit", type=int, default=50)
+    letters.add_argument("--json", action="store_true", help="one JSON object per line")
+    letter = command("show", _dead_show, "Show one dead letter.", dead_commands)
+    letter.add_argument("id")
+    letter.add_argument("--json", action="store_true")
+    note = command("note", _dead_note, "Add a resolution note to a dead letter.", dead_commands)
+    note.add_argument("id")
+    note.add_argument("text")
+    note.add_argument("--by", help="who writes the note (default: your login)")
+    replay = command("replay", _dead_replay,
+                     "Replay dead letters: their jobs run again from the failed stage.", dead_commands)
+    replay.add_argument("ids", nargs="+", metavar="id")
+    replay.add_argument("--from-start", action="store_true", help="run every stage again")
+    replay.add_argument("--app", help="import path of your App, to know a task's first stage")
+    replay.add_argument("--by", help="who replays, for the record (default: your login)")
 
     demo = command("demo", _demo, "Run the demo: a worker draining jobs on SQLite.")
     demo.add_argument("--jobs", type=int, default=40)
@@ -203,11 +245,8 @@ def _open(args: argparse.Namespace) -> App:
 
 
 def _jobs_list(args: argparse.Namespace) -> int:
-    app = _open(args)
-    try:
-        jobs = app.jobs(status=args.status, queue=args.queue, task=args.task, limit=args.limit)
-    finally:
-        app.close()
+    jobs = _using(args, lambda app: app.jobs(
+        status=args.status, queue=args.queue, task=args.task, limit=args.limit))
     if args.json:
         for job in jobs:
             print(json.dumps(job.to_dict()))
@@ -220,22 +259,100 @@ def _jobs_list(args: argparse.Namespace) -> int:
 
 
 def _jobs_show(args: argparse.Namespace) -> int:
-    app = _open(args)
-    try:
+    def read(app: App) -> tuple[Job, list[JobEvent]]:
         job = app.job(args.job_id)
-        events = app.events(job.id)
-    finally:
-        app.close()
+        return job, app.events(job.id)
+
+    job, events = _using(args, read)
     if args.json:
         print(json.dumps({**job.to_dict(), "events": [e.to_dict() for e in events]}))
         return 0
-    for name, value in job.to_dict().items():
-        if value is not None:
-            print(f"{name:18} {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+    _print_record(job.to_dict())
     print("events:")
     for e in events:
         meta = f" {json.dumps(e.meta)}" if e.meta else ""
         print(f"  {e.at.isoformat()}  {e.from_status or '-':9} -> {e.to_status:9} attempt {e.attempt}{meta}")
+    return 0
+
+
+def _print_record(record: dict[str, Any]) -> None:
+    for name, value in record.items():
+        if value is not None:
+            print(f"{name:18} {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+
+
+def _using(args: argparse.Namespace, action: Callable[[App], T]) -> T:
+    """Run ``action`` with an app on the command's database, closed afterwards."""
+    app = _open(args)
+    try:
+        return action(app)
+    finally:
+        app.close()
+
+
+def _by(args: argparse.Namespace) -> str:
+    if args.by:
+        return args.by
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (OSError, KeyError):  # no login name in some containers
+        return "cli"
+
+
+def _jobs_retry(args: argparse.Namespace) -> int:
+    job = _using(args, lambda app: app.retry(args.job_id, owner=args.owner, by=_by(args)))
+    print(f"{job.id} queued (manual retry {job.manual_retry_count}, resumes at {job.stage or 'the start'})")
+    return 0
+
+
+def _dead_list(args: argparse.Namespace) -> int:
+    letters = _using(args, lambda app: app.dead_letters(
+        error_class=args.error_class, stage=args.stage, task=args.task, owner=args.owner,
+        state=args.state, older_than=args.older_than, newer_than=args.newer_than, limit=args.limit,
+    ))
+    if args.json:
+        for d in letters:
+            print(json.dumps(d.to_dict()))
+        return 0
+    print(f"{'id':>6}  {'task':20}  {'stage':10}  {'error_class':20}  {'state':9}  last failure")
+    for d in letters:
+        state = "escalated" if d.escalated and d.state == "open" else d.state
+        print(f"{d.id:>6}  {d.task[:20]:20}  {(d.stage or '-')[:10]:10}  {d.error_class[:20]:20}  "
+              f"{state:9}  {d.last_failure_at.isoformat(timespec='seconds')}")
+    return 0
+
+
+def _dead_show(args: argparse.Namespace) -> int:
+    letter = _using(args, lambda app: app.dead_letter(args.id))
+    if args.json:
+        print(json.dumps(letter.to_dict()))
+        return 0
+    _print_record({k: v for k, v in letter.to_dict().items() if k not in ("last_stack", "notes")})
+    for n in letter.notes:
+        print(f"note               {n['at']} {n['by'] or '-'}: {n['text']}")
+    if letter.last_stack:
+        print("last_stack:")
+        print(letter.last_stack.rstrip())
+    return 0
+
+
+def _dead_note(args: argparse.Namespace) -> int:
+    letter = _using(args, lambda app: app.note(args.id, args.text, by=_by(args)))
+    print(f"dead letter {letter.id}: {len(letter.notes)} notes")
+    return 0
+
+
+def _dead_replay(args: argparse.Namespace) -> int:
+    app = load_app(args.app, args.database_url) if args.app else _open(args)
+    try:
+        replays = app.replay(args.ids, from_start=args.from_start, by=_by(args))
+    finally:
+        app.close()
+    for r in replays:
+        if r.replayed:
+            print(f"dead letter {r.letter.id}: job {r.job.id} queued at {r.job.stage or 'the start'}")
+        else:
+            print(f"dead letter {r.letter.id}: already replayed, nothing done")
     return 0
 
 

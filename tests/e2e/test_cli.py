@@ -114,3 +114,18 @@ def test_the_readme_demo_command_runs() -> None:
     assert result.returncode == 0, result.stderr
     assert "redrive demo: 8 jobs" in result.stdout
     assert "done in" in result.stdout and "1 failed {'INVALID_RECIPIENT': 1}" in result.stdout
+
+
+def test_dead_letter_and_retry_commands_fail_cleanly(sqlite_url: str) -> None:
+    made = redrive("enqueue", APP, "record", "--args", '["k"]', url=sqlite_url)
+    job_id = made.stdout.strip()
+    assert_clean_error(redrive("jobs", "retry", job_id, url=sqlite_url),
+                       "ILLEGAL_TRANSITION", "only a failed job can be retried")
+    assert_clean_error(redrive("jobs", "retry", "not-a-uuid", url=sqlite_url), "JOB_NOT_FOUND")
+    assert_clean_error(redrive("dead", "show", "x1", url=sqlite_url), "DEAD_LETTER_NOT_FOUND")
+    assert_clean_error(redrive("dead", "show", "42", url=sqlite_url), "DEAD_LETTER_NOT_FOUND", "42")
+    assert_clean_error(redrive("dead", "note", "42", "  ", url=sqlite_url), "CONFIG_INVALID", "non-empty")
+    assert_clean_error(redrive("dead", "note", "42", "checked", url=sqlite_url), "DEAD_LETTER_NOT_FOUND")
+    assert_clean_error(redrive("dead", "list", "--limit", "0", url=sqlite_url), "CONFIG_INVALID", "limit")
+    empty = redrive("dead", "list", "--json", url=sqlite_url)
+    assert empty.returncode == 0 and empty.stdout == ""

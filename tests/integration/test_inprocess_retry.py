@@ -3,48 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 
 import httpx
 import pytest
 
 from redrive import Fixed, InProcessRetry
-
-
-class Flaky:
-    """Answers the statuses it is given, one per request, then 200."""
-
-    def __init__(self) -> None:
-        self.script: list[tuple[int, dict]] = []
-        self.calls = 0
+from tests.fakes.upstream import Upstream, serving
 
 
 @pytest.fixture
-def server() -> Iterator[tuple[str, Flaky]]:
-    flaky = Flaky()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            flaky.calls += 1
-            status, headers = flaky.script.pop(0) if flaky.script else (200, {})
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(b'{"ok": true}')
-
-        def log_message(self, *args) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/", flaky
-    httpd.shutdown()
-    httpd.server_close()
+def server() -> Iterator[tuple[str, Upstream]]:
+    with serving() as upstream:
+        yield f"{upstream.url}/", upstream
 
 
 def _get(url: str) -> dict:
@@ -55,15 +27,15 @@ def _get(url: str) -> dict:
 
 def test_two_503s_then_success_with_seed_000_spacing(server) -> None:
     url, flaky = server
-    flaky.script = [(503, {}), (503, {})]
+    flaky.script("/", (503, {}), (503, {}))
     slept: list[float] = []
     assert InProcessRetry(sleep=slept.append).call(_get, url) == {"ok": True}
-    assert flaky.calls == 3 and slept == [2.0, 4.0]
+    assert len(flaky.calls()) == 3 and slept == [2.0, 4.0]
 
 
 def test_retry_after_from_the_server_is_honoured(server) -> None:
     url, flaky = server
-    flaky.script = [(429, {"Retry-After": "9"})]
+    flaky.script("/", (429, {"Retry-After": "9"}))
     slept: list[float] = []
     InProcessRetry(sleep=slept.append).call(_get, url)
     assert slept == [9.0]
@@ -71,26 +43,26 @@ def test_retry_after_from_the_server_is_honoured(server) -> None:
 
 def test_a_non_retryable_answer_is_raised_at_once(server) -> None:
     url, flaky = server
-    flaky.script = [(401, {})]
+    flaky.script("/", (401, {}))
     slept: list[float] = []
     with pytest.raises(httpx.HTTPStatusError):
         InProcessRetry(sleep=slept.append).call(_get, url)
-    assert flaky.calls == 1 and slept == []
+    assert len(flaky.calls()) == 1 and slept == []
 
 
 def test_the_last_failure_is_raised_for_the_queue_level(server) -> None:
     url, flaky = server
-    flaky.script = [(502, {})] * 5
+    flaky.script("/", *[502] * 5)
     slept: list[float] = []
     with pytest.raises(httpx.HTTPStatusError) as raised:
         InProcessRetry(sleep=slept.append).call(_get, url)
     assert raised.value.response.status_code == 502
-    assert flaky.calls == 3 and slept == [2.0, 4.0]
+    assert len(flaky.calls()) == 3 and slept == [2.0, 4.0]
 
 
 def test_async_calls_retry_the_same_way(server) -> None:
     url, flaky = server
-    flaky.script = [(500, {})]
+    flaky.script("/", (500, {}))
     slept: list[float] = []
 
     async def sleep(seconds: float) -> None:

@@ -53,16 +53,18 @@ def _finished(app: App, job_ids: list):
 
 
 async def _run_until(app: App, condition) -> None:
-    worker = Worker(app, poll_interval=timedelta(milliseconds=20))
+    worker = Worker(app, poll_interval=timedelta(milliseconds=20), shutdown_grace=timedelta(seconds=2))
     running = asyncio.create_task(worker.run())
-    for _ in range(500):
-        if condition():
-            break
-        await asyncio.sleep(0.01)
-    else:
-        raise AssertionError("the worker did not get there in 5 s")
-    worker.stop()
-    await asyncio.wait_for(running, 10)
+    try:
+        for _ in range(500):
+            if condition():
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the worker did not get there in 5 s")
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 10)
 
 
 def test_each_ending_becomes_one_recorded_outcome(app: App) -> None:

@@ -291,7 +291,7 @@ class MemoryStore:
             now = self._clock()
             replay_from = "start" if from_start else "stage"
             if from_start:
-                stage, checkpoint, counts = first_stage or job.stage, {}, {}
+                stage, checkpoint, counts = first_stage, {}, {}
             else:
                 stage, checkpoint = job.stage, job.checkpoint
                 counts = {k: v for k, v in job.stage_attempts.items() if k != stage}

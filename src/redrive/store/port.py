@@ -90,8 +90,9 @@ class Store(Protocol):
         first_stage: str | None = None, dead_letter_id: int | None = None,
     ) -> Job | None:
         """failed -> queued (``reason``: "manual_retry" or "replay") with fresh
-        attempts, at the failed stage or from ``first_stage`` with no saved
-        output; the job's open dead letters are marked replayed. None when the
+        attempts, at the failed stage or from ``first_stage`` (None when the
+        caller does not know the task) with no saved output; the job's open
+        dead letters are marked replayed. None when the
         job is not failed, or ``dead_letter_id`` is no longer open."""
 
     def dead_letter_get(self, *, id: int) -> DeadLetter | None: ...

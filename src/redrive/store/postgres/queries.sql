@@ -325,7 +325,7 @@ WITH moved AS (
     SELECT id, task, queue, args, kwargs, 'queued', priority, now(),
         0, max_attempts, owner, last_error_code, last_error_message,
         created_at, now(), started_at,
-        CASE WHEN %(from_start)s THEN coalesce(%(first_stage)s::text, stage) ELSE stage END,
+        CASE WHEN %(from_start)s THEN %(first_stage)s::text ELSE stage END,
         CASE WHEN %(from_start)s THEN '{}'::jsonb
              ELSE stage_attempts - coalesce(stage, '') END,
         CASE WHEN %(from_start)s THEN '{}'::jsonb ELSE checkpoint END,

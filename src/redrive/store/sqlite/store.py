@@ -344,7 +344,7 @@ class SQLiteStore:
             old = dict(taken)
             stage_attempts = json.loads(old["stage_attempts"])
             if from_start:
-                stage, checkpoint, stage_attempts = first_stage or old["stage"], "{}", {}
+                stage, checkpoint, stage_attempts = first_stage, "{}", {}
             else:
                 stage, checkpoint = old["stage"], old["checkpoint"]
                 stage_attempts.pop(stage, None)

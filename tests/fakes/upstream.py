@@ -1,0 +1,78 @@
+"""A scripted local HTTP service standing in for a flaky upstream (an LLM API,
+a gateway): each path (query string aside) answers the statuses scripted for it, one per request,
+then its standing answer (200 unless set). Every call is recorded with its time."""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import contextmanager
+from typing import Iterator
+from urllib.parse import urlsplit
+
+
+class Upstream:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scripts: dict[str, list[tuple[int, dict[str, str]]]] = {}
+        self._standing: dict[str, int] = {}
+        self._calls: list[tuple[str, float]] = []
+        self.url = ""
+
+    def script(self, path: str, *answers: int | tuple[int, dict[str, str]]) -> None:
+        """The next answers for ``path``: statuses, or (status, headers)."""
+        with self._lock:
+            self._scripts[path] = [a if isinstance(a, tuple) else (a, {}) for a in answers]
+
+    def standing(self, path: str, status: int) -> None:
+        """What ``path`` answers once its script is used up."""
+        with self._lock:
+            self._standing[path] = status
+
+    def calls(self, path: str | None = None) -> list[float]:
+        """Monotonic times of the calls to ``path`` (to any path when None)."""
+        with self._lock:
+            return [at for p, at in self._calls if path is None or p == path]
+
+    def _answer(self, path: str) -> tuple[int, dict[str, str]]:
+        with self._lock:
+            self._calls.append((path, time.monotonic()))
+            script = self._scripts.get(path)
+            if script:
+                return script.pop(0)
+            return self._standing.get(path, 200), {}
+
+
+@contextmanager
+def serving() -> Iterator[Upstream]:
+    upstream = Upstream()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            status, headers = upstream._answer(urlsplit(self.path).path)
+            body = b'{"ok": true}' if status < 400 else b'{"error": "scripted failure"}'
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _reply
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    upstream.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        yield upstream
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
