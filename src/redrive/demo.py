@@ -103,4 +103,5 @@ async def _drain(app: App, count: int, concurrency: int, database_url: str) -> i
         flush=True,
     )
     print(f"look closer: redrive jobs list --database-url {database_url}", flush=True)
+    print(f"   the failed: redrive dead list --database-url {database_url}", flush=True)
     return 0
