@@ -86,7 +86,13 @@ def test_a_killed_workers_job_is_finished_by_another(db_url, tmp_path, workers) 
     assert done.attempts == 2 and done.result["pid"] == b.pid
     reasons = [e.meta.get("reason") for e in client.events(slow.id)]
     assert "lease_expired" in reasons
-    assert executions(tmp_path) == Counter({"slow": 1, **{f"o{n}": 1 for n in range(5)}})
+    runs = executions(tmp_path)
+    assert runs["slow"] == 1  # the first attempt died before recording
+    for n, job in enumerate(others):
+        # A may have run a job and died before its completion landed: at least
+        # once, and a second run only after that lease expired.
+        expired = "lease_expired" in [e.meta.get("reason") for e in client.events(job.id)]
+        assert runs[f"o{n}"] in ((1, 2) if expired else (1,)), (n, runs)
     assert b.stop() == 0
     client.close()
 
