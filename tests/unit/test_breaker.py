@@ -1,0 +1,184 @@
+"""The breaker state machine against a small reference model (Hypothesis),
+plus the configuration errors users meet first."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from redrive.core.breaker import (
+    Breaker, BreakerPolicy, Call, State, admit, force_closed, force_open, probe_passed, record,
+    time_open,
+)
+from redrive.errors import ConfigError
+
+
+class Model:
+    """The rules of issue 4, written as plainly as possible: every call kept,
+    the window recomputed from scratch each time."""
+
+    def __init__(self, policy: BreakerPolicy) -> None:
+        self.p = policy
+        self.state = "closed"
+        self.calls: list[tuple[float, bool]] = []
+        self.opened_at: float | None = None
+        self.started = self.succeeded = 0
+        self.forced = False
+
+    def window(self, now: float) -> list[tuple[float, bool]]:
+        calls = self.calls
+        if self.p.window_time is not None:
+            calls = [c for c in calls if c[0] > now - self.p.window_time.total_seconds()]
+        if self.p.window_calls is not None:
+            calls = calls[-self.p.window_calls:]
+        return calls
+
+    def open(self, now: float) -> None:
+        self.state, self.opened_at, self.calls = "open", now, []
+        self.started = self.succeeded = 0
+
+    def close(self) -> None:
+        self.state, self.opened_at, self.calls = "closed", None, []
+        self.started = self.succeeded = 0
+        self.forced = False
+
+    def record(self, ok: bool, now: float) -> None:
+        if self.state == "open":
+            return
+        if self.state == "half_open":
+            if not ok:
+                self.open(now)
+            else:
+                self.succeeded += 1
+                if self.succeeded >= self.p.trial_calls:
+                    self.close()
+            return
+        self.calls.append((now, ok))
+        window = self.window(now)
+        failed = sum(1 for _, good in window if not good)
+        if len(window) >= self.p.min_calls and failed * 100 >= self.p.failure_rate * len(window):
+            self.open(now)
+
+    def admit(self, now: float, probe_decides: bool) -> bool:
+        if self.state == "closed":
+            return True
+        if self.state == "open":
+            if self.forced or probe_decides or now < self.opened_at + self.p.wait.total_seconds():
+                return False
+            self.state, self.started, self.succeeded = "half_open", 0, 0
+        if self.started < self.p.trial_calls:
+            self.started += 1
+            return True
+        return False
+
+
+@st.composite
+def policies(draw) -> BreakerPolicy:
+    by_count = draw(st.booleans())
+    return BreakerPolicy(
+        failure_rate=float(draw(st.integers(1, 100))),
+        window_calls=draw(st.integers(5, 12)) if by_count else None,
+        window_time=None if by_count else timedelta(seconds=draw(st.integers(2, 30))),
+        min_calls=draw(st.integers(1, 5)),
+        wait=timedelta(seconds=draw(st.integers(1, 20))),
+        trial_calls=draw(st.integers(1, 3)),
+    )
+
+
+class BreakerMachine(RuleBasedStateMachine):
+    @initialize(policy=policies(), probe=st.booleans())
+    def start(self, policy: BreakerPolicy, probe: bool) -> None:
+        self.policy, self.probe = policy, probe
+        self.breaker, self.model, self.now = Breaker(), Model(policy), 1000.0
+        self.spent = 0.0
+
+    @rule(seconds=st.floats(0, 15))
+    def time_passes(self, seconds: float) -> None:
+        self.now += seconds
+
+    @rule(ok=st.booleans())
+    def a_call_ends(self, ok: bool) -> None:
+        self.breaker = record(self.breaker, self.policy, [Call(self.now, ok)], self.now)
+        self.model.record(ok, self.now)
+        if self.model.state == "closed":  # the window the decision was made on
+            assert [(c.at, c.ok) for c in self.breaker.window] == self.model.window(self.now)
+
+    @rule()
+    def a_call_asks(self) -> None:
+        allowed, self.breaker = admit(self.breaker, self.policy, self.now, probe_decides=self.probe)
+        assert allowed == self.model.admit(self.now, self.probe)
+
+    @rule()
+    def the_probe_passes(self) -> None:
+        self.breaker = probe_passed(self.breaker, self.now)
+        if self.model.state == "open" and not self.model.forced:
+            self.model.state, self.model.started, self.model.succeeded = "half_open", 0, 0
+
+    @rule()
+    def an_operator_forces_it_open(self) -> None:
+        self.breaker = force_open(self.breaker, self.now)
+        if self.model.state != "open":
+            self.model.open(self.now)
+        self.model.forced, self.model.started, self.model.succeeded = True, 0, 0
+
+    @rule()
+    def an_operator_closes_it(self) -> None:
+        self.breaker = force_closed(self.breaker, self.now)
+        self.model.close()
+
+    @invariant()
+    def agrees_with_the_model(self) -> None:
+        b, m = self.breaker, self.model
+        assert (b.state.value, b.forced) == (m.state, m.forced)
+        assert (b.trials_started, b.trials_ok) == (m.started, m.succeeded)
+        if m.state == "open":
+            assert b.opened_at is not None
+
+    @invariant()
+    def time_open_only_grows(self) -> None:
+        spent = time_open(self.breaker, self.now)
+        assert spent >= self.spent - 1e-9
+        self.spent = spent
+
+
+TestBreakerMachine = BreakerMachine.TestCase
+TestBreakerMachine.settings = settings(max_examples=150, stateful_step_count=60, deadline=None)
+
+
+def test_seed_003_defaults_open_at_half_of_the_last_twenty_with_ten_calls() -> None:
+    policy = BreakerPolicy()
+    failing = [Call(0.0, False)] * 9
+    assert record(Breaker(), policy, failing, 0.0).state is State.CLOSED  # under the minimum
+    four_of_ten = [Call(0.0, False)] * 4 + [Call(0.0, True)] * 6
+    assert record(Breaker(), policy, four_of_ten, 0.0).state is State.CLOSED
+    five_of_ten = [Call(0.0, True)] * 5 + [Call(0.0, False)] * 5
+    opened = record(Breaker(), policy, five_of_ten, 0.0)
+    assert opened.state is State.OPEN and opened.opened_at == 0.0
+    # closed to calls for the 30 s wait, then one trial call
+    assert admit(opened, policy, 29.9) == (False, opened)
+    allowed, trying = admit(opened, policy, 30.0)
+    assert allowed and trying.state is State.HALF_OPEN
+    assert admit(trying, policy, 30.1)[0] is False  # one permit only
+    closed = record(trying, policy, [Call(31.0, True)], 31.0)
+    assert closed.state is State.CLOSED and time_open(closed, 99.0) == 31.0
+
+
+@pytest.mark.parametrize("kwargs, phrase", [
+    ({"failure_rate": 0}, "percentage"),
+    ({"failure_rate": 120}, "percentage"),
+    ({"failure_rate": -5}, "percentage"),
+    ({"window_calls": 0}, "window_calls"),
+    ({"min_calls": 0}, "min_calls"),
+    ({"window_calls": None, "window_time": timedelta(0)}, "window_time"),
+    ({"window_calls": None}, "exactly one window"),
+    ({"window_time": timedelta(seconds=5)}, "exactly one window"),
+    ({"wait": timedelta(0)}, "wait"),
+    ({"trial_calls": 0}, "trial_calls"),
+    ({"min_calls": 30}, "never open"),
+])
+def test_bad_policies_are_refused_when_declared(kwargs: dict, phrase: str) -> None:
+    with pytest.raises(ConfigError, match=phrase):
+        BreakerPolicy(**kwargs)
