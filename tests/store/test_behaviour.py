@@ -31,8 +31,10 @@ def new(
     )
 
 
-def claim(store: Store, limit: int = 10, *, ttl: timedelta = TTL, queues=("default",)) -> list[Job]:
-    return store.jobs_claim(queues=list(queues), limit=limit, worker_id="w-test", lease_ttl=ttl)
+def claim(store: Store, limit: int = 10, *, ttl: timedelta = TTL, queues=("default",),
+          blocked=()) -> list[Job]:
+    return store.jobs_claim(queues=list(queues), limit=limit, worker_id="w-test", lease_ttl=ttl,
+                            blocked=blocked)
 
 
 def claim_one(store: Store, **kwargs) -> Job:

@@ -12,6 +12,7 @@ import pytest
 from redrive.core.job import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS
 from redrive.errors import SchemaOutdated
 from redrive.store.postgres.store import PostgresStore
+from redrive.store.sql import load_migrations
 from redrive.store.sqlite.store import SQLiteStore
 
 JOB_TABLES = ("redrive_job", "redrive_job_done")
@@ -33,7 +34,7 @@ def test_postgres_migrations_make_the_expected_tables(pg_empty_url: str) -> None
     with pytest.raises(SchemaOutdated, match="redrive migrate"):
         PostgresStore(pg_empty_url)
     store = PostgresStore(pg_empty_url, check_schema=False)
-    assert store.migrate() == [1, 2]
+    assert store.migrate() == [m.version for m in load_migrations("redrive.store.postgres")]
     assert store.migrate() == []
     store.close()
     expected = {"redrive_job": JOB_COLUMNS, "redrive_job_done": JOB_COLUMNS,
@@ -47,7 +48,6 @@ def test_postgres_migrations_make_the_expected_tables(pg_empty_url: str) -> None
 
 
 def test_a_version_1_database_keeps_its_jobs_through_later_migrations(tmp_path) -> None:
-    from redrive.store.sql import load_migrations
     from redrive.store.sqlite.store import _statements
 
     path = str(tmp_path / "old.db")

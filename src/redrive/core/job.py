@@ -45,6 +45,7 @@ JOB_COLUMNS: tuple[str, ...] = (
     "checkpoint",
     "manual_retry_count",
     "first_failed_at",
+    "dependencies",
 )
 
 _PAYLOAD_COLUMNS = ("args", "kwargs", "result", "checkpoint", "last_error_message", "error_message")
@@ -91,6 +92,7 @@ class Job:
     checkpoint: dict[str, JSON]  # output of each finished stage
     manual_retry_count: int
     first_failed_at: datetime | None  # first failure since enqueue or the last replay
+    dependencies: list[str]  # circuit breakers the job's calls go through
 
     def to_dict(self, *, redacted: bool = True) -> dict[str, JSON]:
         """JSON-ready: ids and times as strings. What a job carries (arguments,
@@ -146,6 +148,7 @@ class NewJob:
     run_at: datetime | None = None
     delay: timedelta | None = None
     stage: str | None = None
+    dependencies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

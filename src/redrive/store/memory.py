@@ -7,16 +7,17 @@ import threading
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 from uuid import UUID
 
+from redrive.core.breaker import Breaker
 from redrive.core.job import (
     Completion, DeadLetter, DeadLetterFilter, FailNow, Job, JobEvent, Lease, NewJob, RetryLater,
     StageDone,
 )
 from redrive.core.states import Status, check_transition
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
-from redrive.store.port import lease_expired
+from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
 
 
 def _counts(given: Any, job: Job) -> dict[str, int]:
@@ -36,6 +37,8 @@ class MemoryStore:
         self._jobs: dict[UUID, Job] = {}
         self._events: list[JobEvent] = []
         self._letters: dict[int, DeadLetter] = {}
+        self._breakers: dict[str, Breaker] = {}
+        self._breaker_events: list[BreakerEvent] = []
         self._listeners: list[Callable[[str], None]] = []
 
     def migrate(self) -> list[int]:
@@ -106,6 +109,7 @@ class MemoryStore:
                     checkpoint={},
                     manual_retry_count=0,
                     first_failed_at=None,
+                    dependencies=list(new.dependencies),
                 )
                 if job.id in self._jobs:
                     raise ConfigError(f"a job with id {job.id} already exists")
@@ -119,7 +123,8 @@ class MemoryStore:
         return created
 
     def jobs_claim(
-        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta
+        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
+        blocked: Sequence[str] = (),
     ) -> list[Job]:
         with self._lock:
             now = self._clock()
@@ -130,6 +135,7 @@ class MemoryStore:
                     if j.status in (Status.SCHEDULED, Status.QUEUED)
                     and j.queue in queues
                     and j.run_at <= now
+                    and not set(j.dependencies) & set(blocked)
                 ),
                 key=lambda j: (j.priority, j.run_at),
             )[:limit]
@@ -246,10 +252,13 @@ class MemoryStore:
 
         return self._fenced(items, apply)
 
-    def jobs_requeue(self, *, leases: Sequence[Lease]) -> set[UUID]:
+    def jobs_requeue(
+        self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
+        delay: timedelta = timedelta(0),
+    ) -> set[UUID]:
         def apply(job: Job, _: Lease, now: datetime) -> None:
-            self._move(job, Status.QUEUED, now, run_at=now, attempts=job.attempts - 1,
-                       meta={"reason": "shutdown"}, **self._NO_LEASE)
+            self._move(job, Status.QUEUED, now, run_at=now + delay, attempts=job.attempts - 1,
+                       meta=dict(meta or SHUTDOWN), **self._NO_LEASE)
 
         return self._fenced(leases, apply)
 
@@ -314,6 +323,28 @@ class MemoryStore:
         for on_wake in listeners:
             on_wake(revived.queue)
         return revived
+
+    def breaker_update(
+        self, *, name: str, change: Callable[[Breaker, float], Breaker], by: str | None = None
+    ) -> Breaker:
+        with self._lock:
+            now = self._clock()
+            before = replace(self._breakers.get(name, Breaker()), changes=())
+            after = change(before, now.timestamp())
+            self._breakers[name] = after
+            for from_state, to_state, reason in after.changes:
+                self._breaker_events.append(BreakerEvent(name, now, from_state.value, to_state.value,
+                                                         reason, by))
+            return after
+
+    def breakers_list(self) -> tuple[dict[str, Breaker], float]:
+        with self._lock:
+            return {n: replace(b, changes=()) for n, b in sorted(self._breakers.items())}, \
+                self._clock().timestamp()
+
+    def breaker_events_list(self, *, name: str) -> list[BreakerEvent]:
+        with self._lock:
+            return [e for e in self._breaker_events if e.name == name]
 
     def dead_letter_get(self, *, id: int) -> DeadLetter | None:
         with self._lock:

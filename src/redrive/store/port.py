@@ -15,9 +15,11 @@ Semantics every implementation keeps:
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Callable, Protocol, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol, Sequence
 from uuid import UUID
 
+from redrive.core.breaker import Breaker
 from redrive.core.job import (
     Completion, DeadLetter, DeadLetterFilter, FailNow, Job, JobEvent, Lease, NewJob, RetryLater,
     StageDone,
@@ -29,6 +31,20 @@ LEASE_EXPIRED = "LEASE_EXPIRED"
 
 
 LEASE_EXPIRED_MESSAGE = "its worker stopped renewing the lease and no attempt was left"
+
+
+# Why a job went back to the queue when nobody says otherwise.
+SHUTDOWN = {"reason": "shutdown"}
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerEvent:
+    name: str
+    at: datetime
+    from_state: str
+    to_state: str
+    reason: str
+    by: str | None
 
 
 def lease_expired(lease: Lease, worker: str | None) -> FailNow:
@@ -55,9 +71,11 @@ class Store(Protocol):
         if and only if the caller commits."""
 
     def jobs_claim(
-        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta
+        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
+        blocked: Sequence[str] = (),
     ) -> list[Job]:
-        """Take up to ``limit`` due jobs by priority then run_at, each with a fresh lease."""
+        """Take up to ``limit`` due jobs by priority then run_at, each with a fresh
+        lease, skipping jobs that need any of the ``blocked`` dependencies."""
 
     def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[UUID]:
         """Heartbeat: push the expiry of held leases; return the jobs still held."""
@@ -76,8 +94,13 @@ class Store(Protocol):
     def stages_save(self, *, items: Sequence[StageDone]) -> set[UUID]:
         """Record finished stages' output and counts on running jobs (fenced)."""
 
-    def jobs_requeue(self, *, leases: Sequence[Lease]) -> set[UUID]:
-        """running -> queued on shutdown; the interrupted dispatch is not counted."""
+    def jobs_requeue(
+        self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
+        delay: timedelta = timedelta(0),
+    ) -> set[UUID]:
+        """running -> queued (due after ``delay``) without counting the dispatch:
+        on shutdown, or when a breaker holds the job back. ``meta`` says why
+        (default ``SHUTDOWN``)."""
 
     def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
         """Expired leases: back to queued, or failed when no attempt is left."""
@@ -102,6 +125,18 @@ class Store(Protocol):
 
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
         """Append a resolution note."""
+
+    def breaker_update(
+        self, *, name: str, change: Callable[[Breaker, float], Breaker], by: str | None = None
+    ) -> Breaker:
+        """Read-modify-write one dependency's breaker under a lock: ``change``
+        gets the shared state (closed if new) and the database's clock (epoch
+        seconds); each state change it makes is stored as an event."""
+
+    def breakers_list(self) -> tuple[dict[str, Breaker], float]:
+        """Every breaker, and the database's clock (epoch seconds)."""
+
+    def breaker_events_list(self, *, name: str) -> list[BreakerEvent]: ...
 
     def job_get(self, *, job_id: UUID) -> Job | None: ...
 

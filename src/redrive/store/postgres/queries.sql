@@ -34,13 +34,14 @@ WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(jobs)s) AS x(
         id uuid, task text, queue text, args jsonb, kwargs jsonb, priority smallint,
         max_attempts integer, owner text, run_at timestamptz, delay_s double precision,
-        stage text)
+        stage text, dependencies jsonb)
 ), inserted AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
-                             attempts, max_attempts, owner, created_at, updated_at, stage)
+                             attempts, max_attempts, owner, created_at, updated_at, stage,
+                             dependencies)
     SELECT id, task, queue, args, kwargs,
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
-           priority, due, 0, max_attempts, owner, now(), now(), stage
+           priority, due, 0, max_attempts, owner, now(), now(), stage, dependencies
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM input) AS rows
     RETURNING *
@@ -58,6 +59,7 @@ WITH picked AS (
     SELECT id, status AS from_status
     FROM redrive_job
     WHERE status IN ('scheduled', 'queued') AND run_at <= now() AND queue = ANY(%(queues)s)
+      AND (%(blocked)s::text[] IS NULL OR NOT dependencies ?| %(blocked)s::text[])
     ORDER BY priority, run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -99,11 +101,11 @@ WITH input AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message, result,
         created_at, updated_at, started_at, finished_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
     SELECT id, task, queue, args, kwargs, 'succeeded', priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message, new_result,
         created_at, now(), started_at, now(),
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies
     FROM moved
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
@@ -132,12 +134,12 @@ WITH input AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         error_code, error_message, created_at, updated_at, started_at, finished_at, failed_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
     SELECT id, task, queue, args, kwargs, 'failed', priority, run_at,
         attempts, max_attempts, owner, new_code, new_message,
         new_code, new_message, created_at, now(), started_at, now(), now(),
         new_stage, new_stage_attempts, checkpoint, manual_retry_count,
-        coalesce(first_failed_at, now())
+        coalesce(first_failed_at, now()), dependencies
     FROM moved
 ), previous AS (
     SELECT DISTINCT ON (d.job_id) d.job_id, d.id, d.error_class, d.replayed_at
@@ -195,14 +197,15 @@ SELECT id FROM retried;
 -- name: jobs_requeue
 WITH requeued AS (
     UPDATE redrive_job AS j
-    SET status = 'queued', run_at = now(), attempts = j.attempts - 1,
+    SET status = 'queued', run_at = now() + make_interval(secs => %(delay_s)s),
+        attempts = j.attempts - 1,
         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
     FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS l(id, token)
     WHERE j.id = l.id AND j.lease_token = l.token
     RETURNING j.id, j.attempts, j.queue
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), 'running', 'queued', attempts, '{"reason": "shutdown"}'::jsonb
+    SELECT id, now(), 'running', 'queued', attempts, %(meta)s::jsonb
     FROM requeued
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM requeued) AS q
@@ -253,11 +256,11 @@ WITH moved AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         created_at, updated_at, started_at, finished_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
     SELECT id, task, queue, args, kwargs, 'cancelled', priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         created_at, now(), started_at, now(),
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies
     FROM moved
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt)
@@ -321,7 +324,7 @@ WITH moved AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         created_at, updated_at, started_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
     SELECT id, task, queue, args, kwargs, 'queued', priority, now(),
         0, max_attempts, owner, last_error_code, last_error_message,
         created_at, now(), started_at,
@@ -330,7 +333,7 @@ WITH moved AS (
              ELSE stage_attempts - coalesce(stage, '') END,
         CASE WHEN %(from_start)s THEN '{}'::jsonb ELSE checkpoint END,
         manual_retry_count + CASE WHEN %(reason)s = 'manual_retry' THEN 1 ELSE 0 END,
-        NULL
+        NULL, dependencies
     FROM moved
     RETURNING *
 ), letters AS (
@@ -378,3 +381,24 @@ SET notes = notes || jsonb_build_array(jsonb_build_object(
     'at', now(), 'by', %(by)s::text, 'text', %(text)s::text))
 WHERE id = %(id)s
 RETURNING *;
+
+-- name: breaker_lock
+INSERT INTO redrive_breaker (name, state, data, updated_at)
+VALUES (%(name)s, 'closed', %(initial)s, now())
+ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+RETURNING data, extract(epoch FROM now())::float8 AS now;
+
+-- name: breaker_save
+UPDATE redrive_breaker SET state = %(state)s, data = %(data)s, updated_at = now()
+WHERE name = %(name)s;
+
+-- name: breaker_event_insert
+INSERT INTO redrive_breaker_event (name, at, from_state, to_state, reason, by)
+VALUES (%(name)s, now(), %(from_state)s, %(to_state)s, %(reason)s, %(by)s);
+
+-- name: breakers_list
+SELECT name, data, extract(epoch FROM now())::float8 AS now FROM redrive_breaker ORDER BY name;
+
+-- name: breaker_events_list
+SELECT name, at, from_state, to_state, reason, by FROM redrive_breaker_event
+WHERE name = %(name)s ORDER BY id;

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 from uuid import UUID
 from contextlib import contextmanager
 
@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from redrive.core.breaker import Breaker, from_json, to_json
 from redrive.core.job import (
     DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, FailNow, Job,
     JobEvent, Lease, NewJob, RetryLater, StageDone,
@@ -29,7 +30,7 @@ from redrive.errors import (
     ConfigError, DeadLetterNotFound, IllegalTransition, JobNotFound, SchemaOutdated, StoreError,
     StoreUnavailable,
 )
-from redrive.store.port import lease_expired
+from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
 from redrive.store.sql import load_migrations, load_queries
 
 log = logging.getLogger("redrive.store.postgres")
@@ -149,12 +150,13 @@ class PostgresStore:
         return [by_id[j.id] for j in jobs]
 
     def jobs_claim(
-        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta
+        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
+        blocked: Sequence[str] = (),
     ) -> list[Job]:
-        rows = self._run(
-            "jobs_claim",
-            {"queues": list(queues), "limit": limit, "worker_id": worker_id, "lease_ttl": lease_ttl},
-        )
+        rows = self._run("jobs_claim", {
+            "queues": list(queues), "limit": limit, "worker_id": worker_id, "lease_ttl": lease_ttl,
+            "blocked": list(blocked) or None,
+        })
         return [_job(row) for row in rows]
 
     def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[UUID]:
@@ -198,10 +200,15 @@ class PostgresStore:
             return set()
         return {row["id"] for row in self._run(name, {"items": Jsonb(items)})}
 
-    def jobs_requeue(self, *, leases: Sequence[Lease]) -> set[UUID]:
+    def jobs_requeue(
+        self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
+        delay: timedelta = timedelta(0),
+    ) -> set[UUID]:
         if not leases:
             return set()
-        return {row["id"] for row in self._run("jobs_requeue", _leases(leases))}
+        return {row["id"] for row in self._run("jobs_requeue", {
+            **_leases(leases), "meta": Jsonb(dict(meta or SHUTDOWN)), "delay_s": delay.total_seconds(),
+        })}
 
     def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
         rows = self._run("jobs_reclaim", {"limit": limit})
@@ -248,6 +255,29 @@ class PostgresStore:
         if not rows:
             raise DeadLetterNotFound(f"no dead letter has id {id}")
         return _dead_letter(rows[0])
+
+    def breaker_update(
+        self, *, name: str, change: Callable[[Breaker, float], Breaker], by: str | None = None
+    ) -> Breaker:
+        with self._errors(), self._pool.connection() as conn, conn.transaction():
+            row = self._run("breaker_lock", {"name": name, "initial": Jsonb(to_json(Breaker()))}, conn=conn)[0]
+            before = from_json(row["data"])
+            after = change(before, row["now"])
+            self._run("breaker_save", {"name": name, "state": after.state.value,
+                                       "data": Jsonb(to_json(after))}, conn=conn)
+            for from_state, to_state, reason in after.changes[len(before.changes):]:
+                self._run("breaker_event_insert", {"name": name, "from_state": from_state.value,
+                                                   "to_state": to_state.value, "reason": reason,
+                                                   "by": by}, conn=conn)
+        return after
+
+    def breakers_list(self) -> tuple[dict[str, Breaker], float]:
+        rows = self._run("breakers_list")
+        now = rows[0]["now"] if rows else self.now().timestamp()
+        return {row["name"]: from_json(row["data"]) for row in rows}, now
+
+    def breaker_events_list(self, *, name: str) -> list[BreakerEvent]:
+        return [BreakerEvent(**row) for row in self._run("breaker_events_list", {"name": name})]
 
     def job_get(self, *, job_id: UUID) -> Job | None:
         rows = self._run("job_get", {"id": job_id})
@@ -355,6 +385,7 @@ def _new_job_json(job: NewJob) -> dict[str, Any]:
         "kwargs": job.kwargs, "priority": job.priority, "max_attempts": job.max_attempts,
         "owner": job.owner, "run_at": job.run_at.isoformat() if job.run_at else None,
         "delay_s": job.delay.total_seconds() if job.delay else None, "stage": job.stage,
+        "dependencies": list(job.dependencies),
     }
 
 

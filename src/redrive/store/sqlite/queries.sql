@@ -22,9 +22,10 @@ INSERT INTO redrive_migration (version, name) VALUES (:version, :name);
 
 -- name: job_insert
 INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
-                         attempts, max_attempts, owner, created_at, updated_at, stage)
+                         attempts, max_attempts, owner, created_at, updated_at, stage,
+                         dependencies)
 VALUES (:id, :task, :queue, :args, :kwargs, :status, :priority, :run_at,
-        0, :max_attempts, :owner, :now, :now, :stage)
+        0, :max_attempts, :owner, :now, :now, :stage, :dependencies)
 RETURNING *;
 
 -- name: event_insert
@@ -35,6 +36,9 @@ VALUES (:job_id, :at, :from_status, :to_status, :attempt, :meta);
 SELECT id, status FROM redrive_job
 WHERE status IN ('scheduled', 'queued') AND run_at <= :now
   AND queue IN (SELECT value FROM json_each(:queues))
+  AND (:blocked IS NULL OR NOT EXISTS (
+        SELECT 1 FROM json_each(redrive_job.dependencies) AS d
+        WHERE d.value IN (SELECT value FROM json_each(:blocked))))
 ORDER BY priority, run_at
 LIMIT :limit;
 
@@ -66,22 +70,22 @@ INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, r
     attempts, max_attempts, owner, lease_token, lease_owner, lease_expires_at,
     last_error_code, last_error_message, error_code, error_message, result,
     created_at, updated_at, started_at, finished_at, failed_at,
-    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
+    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
 VALUES (:id, :task, :queue, :args, :kwargs, :status, :priority, :run_at,
     :attempts, :max_attempts, :owner, :lease_token, :lease_owner, :lease_expires_at,
     :last_error_code, :last_error_message, :error_code, :error_message, :result,
     :created_at, :updated_at, :started_at, :finished_at, :failed_at,
-    :stage, :stage_attempts, :checkpoint, :manual_retry_count, :first_failed_at);
+    :stage, :stage_attempts, :checkpoint, :manual_retry_count, :first_failed_at, :dependencies);
 
 -- name: job_revived_insert
 INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
     attempts, max_attempts, owner, last_error_code, last_error_message,
     created_at, updated_at, started_at,
-    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at)
+    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
 VALUES (:id, :task, :queue, :args, :kwargs, 'queued', :priority, :now,
     0, :max_attempts, :owner, :last_error_code, :last_error_message,
     :created_at, :now, :started_at,
-    :stage, :stage_attempts, :checkpoint, :manual_retry_count, NULL)
+    :stage, :stage_attempts, :checkpoint, :manual_retry_count, NULL, :dependencies)
 RETURNING *;
 
 -- name: job_take_failed
@@ -156,7 +160,7 @@ RETURNING *;
 
 -- name: job_requeue
 UPDATE redrive_job
-SET status = 'queued', run_at = :now, attempts = attempts - :refund,
+SET status = 'queued', run_at = :now + :delay_s, attempts = attempts - :refund,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
 WHERE id = :id AND lease_token = :token
 RETURNING attempts;
@@ -191,3 +195,22 @@ SELECT status, count(*) AS n FROM redrive_job_done GROUP BY status;
 
 -- name: job_events_list
 SELECT * FROM redrive_job_event WHERE job_id = :id ORDER BY id;
+
+-- name: breaker_get
+SELECT data FROM redrive_breaker WHERE name = :name;
+
+-- name: breaker_upsert
+INSERT INTO redrive_breaker (name, state, data, updated_at) VALUES (:name, :state, :data, :now)
+ON CONFLICT (name) DO UPDATE SET state = excluded.state, data = excluded.data,
+    updated_at = excluded.updated_at;
+
+-- name: breaker_event_insert
+INSERT INTO redrive_breaker_event (name, at, from_state, to_state, reason, by)
+VALUES (:name, :now, :from_state, :to_state, :reason, :by);
+
+-- name: breakers_list
+SELECT name, data FROM redrive_breaker ORDER BY name;
+
+-- name: breaker_events_list
+SELECT name, at, from_state, to_state, reason, by FROM redrive_breaker_event
+WHERE name = :name ORDER BY id;

@@ -14,9 +14,10 @@ import sqlite3
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 from uuid import UUID
 
+from redrive.core.breaker import Breaker, from_json, to_json
 from redrive.core.job import (
     DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, FailNow, Job,
     JobEvent, Lease, NewJob, RetryLater, StageDone,
@@ -26,7 +27,7 @@ from redrive.errors import (
     ConfigError, DeadLetterNotFound, IllegalTransition, JobNotFound, StoreBusy, StoreError,
     StoreUnavailable,
 )
-from redrive.store.port import lease_expired
+from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
 from redrive.store.sql import load_migrations, load_queries
 
 T = TypeVar("T")
@@ -34,7 +35,7 @@ T = TypeVar("T")
 _PACKAGE = "redrive.store.sqlite"
 _BUSY_TIMEOUT_S = 5.0
 _BUSY_DEADLINE_S = 60.0
-_JSON_COLUMNS = ("args", "kwargs", "result", "stage_attempts", "checkpoint")
+_JSON_COLUMNS = ("args", "kwargs", "result", "stage_attempts", "checkpoint", "dependencies")
 _TIME_COLUMNS = (
     "run_at", "lease_expires_at", "created_at", "updated_at",
     "started_at", "finished_at", "failed_at", "first_failed_at",
@@ -150,6 +151,7 @@ class SQLiteStore:
                 "status": "scheduled" if run_at > now else "queued",
                 "priority": new.priority, "run_at": run_at, "max_attempts": new.max_attempts,
                 "owner": new.owner, "now": now, "stage": new.stage,
+                "dependencies": json.dumps(list(new.dependencies)),
             }).fetchone()
             self._event(conn, row["id"], None, row["status"], 0, now)
             created.append(_job(row))
@@ -171,11 +173,13 @@ class SQLiteStore:
             raise StoreError(f"SQLite refused the operation: {exc}") from exc
 
     def jobs_claim(
-        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta
+        self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
+        blocked: Sequence[str] = (),
     ) -> list[Job]:
         def body(conn: sqlite3.Connection, now: float) -> list[Job]:
             due = conn.execute(self._queries["jobs_due"], {
                 "now": now, "queues": json.dumps(list(queues)), "limit": limit,
+                "blocked": json.dumps(list(blocked)) if blocked else None,
             }).fetchall()
             claimed = []
             for candidate in due:
@@ -289,15 +293,21 @@ class SQLiteStore:
             "stage_attempts": json.dumps(dict(item.stage_attempts)), "next_stage": item.next_stage,
         }).fetchone() is not None)
 
-    def _requeue(self, conn: sqlite3.Connection, lease: Lease, now: float, refund: int, meta: dict) -> bool:
-        row = conn.execute(self._queries["job_requeue"], {**_lease(lease), "now": now, "refund": refund}).fetchone()
+    def _requeue(self, conn: sqlite3.Connection, lease: Lease, now: float, refund: int, meta: dict,
+                 delay: timedelta = timedelta(0)) -> bool:
+        row = conn.execute(self._queries["job_requeue"], {
+            **_lease(lease), "now": now, "refund": refund, "delay_s": delay.total_seconds(),
+        }).fetchone()
         if row:
             self._event(conn, str(lease.job_id), "running", "queued", row["attempts"], now, meta)
         return row is not None
 
-    def jobs_requeue(self, *, leases: Sequence[Lease]) -> set[UUID]:
+    def jobs_requeue(
+        self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
+        delay: timedelta = timedelta(0),
+    ) -> set[UUID]:
         return self._fenced(leases, lambda conn, lease, now: self._requeue(
-            conn, lease, now, 1, {"reason": "shutdown"}))
+            conn, lease, now, 1, dict(meta or SHUTDOWN), delay))
 
     def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
         def body(conn: sqlite3.Connection, now: float) -> list[UUID]:
@@ -391,6 +401,36 @@ class SQLiteStore:
         if row is None:
             raise DeadLetterNotFound(f"no dead letter has id {id}")
         return _dead_letter(row)
+
+    def breaker_update(
+        self, *, name: str, change: Callable[[Breaker, float], Breaker], by: str | None = None
+    ) -> Breaker:
+        def body(conn: sqlite3.Connection, now: float) -> Breaker:
+            row = conn.execute(self._queries["breaker_get"], {"name": name}).fetchone()
+            before = from_json(json.loads(row["data"])) if row else Breaker()
+            after = change(before, now)
+            conn.execute(self._queries["breaker_upsert"], {
+                "name": name, "state": after.state.value, "data": json.dumps(to_json(after)), "now": now,
+            })
+            for from_state, to_state, reason in after.changes[len(before.changes):]:
+                conn.execute(self._queries["breaker_event_insert"], {
+                    "name": name, "now": now, "from_state": from_state.value,
+                    "to_state": to_state.value, "reason": reason, "by": by,
+                })
+            return after
+
+        return self._write(body)
+
+    def breakers_list(self) -> tuple[dict[str, Breaker], float]:
+        rows = self._read("breakers_list")
+        return {row["name"]: from_json(json.loads(row["data"])) for row in rows}, self.now().timestamp()
+
+    def breaker_events_list(self, *, name: str) -> list[BreakerEvent]:
+        return [
+            BreakerEvent(name=row["name"], at=_time(row["at"]), from_state=row["from_state"],
+                         to_state=row["to_state"], reason=row["reason"], by=row["by"])
+            for row in self._read("breaker_events_list", {"name": name})
+        ]
 
     # -- reading -----------------------------------------------------------------
 
