@@ -3,7 +3,8 @@
 Declare tasks on an ``App``, enqueue jobs, run ``Worker``s (or ``redrive worker``).
 """
 
-from redrive.app import App, EnqueueResult, JobRequest, Replay, Task
+from redrive.app import App, BreakerStatus, Dependency, EnqueueResult, JobRequest, Replay, Task
+from redrive.core.breaker import BreakerMode, BreakerPolicy
 from redrive.core.backoff import AdditiveJitter, Backoff, Fixed, FullJitter, ProportionalJitter
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Failure, Kind
 from redrive.core.job import DeadLetter, Job, JobEvent
@@ -26,6 +27,7 @@ from redrive.errors import (
     StoreError,
     StoreUnavailable,
     Transient,
+    UnknownDependency,
     UnknownTask,
 )
 from redrive.runtime.context import add_context, current_job, stage
@@ -43,12 +45,16 @@ __all__ = [
     "App",
     "ArgumentsNotSerializable",
     "Backoff",
+    "BreakerMode",
+    "BreakerPolicy",
+    "BreakerStatus",
     "Classifier",
     "ConfigError",
     "DEFAULT_CLASSIFIER",
     "DEFAULT_TAXONOMY",
     "DeadLetter",
     "DeadLetterNotFound",
+    "Dependency",
     "EnqueueResult",
     "ErrorCode",
     "Failure",
@@ -82,6 +88,7 @@ __all__ = [
     "Task",
     "Taxonomy",
     "Transient",
+    "UnknownDependency",
     "UnknownTask",
     "Worker",
     "add_context",

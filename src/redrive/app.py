@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -11,19 +12,50 @@ from typing import Any, Callable, Mapping, Sequence, overload
 from uuid import UUID
 
 from redrive.core.backoff import Backoff, FullJitter
+from redrive.core.breaker import (
+    Breaker, BreakerMode, BreakerPolicy, failure_percent, force_closed, force_open, time_open,
+)
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
 from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, Job, JobEvent, NewJob
 from redrive.core.stages import Stage, pipeline
 from redrive.core.states import Status
 from redrive.errors import (
     ArgumentsNotSerializable, ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition,
-    JobNotFound, UnknownTask,
+    JobNotFound, UnknownDependency, UnknownTask,
 )
 from redrive.settings import Settings
 from redrive.store.port import Store
 from redrive.store.url import open_store
 
 _SMALLINT = range(-32768, 32768)
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """A downstream service behind a circuit breaker shared by every worker.
+
+    ``mode``: HOLD keeps jobs that need it queued while it is open (no attempt
+    spent); FAIL_FAST fails them at once with ``fail_code``. ``probe``, called
+    by the workers while it is open (one worker per ``probe_interval``), returns
+    True when the service looks healthy; without one, the policy's wait decides."""
+
+    name: str
+    policy: BreakerPolicy = field(default_factory=BreakerPolicy)
+    mode: BreakerMode = BreakerMode.HOLD
+    fail_code: str | None = None
+    probe: Callable[[], Any] | None = None
+    probe_interval: timedelta = timedelta(seconds=5)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _DEPENDENCY_NAME.match(self.name):
+            raise ConfigError(f"dependency name {self.name!r} must be 1-64 letters, digits, '-', '_' or '.'")
+        if BreakerMode(self.mode) is BreakerMode.FAIL_FAST and not self.fail_code:
+            raise ConfigError(f"dependency {self.name!r} fails fast: give it a fail_code (seed 002: GW_5XX)")
+        if self.probe_interval <= timedelta(0):
+            raise ConfigError("probe_interval must be longer than zero")
+
+
+_DEPENDENCY_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +70,7 @@ class Task:
     backoff: Backoff = field(default_factory=FullJitter)
     classifier: Classifier | None = None  # None: the app's
     stages: tuple[Stage, ...] = ()  # empty: a plain task, one stage named after it
+    dependencies: tuple[str, ...] = ()  # breakers its calls go through
 
     @property
     def first_stage(self) -> str:
@@ -73,6 +106,27 @@ class EnqueueResult:
 
 
 @dataclass(frozen=True, slots=True)
+class BreakerStatus:
+    name: str
+    breaker: Breaker
+    at: float  # the database's clock when read (epoch seconds)
+
+    @property
+    def state(self) -> str:
+        return self.breaker.state.value
+
+    @property
+    def seconds_open(self) -> float:
+        return time_open(self.breaker, self.at)
+
+    def to_dict(self) -> dict[str, JSON]:
+        b = self.breaker
+        return {"name": self.name, "state": self.state, "forced": b.forced,
+                "failure_percent": round(failure_percent(b.window), 1), "calls_in_window": len(b.window),
+                "seconds_open": round(self.seconds_open, 3)}
+
+
+@dataclass(frozen=True, slots=True)
 class Replay:
     letter: DeadLetter
     job: Job | None  # the queued job; None when the letter had been replayed already
@@ -92,14 +146,23 @@ class App:
         settings: Settings | None = None,
         store: Store | None = None,
         classifier: Classifier = DEFAULT_CLASSIFIER,
+        dependencies: Sequence[Dependency] = (),
     ) -> None:
-        """``classifier`` maps exceptions and HTTP responses to this app's error codes."""
+        """``classifier`` maps exceptions and HTTP responses to this app's error
+        codes; ``dependencies`` are the services tasks may declare they call."""
         if settings is not None and database_url is not None:
             settings = settings.with_(database_url=database_url)
         self.settings = settings or Settings.load(database_url=database_url)
         self._store = store
         self.classifier = classifier
         self.tasks: dict[str, Task] = {}
+        self.dependencies: dict[str, Dependency] = {}
+        for dependency in dependencies:
+            if dependency.name in self.dependencies:
+                raise ConfigError(f"dependency {dependency.name!r} is declared twice")
+            if dependency.fail_code:
+                classifier.taxonomy.require(dependency.fail_code)
+            self.dependencies[dependency.name] = dependency
 
     @property
     def store(self) -> Store:
@@ -121,6 +184,7 @@ class App:
         self, *, name: str | None = None, queue: str = "default", priority: int = 0,
         max_attempts: int | None = None, backoff: Backoff | None = None,
         classifier: Classifier | None = None, stages: Sequence[Stage | str] | None = None,
+        dependencies: Sequence[str] = (),
     ) -> Callable[[Callable[..., Any]], Task]: ...
 
     def task(
@@ -135,13 +199,17 @@ class App:
         backoff: Backoff | None = None,
         classifier: Classifier | None = None,
         stages: Sequence[Stage | str] | None = None,
+        dependencies: Sequence[str] = (),
     ) -> Task | Callable[[Callable[..., Any]], Task]:
         """Register a sync or async function as a task: ``@app.task`` or ``@app.task(queue=...)``.
 
         ``stages`` makes it a pipeline: each ``Stage`` has its own attempt
         budget and backoff, and the task body runs them with ``redrive.stage``.
         Its jobs may then be dispatched up to the sum of the budgets unless
-        ``max_attempts`` caps them lower."""
+        ``max_attempts`` caps them lower. ``dependencies`` names the app's
+        ``Dependency``s whose breakers gate the task's jobs."""
+        for dependency in dependencies:
+            self.dependency(dependency)
 
         def register(fn: Callable[..., Any]) -> Task:
             declared = pipeline(stages) if stages is not None else ()
@@ -152,6 +220,7 @@ class App:
                 priority=_priority(priority),
                 max_attempts=_max_attempts(max_attempts) or (sum(s.max_attempts for s in declared) or None),
                 backoff=backoff or FullJitter(), classifier=classifier, stages=declared,
+                dependencies=tuple(dependencies),
             )
             if task.name in self.tasks and self.tasks[task.name].fn is not fn:
                 raise ConfigError(f"two tasks are named {task.name!r}; pass name= to tell them apart")
@@ -217,6 +286,7 @@ class App:
             run_at=request.run_at,
             delay=request.delay,
             stage=task.first_stage,
+            dependencies=task.dependencies,
         )
 
     # -- reading and control -------------------------------------------------
@@ -246,6 +316,39 @@ class App:
 
     def cancel(self, job_id: UUID | str) -> Job:
         return self.store.job_cancel(job_id=_uuid(job_id))
+
+    # -- circuit breakers --------------------------------------------------------
+
+    def dependency(self, name: str) -> Dependency:
+        if name not in self.dependencies:
+            known = ", ".join(sorted(self.dependencies)) or "none"
+            raise UnknownDependency(f"no dependency named {name!r} is declared (known: {known})")
+        return self.dependencies[name]
+
+    def breakers(self) -> dict[str, BreakerStatus]:
+        """Every breaker the store knows, and the app's declared ones not yet used."""
+        stored, now = self.store.breakers_list()
+        names = sorted(set(stored) | set(self.dependencies))
+        return {n: BreakerStatus(n, stored.get(n, Breaker()), now) for n in names}
+
+    def open_breaker(self, name: str, *, by: str | None = None) -> BreakerStatus:
+        """Force a breaker open: it stays open until closed by hand."""
+        return self._force(name, force_open, by)
+
+    def close_breaker(self, name: str, *, by: str | None = None) -> BreakerStatus:
+        """Close a breaker with a fresh window (and lift a forced open)."""
+        return self._force(name, force_closed, by)
+
+    def _force(self, name: str, change: Callable[[Breaker, float], Breaker], by: str | None) -> BreakerStatus:
+        if name not in self.dependencies and name not in self.store.breakers_list()[0]:
+            self.dependency(name)  # raises with the known names
+        now: list[float] = []
+
+        def apply(b: Breaker, at: float) -> Breaker:
+            now.append(at)
+            return change(b, at)
+
+        return BreakerStatus(name, self.store.breaker_update(name=name, change=apply, by=by), now[0])
 
     # -- failures: manual retry and the dead letters ---------------------------
 

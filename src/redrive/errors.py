@@ -7,6 +7,7 @@ are chained as ``__cause__``, never shown to users.
     RedriveError
     ├── ConfigError                   settings, URLs or task declarations are wrong
     │   ├── UnknownTask               no task of that name is registered
+    │   ├── UnknownDependency         no dependency of that name is declared
     │   └── ArgumentsNotSerializable  job arguments or a result are not JSON
     ├── StoreError                    the database could not do what was asked
     │   ├── StoreUnavailable          the database cannot be reached
@@ -43,6 +44,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "Transient",
+    "UnknownDependency",
     "UnknownTask",
 ]
 
@@ -73,6 +75,12 @@ class UnknownTask(ConfigError):
     """No task of that name is registered."""
 
     code = "UNKNOWN_TASK"
+
+
+class UnknownDependency(ConfigError):
+    """No dependency of that name is declared."""
+
+    code = "UNKNOWN_DEPENDENCY"
 
 
 class ArgumentsNotSerializable(ConfigError):

@@ -26,14 +26,17 @@ class Upstream:
             self._scripts[path] = [a if isinstance(a, tuple) else (a, {}) for a in answers]
 
     def standing(self, path: str, status: int) -> None:
-        """What ``path`` answers once its script is used up."""
+        """What ``path`` answers once its script is used up; a path ending in
+        "/" sets it for every path under it."""
         with self._lock:
             self._standing[path] = status
 
-    def calls(self, path: str | None = None) -> list[float]:
-        """Monotonic times of the calls to ``path`` (to any path when None)."""
+    def calls(self, path: str | None = None, *, since: float = 0.0) -> list[float]:
+        """Monotonic times of the calls to ``path`` (or under it, when it ends
+        in "/"; to any path when None), from ``since`` on."""
         with self._lock:
-            return [at for p, at in self._calls if path is None or p == path]
+            return [at for p, at in self._calls if at >= since and (
+                path is None or p == path or (path.endswith("/") and p.startswith(path)))]
 
     def _answer(self, path: str) -> tuple[int, dict[str, str]]:
         with self._lock:
@@ -41,7 +44,10 @@ class Upstream:
             script = self._scripts.get(path)
             if script:
                 return script.pop(0)
-            return self._standing.get(path, 200), {}
+            if path in self._standing:
+                return self._standing[path], {}
+            under = [p for p in self._standing if p.endswith("/") and path.startswith(p)]
+            return (self._standing[max(under, key=len)] if under else 200), {}
 
 
 @contextmanager

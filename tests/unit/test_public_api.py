@@ -4,14 +4,15 @@ import redrive
 from redrive import errors
 
 PUBLIC = [
-    "AdditiveJitter", "App", "ArgumentsNotSerializable", "Backoff", "Classifier", "ConfigError",
-    "DEFAULT_CLASSIFIER", "DEFAULT_TAXONOMY", "DeadLetter", "DeadLetterNotFound",
+    "AdditiveJitter", "App", "ArgumentsNotSerializable", "Backoff", "BreakerMode", "BreakerPolicy",
+    "BreakerStatus", "Classifier", "ConfigError",
+    "DEFAULT_CLASSIFIER", "DEFAULT_TAXONOMY", "DeadLetter", "DeadLetterNotFound", "Dependency",
     "EnqueueResult", "ErrorCode", "Failure", "Fixed", "Forbidden", "FullJitter",
     "IllegalTransition", "InProcessRetry", "Job", "JobError", "JobEvent", "JobNotFound",
     "JobRequest", "Kind", "LeaseLost", "MemoryStore", "Permanent", "PostgresStore",
     "ProportionalJitter", "RedriveError", "Replay", "SQLiteStore", "SchemaOutdated", "Settings",
     "Stage", "Status", "Store", "StoreBusy", "StoreError", "StoreUnavailable", "Task",
-    "Taxonomy", "Transient", "UnknownTask", "Worker", "add_context", "current_job",
+    "Taxonomy", "Transient", "UnknownDependency", "UnknownTask", "Worker", "add_context", "current_job",
     "open_store", "stage",
 ]
 

@@ -29,6 +29,7 @@ from redrive.core.classify import Failure
 from redrive.core.job import Completion, FailNow, Job, RetryLater, StageDone
 from redrive.core.outcome import Failed, Retry, Succeeded
 from redrive.errors import StoreError
+from redrive.runtime.breakers import BreakerGate, Refusal
 from redrive.runtime.executor import Execution, execute
 from redrive.runtime.threads import DaemonThreadPool
 
@@ -37,6 +38,7 @@ log = logging.getLogger("redrive.worker")
 T = TypeVar("T")
 
 _STORE_RETRY_PAUSE_S = 1.0
+_HOLD_DELAY = timedelta(seconds=1)  # a held job is looked at again after this
 
 
 @dataclass(eq=False)
@@ -82,6 +84,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._completer = _Completer(self._call, lambda: self.app.store)
+        self._gate = BreakerGate(app, self._call)
 
     # -- control ---------------------------------------------------------------
 
@@ -129,6 +132,9 @@ class Worker:
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
             asyncio.create_task(self._reclaim(), name="reclaimer"),
         ]
+        if self._gate.active:
+            await self._gate.refresh()
+            services.append(asyncio.create_task(self._gate.run(), name="breakers"))
         for service in services:
             service.add_done_callback(self._service_ended)
         try:
@@ -161,7 +167,7 @@ class Worker:
                 try:
                     claimed = await self._call(
                         store.jobs_claim, queues=self.queues, limit=free,
-                        worker_id=self.id, lease_ttl=self.lease_ttl,
+                        worker_id=self.id, lease_ttl=self.lease_ttl, blocked=self._gate.blocked(),
                     )
                 except StoreError as exc:
                     log.warning("claim failed, retrying: %s", exc)
@@ -189,10 +195,20 @@ class Worker:
         job = running.job
         started = self._loop.time()
         try:
-            execution = await execute(
-                self.app.tasks.get(job.task), job, classifier=self.app.classifier,
-                threads=self._threads, rng=self._rng, save_stage=self._save_stage,
-            )
+            refusal = await self._admit(job)
+            if refusal is not None and not refusal.fails_fast:
+                running.finishing = True
+                await self._hold(job, refusal)
+                return
+            if refusal is not None:
+                execution = _fail_fast(refusal)
+            else:
+                execution = await execute(
+                    self.app.tasks.get(job.task), job, classifier=self.app.classifier,
+                    threads=self._threads, rng=self._rng, save_stage=self._save_stage,
+                )
+                if job.dependencies:
+                    await self._gate.record(job, execution.outcome, self._loop.time() - started)
             running.finishing = True
             if running.abandoned:
                 return
@@ -205,6 +221,23 @@ class Worker:
         finally:
             self._running.pop(job.id, None)
             self._wake.set()
+
+    async def _admit(self, job: Job) -> Refusal | None:
+        if not (job.dependencies and self._gate.active):
+            return None
+        try:
+            return await self._gate.admit(job)
+        except StoreError as exc:
+            # Without the shared state a permit cannot be given: hold the job.
+            log.warning("breaker check for job %s failed: %s", job.id, exc)
+            return Refusal(self.app.dependencies[job.dependencies[0]])
+
+    async def _hold(self, job: Job, refusal: Refusal) -> None:
+        """Hold-queue: back to queued, no attempt spent, due again shortly."""
+        name = refusal.dependency.name
+        log.info("job %s (%s) held: dependency %s is open", job.id, job.task, name)
+        await self._requeue([job.lease], meta={"reason": "breaker_open", "dependency": name},
+                            delay=_HOLD_DELAY)
 
     def _save_stage(self, item: StageDone) -> bool:
         """Called from a handler's thread: a stage's output, fenced on the lease."""
@@ -270,10 +303,10 @@ class Worker:
         if rest:
             await asyncio.wait(rest, timeout=self.lease_ttl.total_seconds())
 
-    async def _requeue(self, leases: list) -> set[UUID]:
+    async def _requeue(self, leases: list, **how: Any) -> set[UUID]:
         while True:
             try:
-                return await self._call(self.app.store.jobs_requeue, leases=leases)
+                return await self._call(self.app.store.jobs_requeue, leases=leases, **how)
             except StoreError as exc:
                 # Without this write the jobs wait for their leases to expire:
                 # keep trying while the leases are still ours to give back.
@@ -348,6 +381,13 @@ def _item(job: Job, execution: Execution, duration_ms: int) -> Completion | Retr
                 retryable=failure.retryable, stack=execution.stack, context=execution.context,
             )
     raise TypeError(f"not an outcome: {execution.outcome!r}")
+
+
+def _fail_fast(refusal: Refusal) -> Execution:
+    name = refusal.dependency.name
+    failure = Failure(refusal.dependency.fail_code or "TRANSIENT", False,
+                      f"dependency {name} is unavailable (circuit open)")
+    return Execution(Failed(failure), context={"dependency": name, "breaker": "open"})
 
 
 def _failure_meta(meta: dict, failure: Failure) -> dict:

@@ -1,0 +1,198 @@
+"""The worker's side of the shared circuit breakers.
+
+The hot path stays off the store: the claim skips dependencies this worker
+last saw blocked (refreshed every ``REFRESH_S``), a job whose dependencies are
+closed starts without a store call, and call outcomes are folded into the
+shared state in batches. Only a breaker that is not closed costs a locked
+round trip per job (for the half-open permits, which must be exact).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Any, Callable, TypeVar
+
+from redrive.app import App, Dependency
+from redrive.core.breaker import Breaker, BreakerMode, Call, State, admit, probe_passed, record
+from redrive.core.job import Job
+from redrive.core.outcome import Failed, Retry, Succeeded
+from redrive.errors import StoreError
+
+log = logging.getLogger("redrive.breakers")
+
+T = TypeVar("T")
+
+REFRESH_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A job may not run now: ``dependency`` is open (or out of trial permits)."""
+
+    dependency: Dependency
+
+    @property
+    def fails_fast(self) -> bool:
+        return BreakerMode(self.dependency.mode) is BreakerMode.FAIL_FAST
+
+
+class BreakerGate:
+    def __init__(self, app: App, call: Callable[..., Any]) -> None:
+        self.app = app
+        self._call = call  # runs a blocking store call off the event loop
+        self._view: dict[str, Breaker] = {}
+        self._clock_offset = 0.0  # database epoch minus local epoch
+        self._pending: dict[str, list[Call]] = defaultdict(list)
+        self._trials: dict[object, set[str]] = {}
+
+    @property
+    def active(self) -> bool:
+        return bool(self.app.dependencies)
+
+    def _now(self) -> float:
+        return time.time() + self._clock_offset
+
+    # -- the claim -------------------------------------------------------------
+
+    def blocked(self) -> list[str]:
+        """Hold-mode dependencies whose jobs should not even be claimed."""
+        now, names = self._now(), []
+        for name, dependency in self.app.dependencies.items():
+            b = self._view.get(name)
+            if b is None or BreakerMode(dependency.mode) is not BreakerMode.HOLD:
+                continue
+            if b.state is State.OPEN:
+                waiting = b.forced or dependency.probe is not None or b.opened_at is None \
+                    or now < b.opened_at + dependency.policy.wait.total_seconds()
+                if waiting:
+                    names.append(name)
+            elif b.state is State.HALF_OPEN and b.trials_started >= dependency.policy.trial_calls:
+                names.append(name)
+        return names
+
+    # -- around one job ----------------------------------------------------------
+
+    async def admit(self, job: Job) -> Refusal | None:
+        trials = set()
+        for name in job.dependencies:
+            dependency = self.app.dependencies.get(name)
+            b = self._view.get(name)
+            if dependency is None or b is None or b.state is State.CLOSED:
+                continue  # an undeclared dependency here has no breaker in this deploy
+            allowed = await self._call(self._admit, dependency=dependency)
+            if not allowed:
+                return Refusal(dependency)
+            if self._view[name].state is State.HALF_OPEN:
+                trials.add(name)
+        if trials:
+            self._trials[job.id] = trials
+        return None
+
+    def _admit(self, dependency: Dependency) -> bool:
+        granted: list[bool] = []
+
+        def change(b: Breaker, now: float) -> Breaker:
+            allowed, after = admit(b, dependency.policy, now, probe_decides=dependency.probe is not None)
+            granted.append(allowed)
+            return after
+
+        self._view[dependency.name] = self._logged(
+            dependency.name, self.app.store.breaker_update(name=dependency.name, change=change))
+        return granted[0]
+
+    async def record(self, job: Job, outcome: Any, duration_s: float) -> None:
+        """A job's outcome counts as a call to each dependency it declared:
+        success, or failure when retryable (or slower than ``slow_call``); a
+        non-retryable failure (a 4xx we caused, a bug) counts for nothing."""
+        trials = self._trials.pop(job.id, set())
+        for name in job.dependencies:
+            dependency = self.app.dependencies.get(name)
+            if dependency is None:
+                continue
+            ok = _verdict(outcome)
+            if ok is None:
+                continue
+            slow = dependency.policy.slow_call
+            if slow is not None and duration_s > slow.total_seconds():
+                ok = False
+            self._pending[name].append(Call(self._now(), ok))
+        if trials:  # a half-open breaker waits on this result: no batching
+            await self.flush()
+
+    # -- the service: refresh, flush, probe ----------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.flush()
+                await self.refresh()
+                await self._probe()
+            except StoreError as exc:
+                log.warning("breaker state not synced, retrying: %s", exc)
+            await asyncio.sleep(REFRESH_S)
+
+    async def refresh(self) -> None:
+        breakers, now = await self._call(self.app.store.breakers_list)
+        self._clock_offset = now - time.time()
+        self._view = breakers
+
+    async def flush(self) -> None:
+        pending, self._pending = self._pending, defaultdict(list)
+        for name, calls in pending.items():
+            policy = self.app.dependencies[name].policy
+            try:
+                b = await self._call(self.app.store.breaker_update, name=name,
+                                     change=lambda b, now, p=policy, c=calls: record(b, p, c, now))
+            except StoreError:
+                self._pending[name][:0] = calls  # keep them for the next flush
+                raise
+            self._view[name] = self._logged(name, b)
+
+    async def _probe(self) -> None:
+        for name, dependency in self.app.dependencies.items():
+            b = self._view.get(name)
+            if dependency.probe is None or b is None or b.state is not State.OPEN or b.forced:
+                continue
+            if not await self._call(self._take_probe_slot, dependency=dependency):
+                continue
+            try:
+                healthy = dependency.probe()
+                if inspect.isawaitable(healthy):
+                    healthy = await healthy
+            except Exception as exc:  # a probe that raises says "not yet"
+                log.info("health probe of %s failed: %s", name, exc)
+                healthy = False
+            if healthy:
+                b = await self._call(self.app.store.breaker_update, name=name,
+                                     change=lambda b, now: probe_passed(b, now))
+                self._view[name] = self._logged(name, b)
+
+    def _take_probe_slot(self, dependency: Dependency) -> bool:
+        taken: list[bool] = []
+        interval = dependency.probe_interval.total_seconds()
+
+        def change(b: Breaker, now: float) -> Breaker:
+            due = b.state is State.OPEN and (b.probed_at is None or now >= b.probed_at + interval)
+            taken.append(due)
+            return replace(b, probed_at=now) if due else b
+
+        self.app.store.breaker_update(name=dependency.name, change=change)
+        return taken[0]
+
+    def _logged(self, name: str, b: Breaker) -> Breaker:
+        for before, after, reason in b.changes:
+            log.warning("breaker %s: %s -> %s (%s)", name, before, after, reason)
+        return b
+
+
+def _verdict(outcome: Any) -> bool | None:
+    if isinstance(outcome, Succeeded):
+        return True
+    if isinstance(outcome, Retry) or (isinstance(outcome, Failed) and outcome.failure.retryable):
+        return False
+    return None
