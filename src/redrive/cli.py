@@ -1,4 +1,4 @@
-"""The ``redrive`` command: worker, migrate, enqueue, jobs, dead, demo.
+"""The ``redrive`` command: worker, migrate, enqueue, jobs, dead, breakers, demo.
 
 Every error redrive knows about ends as one line, ``redrive: error [CODE]:
 message``, and exit status 2; never a traceback.
@@ -132,6 +132,21 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--from-start", action="store_true", help="run every stage again")
     replay.add_argument("--app", help="import path of your App, to know a task's first stage")
     replay.add_argument("--by", help="who replays, for the record (default: your login)")
+
+    breakers = commands.add_parser("breakers", help="See and force the shared circuit breakers.")
+    breaker_commands = breakers.add_subparsers(dest="breakers_command", required=True, metavar="COMMAND")
+    shown = command("list", _breakers_list, "List breakers with their state and time spent open.",
+                    breaker_commands)
+    shown.add_argument("--app", help="import path of your App, to include declared dependencies")
+    shown.add_argument("--json", action="store_true", help="one JSON object per line")
+    for name, handler, text in (
+        ("open", _breakers_open, "Force a breaker open until it is closed by hand."),
+        ("close", _breakers_close, "Close a breaker with a fresh window."),
+    ):
+        forced = command(name, handler, text, breaker_commands)
+        forced.add_argument("name", help="the dependency")
+        forced.add_argument("--app", help="import path of your App, to check the name")
+        forced.add_argument("--by", help="who does it, for the record (default: your login)")
 
     demo = command("demo", _demo, "Run the demo: a worker draining jobs on SQLite.")
     demo.add_argument("--jobs", type=int, default=40)
@@ -343,7 +358,7 @@ def _dead_note(args: argparse.Namespace) -> int:
 
 
 def _dead_replay(args: argparse.Namespace) -> int:
-    app = load_app(args.app, args.database_url) if args.app else _open(args)
+    app = _app_of(args)
     try:
         replays = app.replay(args.ids, from_start=args.from_start, by=_by(args))
     finally:
@@ -354,6 +369,48 @@ def _dead_replay(args: argparse.Namespace) -> int:
         else:
             print(f"dead letter {r.letter.id}: already replayed, nothing done")
     return 0
+
+
+def _app_of(args: argparse.Namespace) -> App:
+    return load_app(args.app, args.database_url) if args.app else _open(args)
+
+
+def _breakers_list(args: argparse.Namespace) -> int:
+    app = _app_of(args)
+    try:
+        statuses = app.breakers()
+    finally:
+        app.close()
+    if args.json:
+        for status in statuses.values():
+            print(json.dumps(status.to_dict()))
+        return 0
+    print(f"{'name':24}  {'state':9}  {'failures':>8}  {'calls':>5}  open for")
+    for status in statuses.values():
+        row = status.to_dict()
+        state = f"{row['state']}{'*' if row['forced'] else ''}"
+        print(f"{status.name[:24]:24}  {state:9}  {row['failure_percent']:>7}%  "
+              f"{row['calls_in_window']:>5}  {row['seconds_open']:.1f}s")
+    return 0
+
+
+def _breakers_force(args: argparse.Namespace, to_open: bool) -> int:
+    app = _app_of(args)
+    try:
+        force = app.open_breaker if to_open else app.close_breaker
+        status = force(args.name, by=_by(args))
+    finally:
+        app.close()
+    print(f"breaker {status.name} is {status.state}")
+    return 0
+
+
+def _breakers_open(args: argparse.Namespace) -> int:
+    return _breakers_force(args, to_open=True)
+
+
+def _breakers_close(args: argparse.Namespace) -> int:
+    return _breakers_force(args, to_open=False)
 
 
 def _demo(args: argparse.Namespace) -> int:

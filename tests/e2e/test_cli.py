@@ -130,3 +130,21 @@ def test_dead_letter_and_retry_commands_fail_cleanly(sqlite_url: str) -> None:
     assert_clean_error(redrive("dead", "list", "--limit", "0", url=sqlite_url), "CONFIG_INVALID", "limit")
     empty = redrive("dead", "list", "--json", url=sqlite_url)
     assert empty.returncode == 0 and empty.stdout == ""
+
+
+def test_breakers_can_be_listed_and_forced(sqlite_url: str) -> None:
+    gateway = "tests.apps.gateway:app"
+    assert_clean_error(redrive("breakers", "open", "nope", url=sqlite_url),
+                       "UNKNOWN_DEPENDENCY", "'nope'")
+    assert_clean_error(redrive("breakers", "open", "nope", "--app", gateway, url=sqlite_url),
+                       "UNKNOWN_DEPENDENCY", "gateway, gateway_ff")
+    opened = redrive("breakers", "open", "gateway", "--app", gateway, "--by", "ops", url=sqlite_url)
+    assert opened.returncode == 0 and opened.stdout.strip() == "breaker gateway is open"
+    listed = redrive("breakers", "list", "--json", url=sqlite_url)
+    (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (row["name"], row["state"], row["forced"]) == ("gateway", "open", True)
+    # once a breaker is in the store, the name is known without the app
+    closed = redrive("breakers", "close", "gateway", url=sqlite_url)
+    assert closed.returncode == 0 and closed.stdout.strip() == "breaker gateway is closed"
+    table = redrive("breakers", "list", "--app", gateway, url=sqlite_url).stdout
+    assert "gateway_ff" in table and "closed" in table
