@@ -13,6 +13,7 @@ from redrive.core.states import Status
 from redrive.core.taxonomy import DEFAULT_TAXONOMY, ErrorCode, Taxonomy
 from redrive.errors import (
     ArgumentsNotSerializable,
+    CircuitOpen,
     ConfigError,
     DeadLetterNotFound,
     Forbidden,
@@ -30,7 +31,7 @@ from redrive.errors import (
     UnknownDependency,
     UnknownTask,
 )
-from redrive.runtime.context import add_context, current_job, stage
+from redrive.runtime.context import add_context, current_job, guarded, stage
 from redrive.runtime.inprocess import InProcessRetry
 from redrive.runtime.worker import Worker
 from redrive.settings import Settings
@@ -48,6 +49,7 @@ __all__ = [
     "BreakerMode",
     "BreakerPolicy",
     "BreakerStatus",
+    "CircuitOpen",
     "Classifier",
     "ConfigError",
     "DEFAULT_CLASSIFIER",
@@ -93,6 +95,7 @@ __all__ = [
     "Worker",
     "add_context",
     "current_job",
+    "guarded",
     "open_store",
     "stage",
 ]

@@ -20,7 +20,8 @@ are chained as ``__cause__``, never shown to users.
     ├── Forbidden                     the caller may not act on that job
     └── JobError                      raised by task code to steer its job's outcome
         ├── Transient                 retry later (optionally after ``retry_after``)
-        └── Permanent                 fail now with an error code, no retry
+        ├── Permanent                 fail now with an error code, no retry
+        └── CircuitOpen               a guarded call found its dependency's breaker open
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "ArgumentsNotSerializable",
+    "CircuitOpen",
     "ConfigError",
     "DeadLetterNotFound",
     "Forbidden",
@@ -176,3 +178,13 @@ class Permanent(JobError):
         super().__init__(message)
         if code is not None:
             self.code = code
+
+
+class CircuitOpen(JobError):
+    """The dependency's circuit breaker is open: the call was not made."""
+
+    code = "CIRCUIT_OPEN"
+
+    def __init__(self, message: str | None = None, *, dependency: str = "") -> None:
+        super().__init__(message)
+        self.dependency = dependency

@@ -5,14 +5,14 @@ from redrive import errors
 
 PUBLIC = [
     "AdditiveJitter", "App", "ArgumentsNotSerializable", "Backoff", "BreakerMode", "BreakerPolicy",
-    "BreakerStatus", "Classifier", "ConfigError",
+    "BreakerStatus", "CircuitOpen", "Classifier", "ConfigError",
     "DEFAULT_CLASSIFIER", "DEFAULT_TAXONOMY", "DeadLetter", "DeadLetterNotFound", "Dependency",
     "EnqueueResult", "ErrorCode", "Failure", "Fixed", "Forbidden", "FullJitter",
     "IllegalTransition", "InProcessRetry", "Job", "JobError", "JobEvent", "JobNotFound",
     "JobRequest", "Kind", "LeaseLost", "MemoryStore", "Permanent", "PostgresStore",
     "ProportionalJitter", "RedriveError", "Replay", "SQLiteStore", "SchemaOutdated", "Settings",
     "Stage", "Status", "Store", "StoreBusy", "StoreError", "StoreUnavailable", "Task",
-    "Taxonomy", "Transient", "UnknownDependency", "UnknownTask", "Worker", "add_context", "current_job",
+    "Taxonomy", "Transient", "UnknownDependency", "UnknownTask", "Worker", "add_context", "current_job", "guarded",
     "open_store", "stage",
 ]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -48,6 +49,7 @@ class BreakerGate:
         self._view: dict[str, Breaker] = {}
         self._clock_offset = 0.0  # database epoch minus local epoch
         self._pending: dict[str, list[Call]] = defaultdict(list)
+        self._pending_lock = threading.Lock()  # guarded calls note from handler threads
         self._trials: dict[object, set[str]] = {}
 
     @property
@@ -93,6 +95,21 @@ class BreakerGate:
             self._trials[job.id] = trials
         return None
 
+    def admit_now(self, name: str) -> bool:
+        """For a guarded call, from the handler's thread."""
+        b = self._view.get(name)
+        return b is None or b.state is State.CLOSED or self._admit(self.app.dependencies[name])
+
+    def note(self, name: str, ok: bool | None, duration_s: float) -> None:
+        """One guarded call's result (None: it says nothing about the dependency)."""
+        if ok is None:
+            return
+        slow = self.app.dependencies[name].policy.slow_call
+        if slow is not None and duration_s > slow.total_seconds():
+            ok = False
+        with self._pending_lock:
+            self._pending[name].append(Call(self._now(), ok))
+
     def _admit(self, dependency: Dependency) -> bool:
         granted: list[bool] = []
 
@@ -105,14 +122,15 @@ class BreakerGate:
             dependency.name, self.app.store.breaker_update(name=dependency.name, change=change))
         return granted[0]
 
-    async def record(self, job: Job, outcome: Any, duration_s: float) -> None:
+    async def record(self, job: Job, outcome: Any, duration_s: float,
+                     guarded: frozenset[str] = frozenset()) -> None:
         """A job's outcome counts as a call to each dependency it declared:
         success, or failure when retryable (or slower than ``slow_call``); a
         non-retryable failure (a 4xx we caused, a bug) counts for nothing."""
         trials = self._trials.pop(job.id, set())
         for name in job.dependencies:
             dependency = self.app.dependencies.get(name)
-            if dependency is None:
+            if dependency is None or name in guarded:
                 continue
             ok = _verdict(outcome)
             if ok is None:
@@ -120,7 +138,8 @@ class BreakerGate:
             slow = dependency.policy.slow_call
             if slow is not None and duration_s > slow.total_seconds():
                 ok = False
-            self._pending[name].append(Call(self._now(), ok))
+            with self._pending_lock:
+                self._pending[name].append(Call(self._now(), ok))
         if trials:  # a half-open breaker waits on this result: no batching
             await self.flush()
 
@@ -142,14 +161,16 @@ class BreakerGate:
         self._view = breakers
 
     async def flush(self) -> None:
-        pending, self._pending = self._pending, defaultdict(list)
+        with self._pending_lock:
+            pending, self._pending = self._pending, defaultdict(list)
         for name, calls in pending.items():
             policy = self.app.dependencies[name].policy
             try:
                 b = await self._call(self.app.store.breaker_update, name=name,
                                      change=lambda b, now, p=policy, c=calls: record(b, p, c, now))
             except StoreError:
-                self._pending[name][:0] = calls  # keep them for the next flush
+                with self._pending_lock:
+                    self._pending[name][:0] = calls  # keep them for the next flush
                 raise
             self._view[name] = self._logged(name, b)
 

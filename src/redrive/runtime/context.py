@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import time
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator
 
 from redrive.core.job import JSON, Job, StageDone
 from redrive.core.stages import Stage, next_after, resume_at
-from redrive.errors import ConfigError, LeaseLost
+from redrive.errors import CircuitOpen, ConfigError, LeaseLost
 
 
 @dataclass(eq=False)
@@ -30,6 +33,9 @@ class _Run:
     stage_attempts: dict[str, int] = field(default_factory=dict)
     current: str | None = None  # the stage running now
     context: dict[str, JSON] = field(default_factory=dict)
+    gate: Any = None  # the worker's BreakerGate, for guarded calls
+    classifier: Any = None
+    guarded: set[str] = field(default_factory=set)  # dependencies whose calls were wrapped
 
     def declared(self, name: str) -> Stage:
         for stage in self.stages:
@@ -104,6 +110,34 @@ async def _stage_async(run: _Run, name: str, fn: Callable[..., Any], args: tuple
     if not await asyncio.to_thread(run.save, item):
         raise LeaseLost(f"job {run.job.id} lost its lease during stage {name!r}")
     return output
+
+
+@contextmanager
+def guarded(dependency: str) -> Iterator[None]:
+    """Wrap one call to a declared dependency in its shared breaker:
+
+        with guarded("gateway"):
+            response = httpx.post(...)
+
+    If the breaker is open the block does not run: the job is held (or, in
+    fail-fast mode, fails with the dependency's code). The call's result is
+    the breaker's evidence (a retryable failure or a slow call counts against
+    it), and the job's own outcome no longer counts for that dependency."""
+    run = _run()
+    if run.gate is None:
+        raise LookupError("guarded() needs a worker with the app's dependencies")
+    run.gate.app.dependency(dependency)  # an unknown name is a ConfigError here
+    run.guarded.add(dependency)
+    if not run.gate.admit_now(dependency):
+        raise CircuitOpen(f"dependency {dependency} is unavailable (circuit open)", dependency=dependency)
+    started = time.monotonic()
+    try:
+        yield
+    except Exception as exc:
+        failure = run.classifier.exception(exc, now=datetime.now(timezone.utc))
+        run.gate.note(dependency, False if failure.retryable else None, time.monotonic() - started)
+        raise
+    run.gate.note(dependency, True, time.monotonic() - started)
 
 
 def _save(run: _Run, item: StageDone) -> None:

@@ -10,17 +10,17 @@ import traceback
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from random import Random
-from typing import Callable
+from typing import Any, Callable
 
 from redrive.app import Task
 from redrive.core.backoff import FullJitter
 from redrive.core.classify import Classifier, Failure, one_line
 from redrive.core.job import JSON, Job, StageDone
-from redrive.core.outcome import Failed, Outcome, Succeeded
+from redrive.core.outcome import Failed, Outcome, Retry, Succeeded
 from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
 from redrive.core.stages import Stage
-from redrive.errors import LeaseLost, Permanent, Transient
+from redrive.errors import CircuitOpen, LeaseLost, Permanent, Transient
 from redrive.runtime.context import _current, _Run
 from redrive.runtime.threads import DaemonThreadPool
 
@@ -41,6 +41,8 @@ class Execution:
     stage_attempts: dict[str, int] | None = None
     stack: str | None = None  # redacted; only for a final failure
     context: dict[str, JSON] = field(default_factory=dict)  # sanitized
+    held_by: str | None = None  # a guarded call found this dependency open
+    guarded: frozenset[str] = frozenset()  # dependencies whose calls were wrapped
 
 
 def stages_of(task: Task, job: Job) -> tuple[Stage, ...]:
@@ -56,6 +58,7 @@ async def execute(
     threads: DaemonThreadPool,
     rng: Random,
     save_stage: Callable[[StageDone], bool],
+    gate: Any = None,
 ) -> Execution:
     if task is None:
         # Another deploy may know this task: let it come back rather than lose it.
@@ -63,8 +66,10 @@ async def execute(
         unknown = Stage(job.task, max_attempts=job.max_attempts, backoff=_UNKNOWN_TASK_BACKOFF)
         return Execution(after_failure(failure, stage=unknown, stage_attempts=job.attempts,
                                        attempts=job.attempts, max_attempts=job.max_attempts, rng=rng))
+    classifier = task.classifier or classifier
     run = _Run(job=job, stages=stages_of(task, job), is_async=task.is_async, save=save_stage,
-               checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts))
+               checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts),
+               gate=gate, classifier=classifier)
     token = _current.set(run)
     try:
         if task.is_async:
@@ -72,8 +77,11 @@ async def execute(
         else:
             context = contextvars.copy_context()
             result = await threads.run(lambda: context.run(task.fn, *job.args, **job.kwargs))
+    except CircuitOpen as exc:
+        return Execution(Retry(timedelta(0), Failure(exc.code, True, exc.message)),
+                         held_by=exc.dependency, guarded=frozenset(run.guarded))
     except Exception as exc:
-        return _failed(exc, run, task.classifier or classifier, rng)
+        return replace(_failed(exc, run, classifier, rng), guarded=frozenset(run.guarded))
     finally:
         _current.reset(token)
     try:
@@ -81,7 +89,7 @@ async def execute(
     except (TypeError, ValueError) as exc:
         failure = Failure(RESULT_NOT_JSON, False, one_line(f"the result is not JSON: {exc}"))
         return Execution(Failed(failure), context=_context(run, failure))
-    return Execution(Succeeded(result))
+    return Execution(Succeeded(result), guarded=frozenset(run.guarded))
 
 
 def _failed(exc: Exception, run: _Run, classifier: Classifier, rng: Random) -> Execution:

@@ -206,9 +206,18 @@ class Worker:
                 execution = await execute(
                     self.app.tasks.get(job.task), job, classifier=self.app.classifier,
                     threads=self._threads, rng=self._rng, save_stage=self._save_stage,
+                    gate=self._gate if self._gate.active else None,
                 )
-                if job.dependencies:
-                    await self._gate.record(job, execution.outcome, self._loop.time() - started)
+                if execution.held_by is not None:
+                    refusal = Refusal(self.app.dependencies[execution.held_by])
+                    if not refusal.fails_fast:
+                        running.finishing = True
+                        await self._hold(job, refusal)
+                        return
+                    execution = _fail_fast(refusal)
+                elif job.dependencies:
+                    await self._gate.record(job, execution.outcome, self._loop.time() - started,
+                                            execution.guarded)
             running.finishing = True
             if running.abandoned:
                 return
