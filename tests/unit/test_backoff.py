@@ -86,6 +86,8 @@ NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
         ("soon", None),
         ("", None),
         ("1.5", None),
+        ("²", None),  # a digit to str.isdigit, not to int()
+        ("9" * 30, None),  # more seconds than a timedelta holds
         (None, None),
     ],
 )

@@ -113,8 +113,11 @@ def parse_retry_after(value: str | None, *, now: datetime) -> timedelta | None:
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
-        return timedelta(seconds=int(value))
+    if value.isascii() and value.isdigit():  # "²".isdigit() is True too
+        try:
+            return timedelta(seconds=int(value))
+        except OverflowError:  # more seconds than timedelta holds: nonsense
+            return None
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
