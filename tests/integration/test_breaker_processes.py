@@ -50,7 +50,6 @@ def hold_queue_scenario(url: str, tmp_path, workers: list, processes: int) -> No
         assert all(app.job(i).status in (Status.QUEUED, Status.SCHEDULED) for i in ids)
         held = [e for i in ids for e in app.events(i) if e.meta.get("reason") == "breaker_open"]
         assert all(e.meta["dependency"] == "gateway" and e.to_status is Status.QUEUED for e in held)
-        assert all(app.job(i).status is not Status.FAILED for i in ids)
 
         # The gateway recovers: probe, half-open trial, closed; the backlog drains
         upstream.standing("/convert/", 200)

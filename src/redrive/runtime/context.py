@@ -106,9 +106,7 @@ async def _stage_async(run: _Run, name: str, fn: Callable[..., Any], args: tuple
     output = fn(*args, **kwargs)
     if inspect.isawaitable(output):
         output = await output
-    item = run.done(name, output)
-    if not await asyncio.to_thread(run.save, item):
-        raise LeaseLost(f"job {run.job.id} lost its lease during stage {name!r}")
+    await asyncio.to_thread(_save, run, run.done(name, output))
     return output
 
 

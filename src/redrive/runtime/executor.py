@@ -114,7 +114,7 @@ def _context(run: _Run, failure: Failure) -> dict[str, JSON]:
     ids, counts and hashes, never the arguments themselves."""
     payload = json.dumps([run.job.args, run.job.kwargs], sort_keys=True, default=str)
     context: dict[str, JSON] = {
-        "stage": run.current or run.failed_stage().name,
+        "stage": run.failed_stage().name,
         "attempt": run.job.attempts,
         "stage_attempts": dict(run.stage_attempts),
         "payload_sha256": hashlib.sha256(payload.encode()).hexdigest()[:16],

@@ -196,28 +196,23 @@ class Worker:
         started = self._loop.time()
         try:
             refusal = await self._admit(job)
-            if refusal is not None and not refusal.fails_fast:
-                running.finishing = True
-                await self._hold(job, refusal)
-                return
-            if refusal is not None:
-                execution = _fail_fast(refusal)
-            else:
+            if refusal is None:
                 execution = await execute(
                     self.app.tasks.get(job.task), job, classifier=self.app.classifier,
                     threads=self._threads, rng=self._rng, save_stage=self._save_stage,
                     gate=self._gate if self._gate.active else None,
                 )
-                if execution.held_by is not None:
+                if execution.held_by is not None:  # a guarded call found its breaker open
                     refusal = Refusal(self.app.dependencies[execution.held_by])
-                    if not refusal.fails_fast:
-                        running.finishing = True
-                        await self._hold(job, refusal)
-                        return
-                    execution = _fail_fast(refusal)
                 elif job.dependencies:
                     await self._gate.record(job, execution.outcome, self._loop.time() - started,
                                             execution.guarded)
+            if refusal is not None:
+                if not refusal.fails_fast:
+                    running.finishing = True
+                    await self._hold(job, refusal)
+                    return
+                execution = _fail_fast(refusal)
             running.finishing = True
             if running.abandoned:
                 return
@@ -239,7 +234,8 @@ class Worker:
         except StoreError as exc:
             # Without the shared state a permit cannot be given: hold the job.
             log.warning("breaker check for job %s failed: %s", job.id, exc)
-            return Refusal(self.app.dependencies[job.dependencies[0]])
+            declared = [n for n in job.dependencies if n in self.app.dependencies]
+            return Refusal(self.app.dependencies[declared[0]])
 
     async def _hold(self, job: Job, refusal: Refusal) -> None:
         """Hold-queue: back to queued, no attempt spent, due again shortly."""
@@ -394,8 +390,8 @@ def _item(job: Job, execution: Execution, duration_ms: int) -> Completion | Retr
 
 def _fail_fast(refusal: Refusal) -> Execution:
     name = refusal.dependency.name
-    failure = Failure(refusal.dependency.fail_code or "TRANSIENT", False,
-                      f"dependency {name} is unavailable (circuit open)")
+    # Dependency() refuses a fail-fast declaration without a fail_code.
+    failure = Failure(refusal.dependency.fail_code, False, f"dependency {name} is unavailable (circuit open)")
     return Execution(Failed(failure), context={"dependency": name, "breaker": "open"})
 
 

@@ -147,8 +147,10 @@ WHERE (:error_class IS NULL OR error_class = :error_class)
        OR (:state = 'open' AND replayed_at IS NULL)
        OR (:state = 'replayed' AND replayed_at IS NOT NULL)
        OR (:state = 'escalated' AND escalated))
-  AND (:older_than_s IS NULL OR last_failure_at <= :now - :older_than_s)
-  AND (:newer_than_s IS NULL OR last_failure_at > :now - :newer_than_s)
+  AND (:older_than_s IS NULL
+       OR last_failure_at <= (julianday('now') - 2440587.5) * 86400.0 - :older_than_s)
+  AND (:newer_than_s IS NULL
+       OR last_failure_at > (julianday('now') - 2440587.5) * 86400.0 - :newer_than_s)
 ORDER BY id DESC
 LIMIT :limit;
 

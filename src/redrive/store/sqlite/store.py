@@ -390,7 +390,6 @@ class SQLiteStore:
             "error_class": where.error_class, "stage": where.stage, "task": where.task,
             "owner": where.owner, "state": where.state, "limit": where.limit,
             "older_than_s": seconds(where.older_than), "newer_than_s": seconds(where.newer_than),
-            "now": self.now().timestamp(),
         })
         return [_dead_letter(row) for row in rows]
 
