@@ -3,11 +3,12 @@
 Declare tasks on an ``App``, enqueue jobs, run ``Worker``s (or ``redrive worker``).
 """
 
-from redrive.app import App, BreakerStatus, Dependency, EnqueueResult, JobRequest, Replay, Task
+from redrive.app import App, BreakerStatus, Dependency, JobRequest, Replay, Task
 from redrive.core.breaker import BreakerMode, BreakerPolicy
 from redrive.core.backoff import AdditiveJitter, Backoff, Fixed, FullJitter, ProportionalJitter
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Failure, Kind
-from redrive.core.job import DeadLetter, Job, JobEvent
+from redrive.core.ids import job_id_for
+from redrive.core.job import DeadLetter, EnqueueResult, Job, JobEvent
 from redrive.core.stages import Stage
 from redrive.core.states import Status
 from redrive.core.taxonomy import DEFAULT_TAXONOMY, ErrorCode, Taxonomy
@@ -17,6 +18,7 @@ from redrive.errors import (
     ConfigError,
     DeadLetterNotFound,
     Forbidden,
+    IdempotencyKeyReused,
     IllegalTransition,
     JobError,
     JobNotFound,
@@ -63,6 +65,7 @@ __all__ = [
     "Fixed",
     "Forbidden",
     "FullJitter",
+    "IdempotencyKeyReused",
     "IllegalTransition",
     "InProcessRetry",
     "Job",
@@ -96,6 +99,7 @@ __all__ = [
     "add_context",
     "current_job",
     "guarded",
+    "job_id_for",
     "open_store",
     "stage",
 ]

@@ -16,7 +16,8 @@ from redrive.core.breaker import (
     Breaker, BreakerMode, BreakerPolicy, failure_percent, force_closed, force_open, time_open,
 )
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
-from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, Job, JobEvent, NewJob
+from redrive.core import ids
+from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, EnqueueResult, Job, JobEvent, JobKey, NewJob
 from redrive.core.stages import Stage, pipeline
 from redrive.core.states import Status
 from redrive.errors import (
@@ -71,6 +72,7 @@ class Task:
     classifier: Classifier | None = None  # None: the app's
     stages: tuple[Stage, ...] = ()  # empty: a plain task, one stage named after it
     dependencies: tuple[str, ...] = ()  # breakers its calls go through
+    already_done: Callable[..., Any] | None = None  # the job's arguments -> its result if the work exists, else None
 
     @property
     def first_stage(self) -> str:
@@ -97,12 +99,9 @@ class JobRequest:
     delay: timedelta | None = None
     owner: str | None = None
     max_attempts: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class EnqueueResult:
-    job: Job
-    duplicate: bool = False
+    idempotency_key: str | None = None
+    version: int = 1
+    dedupe: Sequence[JSON] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +183,7 @@ class App:
         self, *, name: str | None = None, queue: str = "default", priority: int = 0,
         max_attempts: int | None = None, backoff: Backoff | None = None,
         classifier: Classifier | None = None, stages: Sequence[Stage | str] | None = None,
-        dependencies: Sequence[str] = (),
+        dependencies: Sequence[str] = (), already_done: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], Task]: ...
 
     def task(
@@ -200,6 +199,7 @@ class App:
         classifier: Classifier | None = None,
         stages: Sequence[Stage | str] | None = None,
         dependencies: Sequence[str] = (),
+        already_done: Callable[..., Any] | None = None,
     ) -> Task | Callable[[Callable[..., Any]], Task]:
         """Register a sync or async function as a task: ``@app.task`` or ``@app.task(queue=...)``.
 
@@ -207,7 +207,13 @@ class App:
         budget and backoff, and the task body runs them with ``redrive.stage``.
         Its jobs may then be dispatched up to the sum of the budgets unless
         ``max_attempts`` caps them lower. ``dependencies`` names the app's
-        ``Dependency``s whose breakers gate the task's jobs."""
+        ``Dependency``s whose breakers gate the task's jobs. ``already_done``,
+        called with the job's arguments before every run, returns the result
+        when the work already exists (None when not): the job then succeeds
+        without running the body, so a retry after a stalled status write
+        does no work twice."""
+        if already_done is not None and not callable(already_done):
+            raise ConfigError("already_done must be a function of the job's arguments")
         for dependency in dependencies:
             self.dependency(dependency)
 
@@ -220,7 +226,7 @@ class App:
                 priority=_priority(priority),
                 max_attempts=_max_attempts(max_attempts) or (sum(s.max_attempts for s in declared) or None),
                 backoff=backoff or FullJitter(), classifier=classifier, stages=declared,
-                dependencies=tuple(dependencies),
+                dependencies=tuple(dependencies), already_done=already_done,
             )
             if task.name in self.tasks and self.tasks[task.name].fn is not fn:
                 raise ConfigError(f"two tasks are named {task.name!r}; pass name= to tell them apart")
@@ -250,20 +256,36 @@ class App:
         delay: timedelta | None = None,
         owner: str | None = None,
         max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+        version: int = 1,
+        dedupe: Sequence[JSON] | None = None,
         conn: Any = None,
     ) -> EnqueueResult:
         """Create one job. With ``conn`` (your open psycopg or sqlite3 connection)
-        the job exists if and only if your transaction commits."""
+        the job exists if and only if your transaction commits.
+
+        ``idempotency_key`` (unique per owner and task, at most 255 characters)
+        makes the enqueue safe to repeat: the same key returns the existing job
+        (``duplicate=True``) whatever its state; the same key and version with
+        other arguments raises ``IdempotencyKeyReused``; a strictly higher
+        ``version`` is a new run under the key. The job's id is then the UUIDv5
+        of the key (``job_id_for``). ``dedupe`` (a tuple of values such as
+        owner, content hash and size) returns a queued, running or succeeded
+        twin instead of creating a job; a failed or cancelled twin gets a new run."""
         request = JobRequest(
             task=task, args=args, kwargs=kwargs or {}, queue=queue, priority=priority,
             run_at=run_at, delay=delay, owner=owner, max_attempts=max_attempts,
+            idempotency_key=idempotency_key, version=version, dedupe=dedupe,
         )
         return self.enqueue_many([request], conn=conn)[0]
 
     def enqueue_many(self, requests: Sequence[JobRequest], *, conn: Any = None) -> list[EnqueueResult]:
-        """Create many jobs in one statement (one transaction)."""
+        """Create many jobs in one statement (one transaction), in order."""
         new = [self._new_job(r) for r in requests]
-        return [EnqueueResult(job) for job in self.store.jobs_insert(jobs=new, conn=conn)]
+        keys = [(j.task, j.owner, j.key.key) for j in new if j.key]
+        if len(keys) != len(set(keys)):
+            raise ConfigError("a batch may use each idempotency key (or dedupe tuple) once")
+        return self.store.jobs_insert(jobs=new, conn=conn)
 
     def _new_job(self, request: JobRequest) -> NewJob:
         task = self._task(request.task)
@@ -274,12 +296,16 @@ class App:
         if request.delay is not None and request.delay < timedelta(0):
             raise ConfigError("delay cannot be negative")
         max_attempts = request.max_attempts or task.max_attempts or self.settings.retry_max_attempts
+        args = _json(list(request.args), "args")
+        kwargs = _json(dict(request.kwargs), "kwargs")
+        key = _job_key(request, args, kwargs)
         return NewJob(
-            id=uuid.uuid4(),
+            id=ids.job_id_for(task.name, key.key, key.version, request.owner)
+            if key and key.kind == "key" else uuid.uuid4(),
             task=task.name,
             queue=_queue(request.queue or task.queue),
-            args=_json(list(request.args), "args"),
-            kwargs=_json(dict(request.kwargs), "kwargs"),
+            args=args,
+            kwargs=kwargs,
             priority=_priority(task.priority if request.priority is None else request.priority),
             max_attempts=_max_attempts(max_attempts),
             owner=request.owner,
@@ -287,6 +313,7 @@ class App:
             delay=request.delay,
             stage=task.first_stage,
             dependencies=task.dependencies,
+            key=key,
         )
 
     # -- reading and control -------------------------------------------------
@@ -420,6 +447,21 @@ class App:
                 )
             done.append(Replay(letter=self.dead_letter(letter.id), job=job))
         return done
+
+
+def _job_key(request: JobRequest, args: list[JSON], kwargs: dict[str, JSON]) -> JobKey | None:
+    version = ids.version(request.version)
+    if request.idempotency_key is not None and request.dedupe is not None:
+        raise ConfigError("give an idempotency_key or a dedupe tuple, not both")
+    if request.dedupe is not None:
+        if version != 1:
+            raise ConfigError("versions go with idempotency keys, not with dedupe")
+        return JobKey(ids.content_key(request.dedupe), 1, ids.fingerprint(args, kwargs), kind="content")
+    if request.idempotency_key is None:
+        if version != 1:
+            raise ConfigError("a version needs an idempotency_key to belong to")
+        return None
+    return JobKey(ids.idempotency_key(request.idempotency_key), version, ids.fingerprint(args, kwargs))
 
 
 def _json(value: Any, what: str) -> Any:

@@ -18,6 +18,7 @@ are chained as ``__cause__``, never shown to users.
     ├── JobNotFound                   no job has that id
     ├── DeadLetterNotFound            no dead letter has that id
     ├── Forbidden                     the caller may not act on that job
+    ├── IdempotencyKeyReused          an idempotency key came back with other arguments
     └── JobError                      raised by task code to steer its job's outcome
         ├── Transient                 retry later (optionally after ``retry_after``)
         ├── Permanent                 fail now with an error code, no retry
@@ -35,6 +36,7 @@ __all__ = [
     "ConfigError",
     "DeadLetterNotFound",
     "Forbidden",
+    "IdempotencyKeyReused",
     "IllegalTransition",
     "JobError",
     "JobNotFound",
@@ -143,6 +145,12 @@ class Forbidden(RedriveError):
     """Only the job's owner or an operator may do that."""
 
     code = "FORBIDDEN"
+
+
+class IdempotencyKeyReused(RedriveError):
+    """That idempotency key was used before, at the same version, with other arguments."""
+
+    code = "IDEMPOTENCY_KEY_REUSED"
 
 
 class JobError(RedriveError):

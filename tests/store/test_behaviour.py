@@ -84,7 +84,7 @@ def test_insert_creates_queued_jobs_with_an_event(store: Store) -> None:
     # Given two new jobs
     requests = [new(args=[1]), new(args=[2])]
     # When they are inserted
-    jobs = store.jobs_insert(jobs=requests)
+    jobs = [r.job for r in store.jobs_insert(jobs=requests)]
     # Then they come back in order, queued, untouched, with a creation event
     assert [j.id for j in jobs] == [r.id for r in requests]
     for job in jobs:
@@ -96,7 +96,7 @@ def test_insert_creates_queued_jobs_with_an_event(store: Store) -> None:
 
 
 def test_a_delayed_job_is_scheduled_and_not_claimed_before_its_time(store: Store) -> None:
-    (job,) = store.jobs_insert(jobs=[new(delay=timedelta(milliseconds=300))])
+    (job,) = [r.job for r in store.jobs_insert(jobs=[new(delay=timedelta(milliseconds=300))])]
     assert job.status is Status.SCHEDULED
     assert job.run_at >= store.now() + timedelta(milliseconds=150)
     assert claim(store) == []
@@ -127,7 +127,7 @@ def test_claim_honours_queues_and_limit(store: Store) -> None:
 
 
 def test_a_claim_leases_the_job_from_the_database_clock(store: Store) -> None:
-    (job,) = store.jobs_insert(jobs=[new()])
+    (job,) = [r.job for r in store.jobs_insert(jobs=[new()])]
     before = store.now()
     claimed = claim_one(store, ttl=timedelta(seconds=60))
     assert claimed.id == job.id
@@ -284,7 +284,7 @@ def test_an_expired_lease_with_no_attempt_left_fails_the_job(store: Store) -> No
 
 
 def test_cancel_only_waiting_jobs(store: Store) -> None:
-    waiting, running = store.jobs_insert(jobs=[new(delay=timedelta(hours=1)), new()])
+    waiting, running = [r.job for r in store.jobs_insert(jobs=[new(delay=timedelta(hours=1)), new()])]
     claim_one(store)
     assert store.job_cancel(job_id=waiting.id).status is Status.CANCELLED
     assert_history(store, waiting.id)
@@ -313,7 +313,7 @@ def test_list_and_count_see_active_and_finished_jobs(store: Store) -> None:
 def test_memory_store_runs_on_an_injected_clock() -> None:
     now = [datetime(2026, 1, 1, 9, 0, tzinfo=__import__("datetime").timezone.utc)]
     store = MemoryStore(clock=lambda: now[0])
-    (job,) = store.jobs_insert(jobs=[new(delay=timedelta(minutes=5))])
+    (job,) = [r.job for r in store.jobs_insert(jobs=[new(delay=timedelta(minutes=5))])]
     assert claim(store) == []
     now[0] += timedelta(minutes=5)
     assert claim_one(store).id == job.id

@@ -55,7 +55,7 @@ def test_state_changes_are_events_with_who_made_them(store: Store) -> None:
 
 
 def test_the_claim_skips_jobs_that_need_a_blocked_dependency(store: Store) -> None:
-    gw, plain, both = store.jobs_insert(jobs=[needing("gateway"), needing(), needing("gateway", "llm")])
+    gw, plain, both = [r.job for r in store.jobs_insert(jobs=[needing("gateway"), needing(), needing("gateway", "llm")])]
     assert store.job_get(job_id=both.id).dependencies == ["gateway", "llm"]
     taken = claim(store, blocked=["llm"])
     assert {j.id for j in taken} == {gw.id, plain.id}

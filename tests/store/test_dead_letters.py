@@ -101,7 +101,7 @@ def test_a_replay_from_the_start_drops_saved_output(store: Store) -> None:
 
 
 def test_manual_retry_counts_and_only_revives_failed_jobs(store: Store) -> None:
-    queued, running = store.jobs_insert(jobs=[new(), new()])
+    queued, running = [r.job for r in store.jobs_insert(jobs=[new(), new()])]
     job = claim_one(store)
     other = queued if job.id == running.id else running
     assert store.job_revive(job_id=other.id, reason="manual_retry", by="alice") is None

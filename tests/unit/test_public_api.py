@@ -8,12 +8,12 @@ PUBLIC = [
     "BreakerStatus", "CircuitOpen", "Classifier", "ConfigError",
     "DEFAULT_CLASSIFIER", "DEFAULT_TAXONOMY", "DeadLetter", "DeadLetterNotFound", "Dependency",
     "EnqueueResult", "ErrorCode", "Failure", "Fixed", "Forbidden", "FullJitter",
-    "IllegalTransition", "InProcessRetry", "Job", "JobError", "JobEvent", "JobNotFound",
+    "IdempotencyKeyReused", "IllegalTransition", "InProcessRetry", "Job", "JobError", "JobEvent", "JobNotFound",
     "JobRequest", "Kind", "LeaseLost", "MemoryStore", "Permanent", "PostgresStore",
     "ProportionalJitter", "RedriveError", "Replay", "SQLiteStore", "SchemaOutdated", "Settings",
     "Stage", "Status", "Store", "StoreBusy", "StoreError", "StoreUnavailable", "Task",
     "Taxonomy", "Transient", "UnknownDependency", "UnknownTask", "Worker", "add_context", "current_job", "guarded",
-    "open_store", "stage",
+    "job_id_for", "open_store", "stage",
 ]
 
 

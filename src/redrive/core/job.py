@@ -9,6 +9,7 @@ from uuid import UUID
 
 from redrive.core.redact import redact
 from redrive.core.states import Status
+from redrive.errors import IdempotencyKeyReused
 
 JSON = Any
 """A value that survives ``json.dumps``: dict, list, str, int, float, bool or None."""
@@ -46,6 +47,8 @@ JOB_COLUMNS: tuple[str, ...] = (
     "manual_retry_count",
     "first_failed_at",
     "dependencies",
+    "idempotency_key",
+    "version",
 )
 
 _PAYLOAD_COLUMNS = ("args", "kwargs", "result", "checkpoint", "last_error_message", "error_message")
@@ -93,6 +96,8 @@ class Job:
     manual_retry_count: int
     first_failed_at: datetime | None  # first failure since enqueue or the last replay
     dependencies: list[str]  # circuit breakers the job's calls go through
+    idempotency_key: str | None  # unique per (owner, task) with the version
+    version: int  # a higher version under the same key is a new run
 
     def to_dict(self, *, redacted: bool = True) -> dict[str, JSON]:
         """JSON-ready: ids and times as strings. What a job carries (arguments,
@@ -149,6 +154,43 @@ class NewJob:
     delay: timedelta | None = None
     stage: str | None = None
     dependencies: tuple[str, ...] = ()
+    key: JobKey | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobKey:
+    """What makes an enqueue idempotent. ``kind`` "key": the caller's key, where
+    the same version with other arguments is refused; "content": a hash of a
+    content tuple, where a failed or cancelled twin is replaced by a new run."""
+
+    key: str
+    version: int
+    fingerprint: str  # hash of the arguments
+    kind: str = "key"
+
+
+def takes_over(new: JobKey, version: int, twin: Status | None) -> bool:
+    """Whether an enqueue under a key already taken makes a new run: a strictly
+    higher version does; for content keys, so does a twin that failed or was
+    cancelled. ``version`` and ``twin`` describe the run the key points at."""
+    return new.version > version or (new.kind == "content" and twin in (Status.FAILED, Status.CANCELLED))
+
+
+def refuse_reuse(new: JobKey, version: int, fingerprint: str) -> None:
+    """The same key at the same version must ask for the same work."""
+    if new.kind == "key" and new.version == version and new.fingerprint != fingerprint:
+        raise IdempotencyKeyReused(
+            f"idempotency key {new.key!r} (version {version}) was used with other arguments; "
+            "use a new key or a higher version"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    """The job an enqueue created, or the existing one (``duplicate=True``)."""
+
+    job: Job
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)

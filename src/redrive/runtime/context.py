@@ -28,7 +28,7 @@ class _Run:
     job: Job
     stages: tuple[Stage, ...]
     is_async: bool
-    save: Callable[[StageDone], bool]  # the fenced checkpoint write; blocks
+    store: Any  # the worker's Store: fenced writes (stage output, outbox records) block
     checkpoint: dict[str, JSON] = field(default_factory=dict)
     stage_attempts: dict[str, int] = field(default_factory=dict)
     current: str | None = None  # the stage running now
@@ -139,6 +139,6 @@ def guarded(dependency: str) -> Iterator[None]:
 
 
 def _save(run: _Run, item: StageDone) -> None:
-    if not run.save(item):
+    if item.lease.job_id not in run.store.stages_save(items=[item]):
         raise LeaseLost(f"job {run.job.id} lost its lease during stage {item.stage!r}")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import inspect
 import json
 import logging
 import traceback
@@ -15,7 +16,7 @@ from typing import Any, Callable
 from redrive.app import Task
 from redrive.core.backoff import FullJitter
 from redrive.core.classify import Classifier, Failure, one_line
-from redrive.core.job import JSON, Job, StageDone
+from redrive.core.job import JSON, Job
 from redrive.core.outcome import Failed, Outcome, Retry, Succeeded
 from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
@@ -23,6 +24,7 @@ from redrive.core.stages import Stage
 from redrive.errors import CircuitOpen, LeaseLost, Permanent, Transient
 from redrive.runtime.context import _current, _Run
 from redrive.runtime.threads import DaemonThreadPool
+from redrive.store.port import Store
 
 log = logging.getLogger("redrive.worker")
 
@@ -43,6 +45,7 @@ class Execution:
     context: dict[str, JSON] = field(default_factory=dict)  # sanitized
     held_by: str | None = None  # a guarded call found this dependency open
     guarded: frozenset[str] = frozenset()  # dependencies whose calls were wrapped
+    skipped: bool = False  # the task's already_done found the result: the body did not run
 
 
 def stages_of(task: Task, job: Job) -> tuple[Stage, ...]:
@@ -57,7 +60,7 @@ async def execute(
     classifier: Classifier,
     threads: DaemonThreadPool,
     rng: Random,
-    save_stage: Callable[[StageDone], bool],
+    store: Store,
     gate: Any = None,
 ) -> Execution:
     if task is None:
@@ -67,16 +70,14 @@ async def execute(
         return Execution(after_failure(failure, stage=unknown, stage_attempts=job.attempts,
                                        attempts=job.attempts, max_attempts=job.max_attempts, rng=rng))
     classifier = task.classifier or classifier
-    run = _Run(job=job, stages=stages_of(task, job), is_async=task.is_async, save=save_stage,
+    run = _Run(job=job, stages=stages_of(task, job), is_async=task.is_async, store=store,
                checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts),
                gate=gate, classifier=classifier)
     token = _current.set(run)
     try:
-        if task.is_async:
-            result = await task.fn(*job.args, **job.kwargs)
-        else:
-            context = contextvars.copy_context()
-            result = await threads.run(lambda: context.run(task.fn, *job.args, **job.kwargs))
+        # A retry after a stalled status write may find the work done (seed 002 §8).
+        found = await _call(task.already_done, job, threads) if task.already_done else None
+        result = found if found is not None else await _call(task.fn, job, threads)
     except CircuitOpen as exc:
         return Execution(Retry(timedelta(0), Failure(exc.code, True, exc.message)),
                          held_by=exc.dependency, guarded=frozenset(run.guarded))
@@ -89,7 +90,16 @@ async def execute(
     except (TypeError, ValueError) as exc:
         failure = Failure(RESULT_NOT_JSON, False, one_line(f"the result is not JSON: {exc}"))
         return Execution(Failed(failure), context=_context(run, failure))
-    return Execution(Succeeded(result), guarded=frozenset(run.guarded))
+    return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=found is not None)
+
+
+async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool) -> Any:
+    """Run a task's function with the job's arguments: async ones on the loop,
+    sync ones on a thread that sees the running job."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*job.args, **job.kwargs)
+    context = contextvars.copy_context()
+    return await threads.run(lambda: context.run(fn, *job.args, **job.kwargs))
 
 
 def _failed(exc: Exception, run: _Run, classifier: Classifier, rng: Random) -> Execution:

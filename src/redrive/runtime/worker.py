@@ -26,7 +26,7 @@ from uuid import UUID
 
 from redrive.app import App
 from redrive.core.classify import Failure
-from redrive.core.job import Completion, FailNow, Job, RetryLater, StageDone
+from redrive.core.job import Completion, FailNow, Job, RetryLater
 from redrive.core.outcome import Failed, Retry, Succeeded
 from redrive.errors import StoreError
 from redrive.runtime.breakers import BreakerGate, Refusal
@@ -199,7 +199,7 @@ class Worker:
             if refusal is None:
                 execution = await execute(
                     self.app.tasks.get(job.task), job, classifier=self.app.classifier,
-                    threads=self._threads, rng=self._rng, save_stage=self._save_stage,
+                    threads=self._threads, rng=self._rng, store=self.app.store,
                     gate=self._gate if self._gate.active else None,
                 )
                 if execution.held_by is not None:  # a guarded call found its breaker open
@@ -243,10 +243,6 @@ class Worker:
         log.info("job %s (%s) held: dependency %s is open", job.id, job.task, name)
         await self._requeue([job.lease], meta={"reason": "breaker_open", "dependency": name},
                             delay=_HOLD_DELAY)
-
-    def _save_stage(self, item: StageDone) -> bool:
-        """Called from a handler's thread: a stage's output, fenced on the lease."""
-        return item.lease.job_id in self.app.store.stages_save(items=[item])
 
     # -- leases ------------------------------------------------------------------
 
@@ -371,6 +367,8 @@ def _item(job: Job, execution: Execution, duration_ms: int) -> Completion | Retr
     meta: dict = {"duration_ms": duration_ms}
     match execution.outcome:
         case Succeeded(result=result):
+            if execution.skipped:
+                meta["skipped"] = "already_done"
             return Completion(lease=job.lease, result=result, meta=meta)
         case Retry(delay=delay, failure=failure):
             return RetryLater(

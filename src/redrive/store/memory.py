@@ -12,8 +12,8 @@ from uuid import UUID
 
 from redrive.core.breaker import Breaker
 from redrive.core.job import (
-    Completion, DeadLetter, DeadLetterFilter, FailNow, Job, JobEvent, Lease, NewJob, RetryLater,
-    StageDone,
+    Completion, DeadLetter, DeadLetterFilter, EnqueueResult, FailNow, Job, JobEvent, Lease, NewJob,
+    RetryLater, StageDone, refuse_reuse, takes_over,
 )
 from redrive.core.states import Status, check_transition
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
@@ -40,6 +40,7 @@ class MemoryStore:
         self._breakers: dict[str, Breaker] = {}
         self._breaker_events: list[BreakerEvent] = []
         self._listeners: list[Callable[[str], None]] = []
+        self._keys: dict[tuple[str, str, str], tuple[int, UUID, str]] = {}
 
     def migrate(self) -> list[int]:
         return []
@@ -71,13 +72,24 @@ class MemoryStore:
             )
         )
 
-    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[Job]:
+    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[EnqueueResult]:
         if conn is not None:
             raise ConfigError("the memory store has no transactions to join")
-        created = []
+        results = []
         with self._lock:
+            keys = dict(self._keys)  # written back only if every job is accepted
             now = self._clock()
             for new in jobs:
+                if new.key is not None:
+                    name = (new.task, new.owner or "", new.key.key)
+                    if name in keys:
+                        version, job_id, fingerprint = keys[name]
+                        twin = self._jobs[job_id]
+                        if not takes_over(new.key, version, twin.status):
+                            refuse_reuse(new.key, version, fingerprint)
+                            results.append(EnqueueResult(twin, duplicate=True))
+                            continue
+                    keys[name] = (new.key.version, new.id, new.key.fingerprint)
                 run_at = new.run_at or now + (new.delay or timedelta(0))
                 job = Job(
                     id=new.id,
@@ -110,17 +122,22 @@ class MemoryStore:
                     manual_retry_count=0,
                     first_failed_at=None,
                     dependencies=list(new.dependencies),
+                    idempotency_key=new.key.key if new.key else None,
+                    version=new.key.version if new.key else 1,
                 )
                 if job.id in self._jobs:
                     raise ConfigError(f"a job with id {job.id} already exists")
-                self._jobs[job.id] = job
-                self._event(job, None, {}, now)
-                created.append(job)
+                results.append(EnqueueResult(job))
+            for result in results:
+                if not result.duplicate:
+                    self._jobs[result.job.id] = result.job
+                    self._event(result.job, None, {}, now)
+            self._keys = keys
             listeners = list(self._listeners)
-        for queue in {j.queue for j in created}:
+        for queue in {r.job.queue for r in results if not r.duplicate}:
             for on_wake in listeners:
                 on_wake(queue)
-        return created
+        return results
 
     def jobs_claim(
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,

@@ -21,8 +21,8 @@ from uuid import UUID
 
 from redrive.core.breaker import Breaker
 from redrive.core.job import (
-    Completion, DeadLetter, DeadLetterFilter, FailNow, Job, JobEvent, Lease, NewJob, RetryLater,
-    StageDone,
+    Completion, DeadLetter, DeadLetterFilter, EnqueueResult, FailNow, Job, JobEvent, Lease, NewJob,
+    RetryLater, StageDone,
 )
 from redrive.core.states import Status
 
@@ -66,9 +66,12 @@ class Store(Protocol):
     def now(self) -> datetime:
         """The database's clock."""
 
-    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[Job]:
-        """Create jobs. With ``conn`` (the caller's open connection) they exist
-        if and only if the caller commits."""
+    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[EnqueueResult]:
+        """Create jobs, in order. A keyed job whose key is taken (``takes_over``
+        says no) is not created: the run its key points at comes back as a
+        duplicate, or ``IdempotencyKeyReused`` is raised and nothing of the
+        batch is written. With ``conn`` (the caller's open connection) they
+        exist if and only if the caller commits."""
 
     def jobs_claim(
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,

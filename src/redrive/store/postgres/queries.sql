@@ -30,20 +30,42 @@ INSERT INTO redrive_migration (version, name) VALUES (%(version)s, %(name)s);
 LISTEN redrive_jobs;
 
 -- name: jobs_insert
+-- Keyed jobs first claim their key: a new key, or a take-over (a higher version;
+-- a failed or cancelled content twin) points it at the new run; a key already
+-- taken leaves the job out (the caller reads the twin afterwards). The input is
+-- sorted by key so two batches lock keys in the same order.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(jobs)s) AS x(
         id uuid, task text, queue text, args jsonb, kwargs jsonb, priority smallint,
         max_attempts integer, owner text, run_at timestamptz, delay_s double precision,
-        stage text, dependencies jsonb)
+        stage text, dependencies jsonb, idempotency_key text, version integer,
+        kind text, fingerprint text, nonce uuid)
+), keyed AS (
+    INSERT INTO redrive_job_key AS k (task, owner, key, kind, version, job_id, fingerprint,
+                                      nonce, created_at, updated_at)
+    SELECT task, coalesce(owner, ''), idempotency_key, kind, version, id, fingerprint,
+           nonce, now(), now()
+    FROM input WHERE idempotency_key IS NOT NULL
+    ORDER BY task, coalesce(owner, ''), idempotency_key
+    ON CONFLICT (task, owner, key) DO UPDATE
+    SET version = excluded.version, job_id = excluded.job_id,
+        fingerprint = excluded.fingerprint, nonce = excluded.nonce, updated_at = now()
+    WHERE excluded.version > k.version
+       OR (k.kind = 'content' AND EXISTS (
+            SELECT 1 FROM redrive_job_done AS d
+            WHERE d.id = k.job_id AND d.status IN ('failed', 'cancelled')))
+    RETURNING k.nonce
 ), inserted AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
-                             dependencies)
+                             dependencies, idempotency_key, version)
     SELECT id, task, queue, args, kwargs,
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
-           priority, due, 0, max_attempts, owner, now(), now(), stage, dependencies
+           priority, due, 0, max_attempts, owner, now(), now(), stage, dependencies,
+           idempotency_key, coalesce(version, 1)
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM input) AS rows
+    WHERE idempotency_key IS NULL OR nonce IN (SELECT nonce FROM keyed)
     RETURNING *
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt)
@@ -53,6 +75,15 @@ WITH input AS (
     FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS due_queues
 )
 SELECT inserted.*, (SELECT count(*) FROM wake) AS woken FROM inserted;
+
+-- name: job_keys_get
+-- The runs that keys point at, with what the key row remembers of them.
+SELECT k.version AS key_version, k.fingerprint AS key_fingerprint, k.key AS key_name,
+       k.task AS key_task, k.owner AS key_owner, j.*
+FROM redrive_job_key AS k
+JOIN (SELECT * FROM redrive_job UNION ALL SELECT * FROM redrive_job_done) AS j ON j.id = k.job_id
+WHERE (k.task, k.owner, k.key) IN (
+    SELECT * FROM jsonb_to_recordset(%(keys)s) AS x(task text, owner text, key text));
 
 -- name: jobs_claim
 WITH picked AS (
@@ -101,11 +132,13 @@ WITH input AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message, result,
         created_at, updated_at, started_at, finished_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version)
     SELECT id, task, queue, args, kwargs, 'succeeded', priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message, new_result,
         created_at, now(), started_at, now(),
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version
     FROM moved
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
@@ -134,12 +167,13 @@ WITH input AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         error_code, error_message, created_at, updated_at, started_at, finished_at, failed_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version)
     SELECT id, task, queue, args, kwargs, 'failed', priority, run_at,
         attempts, max_attempts, owner, new_code, new_message,
         new_code, new_message, created_at, now(), started_at, now(), now(),
         new_stage, new_stage_attempts, checkpoint, manual_retry_count,
-        coalesce(first_failed_at, now()), dependencies
+        coalesce(first_failed_at, now()), dependencies, idempotency_key, version
     FROM moved
 ), previous AS (
     SELECT DISTINCT ON (d.job_id) d.job_id, d.id, d.error_class, d.replayed_at
@@ -256,11 +290,13 @@ WITH moved AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         created_at, updated_at, started_at, finished_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version)
     SELECT id, task, queue, args, kwargs, 'cancelled', priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         created_at, now(), started_at, now(),
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version
     FROM moved
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt)
@@ -324,7 +360,8 @@ WITH moved AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         created_at, updated_at, started_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version)
     SELECT id, task, queue, args, kwargs, 'queued', priority, now(),
         0, max_attempts, owner, last_error_code, last_error_message,
         created_at, now(), started_at,
@@ -333,7 +370,7 @@ WITH moved AS (
              ELSE stage_attempts - coalesce(stage, '') END,
         CASE WHEN %(from_start)s THEN '{}'::jsonb ELSE checkpoint END,
         manual_retry_count + CASE WHEN %(reason)s = 'manual_retry' THEN 1 ELSE 0 END,
-        NULL, dependencies
+        NULL, dependencies, idempotency_key, version
     FROM moved
     RETURNING *
 ), letters AS (

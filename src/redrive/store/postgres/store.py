@@ -11,7 +11,7 @@ import logging
 import threading
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, Mapping, Sequence
-from uuid import UUID
+from uuid import UUID, uuid4
 from contextlib import contextmanager
 
 import psycopg
@@ -22,8 +22,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from redrive.core.breaker import Breaker, from_json, to_json
 from redrive.core.job import (
-    DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, FailNow, Job,
-    JobEvent, Lease, NewJob, RetryLater, StageDone,
+    DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, EnqueueResult,
+    FailNow, Job, JobEvent, Lease, NewJob, RetryLater, StageDone, refuse_reuse,
 )
 from redrive.core.states import Status
 from redrive.errors import (
@@ -140,14 +140,36 @@ class PostgresStore:
     def now(self) -> datetime:
         return self._run("now")[0]["now"]
 
-    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[Job]:
+    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[EnqueueResult]:
         if not jobs:
             return []
         if conn is not None and not isinstance(conn, psycopg.Connection):
             raise ConfigError("PostgresStore joins only a psycopg (3) Connection's transaction")
+        if conn is not None:
+            with self._errors(), conn.transaction():  # a savepoint in the caller's transaction
+                return self._insert(jobs, conn)
+        with self._errors(), self._pool.connection() as pooled, pooled.transaction():
+            return self._insert(jobs, pooled)
+
+    def _insert(self, jobs: Sequence[NewJob], conn: psycopg.Connection) -> list[EnqueueResult]:
         rows = self._run("jobs_insert", {"jobs": Jsonb([_new_job_json(j) for j in jobs])}, conn=conn)
-        by_id = {row["id"]: _job(row) for row in rows}
-        return [by_id[j.id] for j in jobs]
+        created = {row["id"]: _job(row) for row in rows}
+        waiting = [j for j in jobs if j.id not in created]
+        twins = {}
+        if waiting:  # keys already taken: read the runs they point at
+            names = [{"task": j.task, "owner": j.owner or "", "key": j.key.key} for j in waiting if j.key]
+            for row in self._run("job_keys_get", {"keys": Jsonb(names)}, conn=conn):
+                twins[(row["key_task"], row["key_owner"], row["key_name"])] = row
+        results = []
+        for new in jobs:
+            if new.id in created:
+                results.append(EnqueueResult(created[new.id]))
+                continue
+            assert new.key is not None, "only keyed jobs can be left out"
+            twin = twins[(new.task, new.owner or "", new.key.key)]
+            refuse_reuse(new.key, twin["key_version"], twin["key_fingerprint"])
+            results.append(EnqueueResult(_job(twin), duplicate=True))
+        return results
 
     def jobs_claim(
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
@@ -386,6 +408,11 @@ def _new_job_json(job: NewJob) -> dict[str, Any]:
         "owner": job.owner, "run_at": job.run_at.isoformat() if job.run_at else None,
         "delay_s": job.delay.total_seconds() if job.delay else None, "stage": job.stage,
         "dependencies": list(job.dependencies),
+        "idempotency_key": job.key.key if job.key else None,
+        "version": job.key.version if job.key else 1,
+        "kind": job.key.kind if job.key else None,
+        "fingerprint": job.key.fingerprint if job.key else None,
+        "nonce": str(uuid4()),  # tells this enqueue's key rows from earlier ones
     }
 
 

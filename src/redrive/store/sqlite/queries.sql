@@ -23,10 +23,21 @@ INSERT INTO redrive_migration (version, name) VALUES (:version, :name);
 -- name: job_insert
 INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                          attempts, max_attempts, owner, created_at, updated_at, stage,
-                         dependencies)
+                         dependencies, idempotency_key, version)
 VALUES (:id, :task, :queue, :args, :kwargs, :status, :priority, :run_at,
-        0, :max_attempts, :owner, :now, :now, :stage, :dependencies)
+        0, :max_attempts, :owner, :now, :now, :stage, :dependencies, :idempotency_key, :version)
 RETURNING *;
+
+-- name: job_key_get
+SELECT * FROM redrive_job_key WHERE task = :task AND owner = :owner AND key = :key;
+
+-- name: job_key_put
+INSERT INTO redrive_job_key (task, owner, key, kind, version, job_id, fingerprint, nonce,
+                             created_at, updated_at)
+VALUES (:task, :owner, :key, :kind, :version, :job_id, :fingerprint, :job_id, :now, :now)
+ON CONFLICT (task, owner, key) DO UPDATE
+SET version = excluded.version, job_id = excluded.job_id, fingerprint = excluded.fingerprint,
+    nonce = excluded.nonce, updated_at = excluded.updated_at;
 
 -- name: event_insert
 INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
@@ -70,22 +81,26 @@ INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, r
     attempts, max_attempts, owner, lease_token, lease_owner, lease_expires_at,
     last_error_code, last_error_message, error_code, error_message, result,
     created_at, updated_at, started_at, finished_at, failed_at,
-    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
+    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+    idempotency_key, version)
 VALUES (:id, :task, :queue, :args, :kwargs, :status, :priority, :run_at,
     :attempts, :max_attempts, :owner, :lease_token, :lease_owner, :lease_expires_at,
     :last_error_code, :last_error_message, :error_code, :error_message, :result,
     :created_at, :updated_at, :started_at, :finished_at, :failed_at,
-    :stage, :stage_attempts, :checkpoint, :manual_retry_count, :first_failed_at, :dependencies);
+    :stage, :stage_attempts, :checkpoint, :manual_retry_count, :first_failed_at, :dependencies,
+    :idempotency_key, :version);
 
 -- name: job_revived_insert
 INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
     attempts, max_attempts, owner, last_error_code, last_error_message,
     created_at, updated_at, started_at,
-    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies)
+    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+    idempotency_key, version)
 VALUES (:id, :task, :queue, :args, :kwargs, 'queued', :priority, :now,
     0, :max_attempts, :owner, :last_error_code, :last_error_message,
     :created_at, :now, :started_at,
-    :stage, :stage_attempts, :checkpoint, :manual_retry_count, NULL, :dependencies)
+    :stage, :stage_attempts, :checkpoint, :manual_retry_count, NULL, :dependencies,
+    :idempotency_key, :version)
 RETURNING *;
 
 -- name: job_take_failed

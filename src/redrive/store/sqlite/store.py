@@ -19,8 +19,8 @@ from uuid import UUID
 
 from redrive.core.breaker import Breaker, from_json, to_json
 from redrive.core.job import (
-    DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, FailNow, Job,
-    JobEvent, Lease, NewJob, RetryLater, StageDone,
+    DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, EnqueueResult,
+    FailNow, Job, JobEvent, Lease, NewJob, RetryLater, StageDone, refuse_reuse, takes_over,
 )
 from redrive.core.states import Status
 from redrive.errors import (
@@ -141,9 +141,14 @@ class SQLiteStore:
             "attempt": attempt, "meta": json.dumps(meta or {}),
         })
 
-    def _insert(self, conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[Job]:
-        created = []
+    def _insert(self, conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[EnqueueResult]:
+        results = []
         for new in jobs:
+            if new.key is not None:
+                twin = self._twin(conn, new, now)
+                if twin is not None:
+                    results.append(EnqueueResult(twin, duplicate=True))
+                    continue
             run_at = new.run_at.timestamp() if new.run_at else now + (new.delay or timedelta(0)).total_seconds()
             row = conn.execute(self._queries["job_insert"], {
                 "id": str(new.id), "task": new.task, "queue": new.queue,
@@ -152,23 +157,53 @@ class SQLiteStore:
                 "priority": new.priority, "run_at": run_at, "max_attempts": new.max_attempts,
                 "owner": new.owner, "now": now, "stage": new.stage,
                 "dependencies": json.dumps(list(new.dependencies)),
+                "idempotency_key": new.key.key if new.key else None,
+                "version": new.key.version if new.key else 1,
             }).fetchone()
             self._event(conn, row["id"], None, row["status"], 0, now)
-            created.append(_job(row))
-        return created
+            results.append(EnqueueResult(_job(row)))
+        return results
 
-    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[Job]:
+    def _twin(self, conn: sqlite3.Connection, new: NewJob, now: float) -> Job | None:
+        """The run ``new``'s key already points at, or None after pointing the key at ``new``.
+        Runs inside the write transaction, so no other enqueue interleaves."""
+        assert new.key is not None
+        name = {"task": new.task, "owner": new.owner or "", "key": new.key.key}
+        taken = conn.execute(self._queries["job_key_get"], name).fetchone()
+        if taken is not None:
+            twin = _job(conn.execute(self._queries["job_get"], {"id": taken["job_id"]}).fetchone())
+            if not takes_over(new.key, taken["version"], twin.status):
+                refuse_reuse(new.key, taken["version"], taken["fingerprint"])
+                return twin
+        conn.execute(self._queries["job_key_put"], {
+            **name, "kind": new.key.kind, "version": new.key.version, "job_id": str(new.id),
+            "fingerprint": new.key.fingerprint, "now": now,
+        })
+        return None
+
+    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[EnqueueResult]:
         if not jobs:
             return []
         if conn is None:
-            created = self._write(lambda c, now: self._insert(c, jobs, now))
-            self._wake({j.queue for j in created if j.status is Status.QUEUED})
-            return created
+            results = self._write(lambda c, now: self._insert(c, jobs, now))
+            self._wake({r.job.queue for r in results if r.job.status is Status.QUEUED and not r.duplicate})
+            return results
         if not isinstance(conn, sqlite3.Connection):
             raise ConfigError("SQLiteStore joins only an sqlite3.Connection's transaction")
-        conn.row_factory = sqlite3.Row
         try:
-            return self._insert(conn, jobs, self._now(conn))
+            cur = conn.cursor()  # rows by name here, without changing the caller's connection
+            cur.row_factory = sqlite3.Row
+            if not conn.in_transaction:
+                cur.execute("BEGIN")  # the caller commits; a bare savepoint would commit on release
+            cur.execute("SAVEPOINT redrive_enqueue")
+            try:
+                results = self._insert(cur, jobs, self._now(cur))
+            except BaseException:
+                cur.execute("ROLLBACK TO redrive_enqueue")  # nothing half-written
+                raise
+            finally:
+                cur.execute("RELEASE redrive_enqueue")
+            return results
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite refused the operation: {exc}") from exc
 

@@ -1,0 +1,43 @@
+"""Five processes enqueue the same 2,000 idempotency keys at once: exactly
+one job per key, and every process is told the same job id for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from redrive import App, job_id_for
+from tests.integration.processes import REPO
+
+KEYS = 2000
+PROCESSES = 5
+
+
+def test_concurrent_enqueues_of_the_same_keys_make_one_job_each(db_url: str, tmp_path) -> None:
+    App(db_url).store.close()  # the schema exists before the race (SQLite migrates on open)
+    go = tmp_path / "go"
+    outs = [tmp_path / f"out-{i}.json" for i in range(PROCESSES)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "tests.apps.enqueuer", db_url, str(seed), str(KEYS),
+                          str(go), str(out)], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+        for seed, out in enumerate(outs)
+    ]
+    go.touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+
+    seen = [json.loads(out.read_text()) for out in outs]
+    created = sum(not dup for s in seen for _, dup in s.values())
+    assert created == KEYS  # one process created each key, the others were told it existed
+    for n in range(KEYS):
+        expected = str(job_id_for("offer", f"2026-11-22:Europe/London:u{n}", 1))
+        assert {s[str(n)][0] for s in seen} == {expected}
+
+    app = App(db_url)
+    assert sum(app.store.jobs_count().values()) == KEYS
+    assert len(app.jobs(limit=KEYS + 10)) == KEYS
+    app.close()
