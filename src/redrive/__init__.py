@@ -9,6 +9,7 @@ from redrive.core.backoff import AdditiveJitter, Backoff, Fixed, FullJitter, Pro
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Failure, Kind
 from redrive.core.ids import job_id_for
 from redrive.core.job import DeadLetter, EnqueueResult, Job, JobEvent
+from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.stages import Stage
 from redrive.core.states import Status
 from redrive.core.taxonomy import DEFAULT_TAXONOMY, ErrorCode, Taxonomy
@@ -35,6 +36,7 @@ from redrive.errors import (
 )
 from redrive.runtime.context import add_context, current_job, guarded, stage
 from redrive.runtime.inprocess import InProcessRetry
+from redrive.runtime.outbox import Delivery, Intent, deliver
 from redrive.runtime.worker import Worker
 from redrive.settings import Settings
 from redrive.store.memory import MemoryStore
@@ -58,6 +60,7 @@ __all__ = [
     "DEFAULT_TAXONOMY",
     "DeadLetter",
     "DeadLetterNotFound",
+    "Delivery",
     "Dependency",
     "EnqueueResult",
     "ErrorCode",
@@ -68,6 +71,7 @@ __all__ = [
     "IdempotencyKeyReused",
     "IllegalTransition",
     "InProcessRetry",
+    "Intent",
     "Job",
     "JobError",
     "JobEvent",
@@ -76,6 +80,8 @@ __all__ = [
     "Kind",
     "LeaseLost",
     "MemoryStore",
+    "OutboxRow",
+    "OutboxStatus",
     "Permanent",
     "PostgresStore",
     "ProportionalJitter",
@@ -98,6 +104,7 @@ __all__ = [
     "Worker",
     "add_context",
     "current_job",
+    "deliver",
     "guarded",
     "job_id_for",
     "open_store",

@@ -18,6 +18,7 @@ from redrive.core.breaker import (
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
 from redrive.core import ids
 from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, EnqueueResult, Job, JobEvent, JobKey, NewJob
+from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.stages import Stage, pipeline
 from redrive.core.states import Status
 from redrive.errors import (
@@ -343,6 +344,16 @@ class App:
 
     def cancel(self, job_id: UUID | str) -> Job:
         return self.store.job_cancel(job_id=_uuid(job_id))
+
+    def outbox(
+        self, *, status: OutboxStatus | str | None = None, job_id: UUID | str | None = None, limit: int = 100,
+    ) -> list[OutboxRow]:
+        """Outbox rows, oldest first: ``status="failed"`` lists what awaits an operator."""
+        try:
+            wanted = None if status is None else OutboxStatus(status)
+        except ValueError:
+            raise ConfigError(f"outbox status must be one of {', '.join(OutboxStatus)}, not {status!r}") from None
+        return self.store.outbox_list(status=wanted, job_id=None if job_id is None else _uuid(job_id), limit=limit)
 
     # -- circuit breakers --------------------------------------------------------
 

@@ -6,13 +6,13 @@ from redrive import errors
 PUBLIC = [
     "AdditiveJitter", "App", "ArgumentsNotSerializable", "Backoff", "BreakerMode", "BreakerPolicy",
     "BreakerStatus", "CircuitOpen", "Classifier", "ConfigError",
-    "DEFAULT_CLASSIFIER", "DEFAULT_TAXONOMY", "DeadLetter", "DeadLetterNotFound", "Dependency",
+    "DEFAULT_CLASSIFIER", "DEFAULT_TAXONOMY", "DeadLetter", "DeadLetterNotFound", "Delivery", "Dependency",
     "EnqueueResult", "ErrorCode", "Failure", "Fixed", "Forbidden", "FullJitter",
-    "IdempotencyKeyReused", "IllegalTransition", "InProcessRetry", "Job", "JobError", "JobEvent", "JobNotFound",
-    "JobRequest", "Kind", "LeaseLost", "MemoryStore", "Permanent", "PostgresStore",
+    "IdempotencyKeyReused", "IllegalTransition", "InProcessRetry", "Intent", "Job", "JobError", "JobEvent", "JobNotFound",
+    "JobRequest", "Kind", "LeaseLost", "MemoryStore", "OutboxRow", "OutboxStatus", "Permanent", "PostgresStore",
     "ProportionalJitter", "RedriveError", "Replay", "SQLiteStore", "SchemaOutdated", "Settings",
     "Stage", "Status", "Store", "StoreBusy", "StoreError", "StoreUnavailable", "Task",
-    "Taxonomy", "Transient", "UnknownDependency", "UnknownTask", "Worker", "add_context", "current_job", "guarded",
+    "Taxonomy", "Transient", "UnknownDependency", "UnknownTask", "Worker", "add_context", "current_job", "deliver", "guarded",
     "job_id_for", "open_store", "stage",
 ]
 

@@ -15,6 +15,7 @@ from redrive.core.job import (
     Completion, DeadLetter, DeadLetterFilter, EnqueueResult, FailNow, Job, JobEvent, Lease, NewJob,
     RetryLater, StageDone, refuse_reuse, takes_over,
 )
+from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import Status, check_transition
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
 from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
@@ -41,6 +42,7 @@ class MemoryStore:
         self._breaker_events: list[BreakerEvent] = []
         self._listeners: list[Callable[[str], None]] = []
         self._keys: dict[tuple[str, str, str], tuple[int, UUID, str]] = {}
+        self._outbox: dict[str, OutboxRow] = {}
 
     def migrate(self) -> list[int]:
         return []
@@ -268,6 +270,46 @@ class MemoryStore:
             )
 
         return self._fenced(items, apply)
+
+    def _held(self, lease: Lease) -> bool:
+        job = self._jobs.get(lease.job_id)
+        return job is not None and job.lease_token == lease.token
+
+    def outbox_open(self, *, lease: Lease, key: str, token: str) -> OutboxRow | None:
+        with self._lock:
+            if not self._held(lease):
+                return None
+            if key not in self._outbox:
+                now = self._clock()
+                self._outbox[key] = OutboxRow(
+                    key=key, token=token, status=OutboxStatus.PENDING, provider_id=None,
+                    notified_at=None, job_id=lease.job_id, sends=0, reconciliations=0,
+                    error_code=None, error_message=None, created_at=now, updated_at=now)
+            return self._outbox[key]
+
+    def outbox_update(self, *, lease: Lease, key: str, change: OutboxChange) -> OutboxRow | None:
+        with self._lock:
+            row = self._outbox.get(key)
+            if row is None or not self._held(lease):
+                return None
+            now = self._clock()
+            provider_id = row.provider_id if change.provider_id is None else (change.provider_id or None)
+            notified_at = row.notified_at if change.notified is None else (now if change.notified else None)
+            self._outbox[key] = replace(
+                row, status=change.status, provider_id=provider_id, notified_at=notified_at,
+                error_code=change.error_code, error_message=change.error_message,
+                sends=row.sends + change.send_started,
+                reconciliations=row.reconciliations + change.reconciled,
+                job_id=lease.job_id, updated_at=now)
+            return self._outbox[key]
+
+    def outbox_list(
+        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, limit: int = 100,
+    ) -> list[OutboxRow]:
+        with self._lock:
+            rows = [r for r in self._outbox.values()
+                    if (status is None or r.status == status) and (job_id is None or r.job_id == job_id)]
+        return sorted(rows, key=lambda r: (r.created_at, r.key))[:limit]
 
     def jobs_requeue(
         self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,

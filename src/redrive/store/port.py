@@ -24,6 +24,7 @@ from redrive.core.job import (
     Completion, DeadLetter, DeadLetterFilter, EnqueueResult, FailNow, Job, JobEvent, Lease, NewJob,
     RetryLater, StageDone,
 )
+from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import Status
 
 # Shown on events and as the reason a job failed when its lease kept expiring.
@@ -140,6 +141,18 @@ class Store(Protocol):
         """Every breaker, and the database's clock (epoch seconds)."""
 
     def breaker_events_list(self, *, name: str) -> list[BreakerEvent]: ...
+
+    def outbox_open(self, *, lease: Lease, key: str, token: str) -> OutboxRow | None:
+        """The outbox row of ``key``, created ``pending`` if new. None when
+        the lease is gone (fenced)."""
+
+    def outbox_update(self, *, lease: Lease, key: str, change: OutboxChange) -> OutboxRow | None:
+        """Apply one change to an existing row in one write; None when the lease is gone."""
+
+    def outbox_list(
+        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, limit: int = 100,
+    ) -> list[OutboxRow]:
+        """Oldest first."""
 
     def job_get(self, *, job_id: UUID) -> Job | None: ...
 

@@ -439,3 +439,38 @@ SELECT name, data, extract(epoch FROM now())::float8 AS now FROM redrive_breaker
 -- name: breaker_events_list
 SELECT name, at, from_state, to_state, reason, by FROM redrive_breaker_event
 WHERE name = %(name)s ORDER BY id;
+
+-- name: outbox_open
+-- Creates the row if it is new and returns it, fenced on the job's lease. The
+-- no-op update makes a row another job just committed come back too.
+WITH fence AS (
+    SELECT id FROM redrive_job WHERE id = %(id)s AND lease_token = %(token)s FOR SHARE
+)
+INSERT INTO redrive_outbox AS o (key, token, status, job_id, created_at, updated_at)
+SELECT %(key)s, %(outbox_token)s, 'pending', id, now(), now() FROM fence
+ON CONFLICT (key) DO UPDATE SET updated_at = o.updated_at
+RETURNING o.*;
+
+-- name: outbox_update
+WITH fence AS (
+    SELECT id FROM redrive_job WHERE id = %(id)s AND lease_token = %(token)s FOR SHARE
+)
+UPDATE redrive_outbox AS o
+SET status = %(status)s,
+    provider_id = CASE WHEN %(provider_id)s::text = '' THEN NULL
+                       ELSE coalesce(%(provider_id)s::text, o.provider_id) END,
+    notified_at = CASE WHEN %(notified)s::boolean THEN now()
+                       WHEN NOT %(notified)s::boolean THEN NULL
+                       ELSE o.notified_at END,
+    error_code = %(error_code)s, error_message = %(error_message)s,
+    sends = o.sends + %(send_started)s::int, reconciliations = o.reconciliations + %(reconciled)s::int,
+    job_id = %(id)s, updated_at = now()
+FROM fence
+WHERE o.key = %(key)s
+RETURNING o.*;
+
+-- name: outbox_list
+SELECT * FROM redrive_outbox
+WHERE (%(status)s::text IS NULL OR status = %(status)s) AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s)
+ORDER BY created_at, key
+LIMIT %(limit)s;

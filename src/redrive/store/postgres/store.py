@@ -25,6 +25,7 @@ from redrive.core.job import (
     DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, EnqueueResult,
     FailNow, Job, JobEvent, Lease, NewJob, RetryLater, StageDone, refuse_reuse,
 )
+from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import Status
 from redrive.errors import (
     ConfigError, DeadLetterNotFound, IllegalTransition, JobNotFound, SchemaOutdated, StoreError,
@@ -301,6 +302,20 @@ class PostgresStore:
     def breaker_events_list(self, *, name: str) -> list[BreakerEvent]:
         return [BreakerEvent(**row) for row in self._run("breaker_events_list", {"name": name})]
 
+    def outbox_open(self, *, lease: Lease, key: str, token: str) -> OutboxRow | None:
+        rows = self._run("outbox_open", {**_lease_json(lease), "key": key, "outbox_token": token})
+        return _outbox_row(rows[0]) if rows else None
+
+    def outbox_update(self, *, lease: Lease, key: str, change: OutboxChange) -> OutboxRow | None:
+        rows = self._run("outbox_update", {**_lease_json(lease), "key": key, **_outbox_change(change)})
+        return _outbox_row(rows[0]) if rows else None
+
+    def outbox_list(
+        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, limit: int = 100,
+    ) -> list[OutboxRow]:
+        rows = self._run("outbox_list", {"status": status, "job_id": job_id, "limit": limit})
+        return [_outbox_row(row) for row in rows]
+
     def job_get(self, *, job_id: UUID) -> Job | None:
         rows = self._run("job_get", {"id": job_id})
         return _job(rows[0]) if rows else None
@@ -387,6 +402,18 @@ def _job(row: dict) -> Job:
     values = {name: row[name] for name in JOB_COLUMNS}
     values["status"] = Status(values["status"])
     return Job(**values)
+
+
+def _outbox_row(row: dict) -> OutboxRow:
+    values = {name: row[name] for name in OUTBOX_COLUMNS}
+    values["status"] = OutboxStatus(values["status"])
+    return OutboxRow(**values)
+
+
+def _outbox_change(change: OutboxChange) -> dict[str, Any]:
+    return {"status": change.status.value, "provider_id": change.provider_id, "notified": change.notified,
+            "error_code": change.error_code, "error_message": change.error_message,
+            "send_started": change.send_started, "reconciled": change.reconciled}
 
 
 def _dead_letter(row: dict) -> DeadLetter:

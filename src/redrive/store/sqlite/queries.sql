@@ -231,3 +231,31 @@ SELECT name, data FROM redrive_breaker ORDER BY name;
 -- name: breaker_events_list
 SELECT name, at, from_state, to_state, reason, by FROM redrive_breaker_event
 WHERE name = :name ORDER BY id;
+
+-- name: lease_held
+SELECT 1 AS held FROM redrive_job WHERE id = :id AND lease_token = :token;
+
+-- name: outbox_create
+INSERT INTO redrive_outbox (key, token, status, job_id, created_at, updated_at)
+VALUES (:key, :outbox_token, 'pending', :id, :now, :now)
+ON CONFLICT (key) DO NOTHING;
+
+-- name: outbox_get
+SELECT * FROM redrive_outbox WHERE key = :key;
+
+-- name: outbox_update
+UPDATE redrive_outbox
+SET status = :status,
+    provider_id = CASE WHEN :provider_id = '' THEN NULL ELSE coalesce(:provider_id, provider_id) END,
+    notified_at = CASE WHEN :notified = 1 THEN :now WHEN :notified = 0 THEN NULL ELSE notified_at END,
+    error_code = :error_code, error_message = :error_message,
+    sends = sends + :send_started, reconciliations = reconciliations + :reconciled,
+    job_id = :id, updated_at = :now
+WHERE key = :key
+RETURNING *;
+
+-- name: outbox_list
+SELECT * FROM redrive_outbox
+WHERE (:status IS NULL OR status = :status) AND (:job_id IS NULL OR job_id = :job_id)
+ORDER BY created_at, key
+LIMIT :limit;

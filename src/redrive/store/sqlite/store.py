@@ -22,6 +22,7 @@ from redrive.core.job import (
     DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, EnqueueResult,
     FailNow, Job, JobEvent, Lease, NewJob, RetryLater, StageDone, refuse_reuse, takes_over,
 )
+from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import Status
 from redrive.errors import (
     ConfigError, DeadLetterNotFound, IllegalTransition, JobNotFound, StoreBusy, StoreError,
@@ -492,6 +493,37 @@ class SQLiteStore:
             counts[Status(row["status"])] += row["n"]
         return counts
 
+    def outbox_open(self, *, lease: Lease, key: str, token: str) -> OutboxRow | None:
+        def body(conn: sqlite3.Connection, now: float) -> OutboxRow | None:
+            params = {**_lease(lease), "key": key, "outbox_token": token, "now": now}
+            if not conn.execute(self._queries["lease_held"], params).fetchone():
+                return None
+            conn.execute(self._queries["outbox_create"], params)
+            return _outbox_row(conn.execute(self._queries["outbox_get"], params).fetchone())
+
+        return self._write(body)
+
+    def outbox_update(self, *, lease: Lease, key: str, change: OutboxChange) -> OutboxRow | None:
+        def body(conn: sqlite3.Connection, now: float) -> OutboxRow | None:
+            params = {**_lease(lease), "key": key, "now": now, "status": change.status.value,
+                      "provider_id": change.provider_id, "notified": change.notified,
+                      "error_code": change.error_code, "error_message": change.error_message,
+                      "send_started": int(change.send_started), "reconciled": int(change.reconciled)}
+            if not conn.execute(self._queries["lease_held"], params).fetchone():
+                return None
+            row = conn.execute(self._queries["outbox_update"], params).fetchone()
+            return _outbox_row(row) if row else None
+
+        return self._write(body)
+
+    def outbox_list(
+        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, limit: int = 100,
+    ) -> list[OutboxRow]:
+        rows = self._read("outbox_list", {
+            "status": status.value if status else None, "job_id": str(job_id) if job_id else None,
+            "limit": limit})
+        return [_outbox_row(row) for row in rows]
+
     def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
         return [
             JobEvent(
@@ -556,6 +588,14 @@ def _dead_letter(row: sqlite3.Row) -> DeadLetter:
     values["retryable"] = bool(values["retryable"])
     values["escalated"] = bool(values["escalated"])
     return DeadLetter(**values)
+
+
+def _outbox_row(row: sqlite3.Row) -> OutboxRow:
+    values = {name: row[name] for name in OUTBOX_COLUMNS}
+    values.update(status=OutboxStatus(values["status"]), job_id=UUID(values["job_id"]),
+                  notified_at=_time(values["notified_at"]), created_at=_time(values["created_at"]),
+                  updated_at=_time(values["updated_at"]))
+    return OutboxRow(**values)
 
 
 def _job(row: sqlite3.Row) -> Job:
