@@ -11,9 +11,11 @@ import json
 import threading
 from collections import Counter
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Iterator
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.server import local_server
 
 
 class MailProvider:
@@ -76,12 +78,6 @@ def serving() -> Iterator[MailProvider]:
         def log_message(self, *args) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    provider.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    try:
+    with local_server(Handler) as url:
+        provider.url = url
         yield provider
-    finally:
-        httpd.shutdown()
-        httpd.server_close()

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from contextlib import contextmanager
 from typing import Iterator
 from urllib.parse import urlsplit
+
+from tests.fakes.server import local_server
 
 
 class Upstream:
@@ -73,12 +75,6 @@ def serving() -> Iterator[Upstream]:
         def log_message(self, *args) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    upstream.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    try:
+    with local_server(Handler) as url:
+        upstream.url = url
         yield upstream
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
