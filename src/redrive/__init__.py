@@ -10,6 +10,7 @@ from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Failure, Kind
 from redrive.core.ids import job_id_for
 from redrive.core.job import DeadLetter, EnqueueResult, Job, JobEvent
 from redrive.core.outbox import OutboxRow, OutboxStatus
+from redrive.core.schedule import Firing, Schedule
 from redrive.core.stages import Stage
 from redrive.core.states import Status
 from redrive.core.taxonomy import DEFAULT_TAXONOMY, ErrorCode, Taxonomy
@@ -37,6 +38,7 @@ from redrive.errors import (
 from redrive.runtime.context import add_context, current_job, guarded, stage
 from redrive.runtime.inprocess import InProcessRetry
 from redrive.runtime.outbox import Delivery, Intent, deliver
+from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.worker import Worker
 from redrive.settings import Settings
 from redrive.store.memory import MemoryStore
@@ -65,6 +67,7 @@ __all__ = [
     "EnqueueResult",
     "ErrorCode",
     "Failure",
+    "Firing",
     "Fixed",
     "Forbidden",
     "FullJitter",
@@ -88,6 +91,8 @@ __all__ = [
     "RedriveError",
     "Replay",
     "SQLiteStore",
+    "Schedule",
+    "Scheduler",
     "SchemaOutdated",
     "Settings",
     "Stage",

@@ -8,7 +8,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping, Sequence, overload
+from typing import Any, Callable, Iterable, Mapping, Sequence, overload
 from uuid import UUID
 
 from redrive.core.backoff import Backoff, FullJitter
@@ -19,6 +19,7 @@ from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
 from redrive.core import ids
 from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, EnqueueResult, Job, JobEvent, JobKey, NewJob
 from redrive.core.outbox import OutboxRow, OutboxStatus
+from redrive.core.schedule import Firing, Schedule
 from redrive.core.stages import Stage, pipeline
 from redrive.core.states import Status
 from redrive.errors import (
@@ -157,6 +158,7 @@ class App:
         self.classifier = classifier
         self.tasks: dict[str, Task] = {}
         self.dependencies: dict[str, Dependency] = {}
+        self.schedules: dict[str, Schedule] = {}
         for dependency in dependencies:
             if dependency.name in self.dependencies:
                 raise ConfigError(f"dependency {dependency.name!r} is declared twice")
@@ -242,6 +244,33 @@ class App:
             known = ", ".join(sorted(self.tasks)) or "none"
             raise UnknownTask(f"no task named {name!r} is registered (known: {known})", task=name)
         return self.tasks[name]
+
+    def schedule(
+        self,
+        name: str,
+        task: str | Task,
+        cron: str,
+        *,
+        timezones: Sequence[str] | str | Callable[[], Iterable[str]] = ("UTC",),
+        entities: Callable[[str], Iterable[Any]] | None = None,
+        kwargs: Mapping[str, JSON] | Callable[[Firing], Mapping[str, JSON]] | None = None,
+        catch_up: int = 1,
+    ) -> Schedule:
+        """Run ``task`` at each time of ``cron`` on the wall clock of each time
+        zone, once per firing however many schedulers run: each firing is
+        enqueued under the key ``{name}:{local date}:{tz}[:{entity}]`` (with the
+        local time too when the schedule fires more than daily). ``entities(tz)``
+        makes one job per entity, such as every user in that time zone;
+        ``kwargs`` may be a function of the ``Firing``. After downtime only the
+        ``catch_up`` most recent missed firings per time zone run."""
+        declared = Schedule(name=name, task=self._task(task).name, cron=cron, timezones=timezones,
+                            entities=entities, kwargs=kwargs or {}, catch_up=catch_up)
+        if name in self.schedules:
+            raise ConfigError(f"schedule {name!r} is declared twice")
+        if kwargs is not None and not callable(kwargs):
+            _json(dict(kwargs), "kwargs")
+        self.schedules[name] = declared
+        return declared
 
     # -- enqueue -------------------------------------------------------------
 

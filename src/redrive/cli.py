@@ -7,11 +7,13 @@ message``, and exit status 2; never a traceback.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import getpass
 import importlib
 import json
 import logging
 import os
+import signal
 import sys
 from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence, TypeVar
@@ -74,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--lease-ttl", type=_seconds, help="seconds (WORKER_LEASE_TTL_SEC)")
     worker.add_argument("--shutdown-grace", type=_seconds, help="seconds (WORKER_SHUTDOWN_GRACE_SEC)")
     worker.add_argument("--poll-interval", type=_seconds, help="seconds (WORKER_POLL_INTERVAL_SEC)")
+    worker.add_argument("--schedules", action="store_true", help="also run the app's schedules")
 
     command("migrate", _migrate, "Apply pending schema migrations.")
 
@@ -89,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
     when.add_argument("--run-at", type=_datetime_arg, help="ISO 8601 with a UTC offset")
     enqueue.add_argument("--owner")
     enqueue.add_argument("--max-attempts", type=int)
+    enqueue.add_argument("--idempotency-key", help="repeating the same key returns the first job")
+    enqueue.add_argument("--version", type=int, default=1, help="a higher version reruns under the same key")
+
+    scheduler = command("scheduler", _scheduler, "Enqueue the app's schedules until SIGTERM or SIGINT.")
+    scheduler.add_argument("app", help="import path of your App, such as myapp.tasks:app")
+    scheduler.add_argument("--interval", type=_seconds, default=timedelta(seconds=1),
+                           help="seconds between ticks (default 1)")
 
     jobs = commands.add_parser("jobs", help="List and inspect jobs.")
     jobs_commands = jobs.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
@@ -217,7 +227,7 @@ def _worker(args: argparse.Namespace) -> int:
     worker = Worker(
         app, queues=args.queues or ("default",), concurrency=args.concurrency,
         lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace,
-        poll_interval=args.poll_interval,
+        poll_interval=args.poll_interval, schedules=args.schedules,
     )
     _ = app.store  # open now: a bad URL or an old schema is reported before any work
     try:
@@ -248,10 +258,32 @@ def _enqueue(args: argparse.Namespace) -> int:
             args.task, args=args.args, kwargs=args.kwargs, queue=args.queue,
             priority=args.priority, delay=args.delay, run_at=args.run_at,
             owner=args.owner, max_attempts=args.max_attempts,
+            idempotency_key=args.idempotency_key, version=args.version,
         )
     finally:
         app.close()
-    print(result.job.id)
+    print(result.job.id if not result.duplicate else f"{result.job.id} (already enqueued: {result.job.status})")
+    return 0
+
+
+def _scheduler(args: argparse.Namespace) -> int:
+    from redrive.runtime.scheduler import Scheduler
+
+    app = load_app(args.app, args.database_url)
+    if not app.schedules:
+        raise ConfigError(f"{args.app} declares no schedules (app.schedule(...))")
+    scheduler = Scheduler(app, interval=args.interval)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, scheduler.stop)
+        await scheduler.run()
+
+    try:
+        asyncio.run(main())
+    finally:
+        app.close()
     return 0
 
 

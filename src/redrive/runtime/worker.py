@@ -31,6 +31,7 @@ from redrive.core.outcome import Failed, Retry, Succeeded
 from redrive.errors import StoreError
 from redrive.runtime.breakers import BreakerGate, Refusal
 from redrive.runtime.executor import Execution, execute
+from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.threads import DaemonThreadPool
 
 log = logging.getLogger("redrive.worker")
@@ -62,7 +63,9 @@ class Worker:
         poll_interval: timedelta | None = None,
         worker_id: str | None = None,
         rng: Random | None = None,
+        schedules: bool = False,
     ) -> None:
+        """``schedules=True`` also runs the app's schedules (see ``Scheduler``)."""
         settings = app.settings.with_(
             worker_concurrency=concurrency, worker_lease_ttl=lease_ttl,
             worker_shutdown_grace=shutdown_grace, worker_poll_interval=poll_interval,
@@ -85,6 +88,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._completer = _Completer(self._call, lambda: self.app.store)
         self._gate = BreakerGate(app, self._call)
+        self._scheduler = Scheduler(app) if schedules and app.schedules else None
 
     # -- control ---------------------------------------------------------------
 
@@ -132,6 +136,8 @@ class Worker:
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
             asyncio.create_task(self._reclaim(), name="reclaimer"),
         ]
+        if self._scheduler is not None:
+            services.append(asyncio.create_task(self._scheduler.run(), name="scheduler"))
         if self._gate.active:
             await self._gate.refresh()
             services.append(asyncio.create_task(self._gate.run(), name="breakers"))

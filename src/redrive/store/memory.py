@@ -43,6 +43,7 @@ class MemoryStore:
         self._listeners: list[Callable[[str], None]] = []
         self._keys: dict[tuple[str, str, str], tuple[int, UUID, str]] = {}
         self._outbox: dict[str, OutboxRow] = {}
+        self._schedules: dict[str, datetime] = {}
 
     def migrate(self) -> list[int]:
         return []
@@ -310,6 +311,14 @@ class MemoryStore:
             rows = [r for r in self._outbox.values()
                     if (status is None or r.status == status) and (job_id is None or r.job_id == job_id)]
         return sorted(rows, key=lambda r: (r.created_at, r.key))[:limit]
+
+    def schedule_checkpoint(self, *, name: str, now: datetime) -> datetime:
+        with self._lock:
+            return self._schedules.setdefault(name, now)
+
+    def schedule_advance(self, *, name: str, to: datetime) -> None:
+        with self._lock:
+            self._schedules[name] = max(self._schedules.get(name, to), to)
 
     def jobs_requeue(
         self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,

@@ -154,6 +154,13 @@ class Store(Protocol):
     ) -> list[OutboxRow]:
         """Oldest first."""
 
+    def schedule_checkpoint(self, *, name: str, now: datetime) -> datetime:
+        """How far ``name`` has been fired; a schedule seen for the first time
+        starts at ``now`` (nothing before it is caught up)."""
+
+    def schedule_advance(self, *, name: str, to: datetime) -> None:
+        """Move the checkpoint forward to ``to`` (never back)."""
+
     def job_get(self, *, job_id: UUID) -> Job | None: ...
 
     def jobs_list(

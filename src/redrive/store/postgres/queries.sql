@@ -474,3 +474,17 @@ SELECT * FROM redrive_outbox
 WHERE (%(status)s::text IS NULL OR status = %(status)s) AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s)
 ORDER BY created_at, key
 LIMIT %(limit)s;
+
+-- name: schedule_checkpoint
+WITH created AS (
+    INSERT INTO redrive_schedule (name, fired_until, updated_at) VALUES (%(name)s, %(now)s, now())
+    ON CONFLICT (name) DO NOTHING
+    RETURNING fired_until
+)
+SELECT fired_until FROM created
+UNION ALL
+SELECT fired_until FROM redrive_schedule WHERE name = %(name)s AND NOT EXISTS (SELECT 1 FROM created);
+
+-- name: schedule_advance
+UPDATE redrive_schedule SET fired_until = greatest(fired_until, %(to)s), updated_at = now()
+WHERE name = %(name)s;

@@ -316,6 +316,16 @@ class PostgresStore:
         rows = self._run("outbox_list", {"status": status, "job_id": job_id, "limit": limit})
         return [_outbox_row(row) for row in rows]
 
+    def schedule_checkpoint(self, *, name: str, now: datetime) -> datetime:
+        for _ in range(2):  # a row another scheduler created this instant is visible on the second try
+            rows = self._run("schedule_checkpoint", {"name": name, "now": now})
+            if rows:
+                return rows[0]["fired_until"]
+        raise StoreError(f"schedule {name!r} has no checkpoint row")
+
+    def schedule_advance(self, *, name: str, to: datetime) -> None:
+        self._run("schedule_advance", {"name": name, "to": to})
+
     def job_get(self, *, job_id: UUID) -> Job | None:
         rows = self._run("job_get", {"id": job_id})
         return _job(rows[0]) if rows else None

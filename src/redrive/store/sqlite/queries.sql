@@ -259,3 +259,13 @@ SELECT * FROM redrive_outbox
 WHERE (:status IS NULL OR status = :status) AND (:job_id IS NULL OR job_id = :job_id)
 ORDER BY created_at, key
 LIMIT :limit;
+
+-- name: schedule_create
+INSERT INTO redrive_schedule (name, fired_until, updated_at) VALUES (:name, :at, :now)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: schedule_get
+SELECT fired_until FROM redrive_schedule WHERE name = :name;
+
+-- name: schedule_advance
+UPDATE redrive_schedule SET fired_until = max(fired_until, :to), updated_at = :now WHERE name = :name;

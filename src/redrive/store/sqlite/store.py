@@ -524,6 +524,21 @@ class SQLiteStore:
             "limit": limit})
         return [_outbox_row(row) for row in rows]
 
+    def schedule_checkpoint(self, *, name: str, now: datetime) -> datetime:
+        known = self._read("schedule_get", {"name": name})
+        if known:  # the common case costs no write
+            return _time(known[0]["fired_until"])
+
+        def body(conn: sqlite3.Connection, clock: float) -> float:
+            conn.execute(self._queries["schedule_create"], {"name": name, "at": now.timestamp(), "now": clock})
+            return conn.execute(self._queries["schedule_get"], {"name": name}).fetchone()["fired_until"]
+
+        return _time(self._write(body))
+
+    def schedule_advance(self, *, name: str, to: datetime) -> None:
+        self._write(lambda conn, clock: conn.execute(self._queries["schedule_advance"], {
+            "name": name, "to": to.timestamp(), "now": clock}))
+
     def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
         return [
             JobEvent(

@@ -1,0 +1,161 @@
+"""Schedules: cron expressions on the local wall clock of one or more time
+zones, and the firings they make between two instants.
+
+Cron is evaluated on naive local time, so "09:00" means 09:00 on the wall
+clock every day. Each nominal local time becomes one instant: a time that
+does not exist (spring forward) fires at the instant the gap ends; a time
+that occurs twice (fall back) fires at its first occurrence. Each firing has
+a key built from its nominal local time, so it is enqueued once however many
+schedulers compute it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from typing import Any, Callable, Iterable, Mapping, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+from redrive.errors import ConfigError
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+# At least the largest DST shift in the tz database (2 h, Antarctica/Troll).
+_LARGEST_SHIFT = timedelta(hours=2)
+
+
+def zone(name: str) -> ZoneInfo:
+    if not isinstance(name, str) or not name:
+        raise ConfigError("a time zone is an IANA name such as Europe/London")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"unknown time zone {name!r} (use an IANA name such as Europe/London)") from None
+
+
+def cron(expression: str) -> str:
+    if not isinstance(expression, str) or not croniter.is_valid(expression):
+        raise ConfigError(f"malformed cron expression {expression!r} (such as '0 9 * * *')")
+    return expression
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    schedule: str
+    timezone: str
+    local: datetime  # nominal local wall-clock time (naive)
+    at: datetime  # the instant it fires (UTC)
+    slot: str  # the local date, or date and time for schedules firing more than daily
+    entity: str | None = None
+
+    @property
+    def local_date(self) -> date:
+        return self.local.date()
+
+    @property
+    def key(self) -> str:
+        """``{schedule}:{slot}:{tz}[:{entity}]``: the idempotency key of its job."""
+        key = f"{self.schedule}:{self.slot}:{self.timezone}"
+        return key if self.entity is None else f"{key}:{self.entity}"
+
+    def for_entity(self, entity: str) -> Firing:
+        return Firing(self.schedule, self.timezone, self.local, self.at, self.slot, str(entity))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Run ``task`` at each time of ``cron`` in each of ``timezones`` (a list,
+    or a function returning the current list). With ``entities`` (a function
+    of the time zone), one job per entity, as in "09:00 local for every user".
+    ``kwargs`` is a mapping, or a function of the ``Firing``. After downtime,
+    only the ``catch_up`` most recent missed firings per time zone run."""
+
+    name: str
+    task: str
+    cron: str
+    timezones: Sequence[str] | Callable[[], Iterable[str]] = ("UTC",)
+    entities: Callable[[str], Iterable[Any]] | None = None
+    kwargs: Mapping[str, Any] | Callable[[Firing], Mapping[str, Any]] = field(default_factory=dict)
+    catch_up: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ConfigError(f"schedule name {self.name!r} must be 1-64 letters, digits, '-', '_' or '.'")
+        cron(self.cron)
+        if isinstance(self.timezones, str):
+            object.__setattr__(self, "timezones", (self.timezones,))
+        if not callable(self.timezones):
+            if not self.timezones:
+                raise ConfigError(f"schedule {self.name!r} needs at least one time zone")
+            for name in self.timezones:
+                zone(name)
+        if isinstance(self.catch_up, bool) or not isinstance(self.catch_up, int) or self.catch_up < 0:
+            raise ConfigError("catch_up must be an integer of at least 0")
+
+    def zones(self) -> list[str]:
+        names = list(self.timezones() if callable(self.timezones) else self.timezones)
+        for name in names:
+            zone(name)
+        return names
+
+    def firings(self, tz: str, after: datetime, until: datetime) -> list[Firing]:
+        """The firings in ``tz`` with ``after < at <= until``, oldest first."""
+        info = zone(tz)
+        daily, seconds = _granularity(self.cron)
+        # Resolution keeps order, so iteration can start at the wall time of
+        # ``after``; it must end at the latest wall time shown up to ``until``,
+        # which is later than ``until``'s own just after the clocks fall back.
+        start = after.astimezone(info).replace(tzinfo=None)
+        end = max(_wall(until - back, info) + back for back in (timedelta(0), _LARGEST_SHIFT / 2, _LARGEST_SHIFT))
+        found = []
+        times = croniter(self.cron, start)
+        while (nominal := times.get_next(datetime)) <= end:
+            at = resolve(nominal, info)
+            if after < at <= until:
+                slot = nominal.date().isoformat() if daily else nominal.isoformat(
+                    timespec="seconds" if seconds else "minutes")
+                found.append(Firing(self.name, tz, nominal, at, slot))
+        return found
+
+
+def _wall(instant: datetime, info: ZoneInfo) -> datetime:
+    return instant.astimezone(info).replace(tzinfo=None)
+
+
+def resolve(local: datetime, info: ZoneInfo) -> datetime:
+    """The instant a nominal local time fires: its first occurrence, or the
+    end of the gap when the clocks skip it."""
+    first = local.replace(tzinfo=info, fold=0).astimezone(timezone.utc)
+    if first.astimezone(info).replace(tzinfo=None) == local:
+        return first
+    # In a gap, fold=0 maps with the offset before the jump (an instant after
+    # it) and fold=1 with the offset after (an instant before it).
+    low = int(local.replace(tzinfo=info, fold=1).astimezone(timezone.utc).timestamp())
+    high = int(first.timestamp())
+    after_jump = first.astimezone(info).utcoffset()
+    while low < high:  # the first second on the far side of the jump
+        mid = (low + high) // 2
+        if datetime.fromtimestamp(mid, timezone.utc).astimezone(info).utcoffset() == after_jump:
+            high = mid
+        else:
+            low = mid + 1
+    return datetime.fromtimestamp(high, timezone.utc)
+
+
+def _granularity(expression: str) -> tuple[bool, bool]:
+    """(fires at most once a day, has a seconds field)."""
+    fields = croniter(expression).expanded
+    minutes, hours = fields[0], fields[1]
+    seconds = len(fields) > 5
+    daily = not seconds and len(minutes) == 1 and len(hours) == 1 and "*" not in (minutes[0], hours[0])
+    return daily, seconds
+
+
+def missed(firings: list[Firing], now: datetime, catch_up: int, grace: timedelta) -> list[Firing]:
+    """What to enqueue of one time zone's firings found in a window: those due
+    within ``grace`` of now, and the ``catch_up`` most recent older ones."""
+    recent = [f for f in firings if f.at > now - grace]
+    older = [f for f in firings if f.at <= now - grace]
+    return (older[-catch_up:] if catch_up else []) + recent

@@ -1,0 +1,138 @@
+"""The scheduler against real stores: a year of ticks on an injected clock,
+restarts and two schedulers at once, catch-up after downtime, and two
+`redrive scheduler` processes creating no duplicate."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from redrive import App, Scheduler, job_id_for
+from tests.apps.scheduled import USERS, ZONES, with_offers
+from tests.integration.processes import REPO
+
+UTC = timezone.utc
+
+
+def _offers(app: App) -> list:
+    return [j for j in app.jobs(task="generate_offers", limit=100_000)]
+
+
+def test_a_year_of_ticks_fires_once_per_local_day_per_user_with_restarts_and_twins(sqlite_url: str) -> None:
+    app = with_offers(App(sqlite_url))
+    rng = random.Random(4)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    first = Scheduler(app)
+    ticks = []
+    twin = Scheduler(with_offers(App(sqlite_url)))  # another process's scheduler, its clock a little behind
+    while now < datetime(2027, 1, 1, tzinfo=UTC):
+        now += timedelta(hours=3, minutes=rng.randint(-50, 50))
+        first.tick(now)
+        ticks.append(now)
+        if rng.random() < 0.3:
+            twin.tick(now - timedelta(seconds=rng.randint(0, 90)))
+        if rng.random() < 0.01:
+            first = Scheduler(app)  # a restart: nothing kept in memory
+    jobs = _offers(app)
+    per_day = Counter((j.kwargs["timezone"], j.kwargs["user"], j.kwargs["date"]) for j in jobs)
+    assert set(per_day.values()) == {1}
+    for tz in ZONES:
+        days = {d for (zone, _, d) in per_day if zone == tz}
+        # every local day whose 09:00 came after the first tick (first sight), up to the last
+        expected = {d.isoformat() for d in (date(2026, 1, 1) + timedelta(n) for n in range(-1, 367))
+                    if ticks[0] < datetime(d.year, d.month, d.day, 9, tzinfo=ZoneInfo(tz)) <= ticks[-1]}
+        assert days == expected and len(days) >= 364
+        for user in USERS[tz]:
+            assert sum(1 for (zone, u, _) in per_day if (zone, u) == (tz, user)) == len(days)
+    # DST days included: the Sundays the clocks change in each zone
+    for tz, day in [("America/New_York", "2026-03-08"), ("America/New_York", "2026-11-01"),
+                    ("Europe/London", "2026-03-29"), ("Europe/London", "2026-10-25"),
+                    ("Australia/Lord_Howe", "2026-04-05"), ("Australia/Lord_Howe", "2026-10-04")]:
+        assert per_day[(tz, USERS[tz][0], day)] == 1
+    job = next(j for j in jobs if j.kwargs == {"date": "2026-03-08", "timezone": "America/New_York",
+                                                 "user": USERS["America/New_York"][0]})
+    key = f"offers:2026-03-08:America/New_York:{USERS['America/New_York'][0]}"
+    assert (job.idempotency_key, job.id) == (key, job_id_for("generate_offers", key))
+    assert job.run_at.astimezone(ZoneInfo("America/New_York")).hour >= 9  # enqueued at or after 09:00 local
+    app.close()
+
+
+def test_after_downtime_only_the_most_recent_missed_firing_is_caught_up(db_url: str) -> None:
+    app = with_offers(App(db_url))
+    start = datetime(2026, 6, 1, 0, 0, tzinfo=UTC)
+    scheduler = Scheduler(app)
+    scheduler.tick(start)  # first sight: nothing before now is caught up
+    assert _offers(app) == []
+    made = scheduler.tick(start + timedelta(days=6))  # six days down
+    dates = Counter((r.job.kwargs["timezone"], r.job.kwargs["date"]) for r in made)
+    assert sorted(dates) == sorted({(tz, max(d for (z, d) in dates if z == tz)) for tz in ZONES})
+    assert set(dates.values()) == {3}  # one firing per zone, for each of its three users
+    # A manual re-run of the same window creates nothing
+    again = Scheduler(app).tick(start + timedelta(days=6))
+    assert again == [] and len(_offers(app)) == 12
+    app.close()
+
+
+@pytest.mark.slow
+def test_two_scheduler_processes_create_no_duplicate(db_url: str, tmp_path) -> None:
+    App(db_url).store.close()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "REDRIVE_DATABASE_URL": db_url}
+    procs = [subprocess.Popen([sys.executable, "-m", "redrive", "scheduler", "tests.apps.scheduled:app",
+                               "--interval", "0.2"], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    time.sleep(7)
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    logs = [proc.communicate(timeout=30)[1] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], logs
+    app = App(db_url)
+    pulses = app.jobs(task="pulse", limit=1000)
+    keys = Counter(j.idempotency_key for j in pulses)
+    assert set(keys.values()) == {1}
+    # Both zones fired every two seconds for about six seconds, each firing once
+    per_zone = Counter(k.rsplit(":", 1)[-1] for k in keys)
+    assert per_zone.keys() == {"UTC", "Asia/Kolkata"} and min(per_zone.values()) >= 2
+    slots = sorted(datetime.fromisoformat(k.split(":", 1)[1].rsplit(":", 1)[0]) for k in keys if k.endswith("UTC"))
+    assert all(b - a == timedelta(seconds=2) for a, b in zip(slots, slots[1:], strict=False))
+    assert all("already there" in log or "job(s) new" in log for log in logs)
+    app.close()
+
+
+def test_bad_schedules_are_refused_at_declaration(sqlite_url: str) -> None:
+    app = App(sqlite_url)
+    app.task(lambda: None, name="t")
+    for options, message in [
+        ({"cron": "0 25 * * *"}, "malformed cron expression"),
+        ({"cron": "0 9 * * *", "timezones": ["Europe/Atlantis"]}, "unknown time zone"),
+    ]:
+        with pytest.raises(Exception, match=message) as refused:
+            app.schedule("s", "t", **options)
+        assert refused.value.code == "CONFIG_INVALID"
+    with pytest.raises(Exception, match="no task named 'missing'"):
+        app.schedule("s", "missing", "0 9 * * *")
+    app.schedule("s", "t", "0 9 * * *")
+    with pytest.raises(Exception, match="declared twice"):
+        app.schedule("s", "t", "0 10 * * *")
+
+
+@pytest.mark.slow
+def test_a_worker_can_run_the_schedules_too(db_url: str, tmp_path, workers) -> None:
+    from tests.conftest import wait_until
+    from tests.integration.processes import WorkerProcess
+
+    worker = WorkerProcess(db_url, tmp_path, "--schedules", "--poll-interval", "0.2", app="tests.apps.scheduled:app")
+    workers.append(worker)
+    app = App(db_url)
+    wait_until(lambda: len([j for j in app.jobs(task="pulse") if j.status == "succeeded"]) >= 2, timeout=20)
+    assert worker.stop() == 0
+    assert "scheduler started with 2 schedule(s)" in worker.log
+    app.close()
