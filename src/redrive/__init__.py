@@ -40,6 +40,7 @@ from redrive.runtime.inprocess import InProcessRetry
 from redrive.runtime.outbox import Delivery, Intent, deliver
 from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.worker import Worker
+from redrive.runtime.writes import write_phase
 from redrive.settings import Settings
 from redrive.store.memory import MemoryStore
 from redrive.store.port import Store
@@ -114,4 +115,5 @@ __all__ = [
     "job_id_for",
     "open_store",
     "stage",
+    "write_phase",
 ]

@@ -13,7 +13,7 @@ PUBLIC = [
     "ProportionalJitter", "RedriveError", "Replay", "SQLiteStore", "Schedule", "Scheduler", "SchemaOutdated", "Settings",
     "Stage", "Status", "Store", "StoreBusy", "StoreError", "StoreUnavailable", "Task",
     "Taxonomy", "Transient", "UnknownDependency", "UnknownTask", "Worker", "add_context", "current_job", "deliver", "guarded",
-    "job_id_for", "open_store", "stage",
+    "job_id_for", "open_store", "stage", "write_phase",
 ]
 
 
