@@ -50,6 +50,26 @@ def test_enqueue_list_and_show(sqlite_url: str) -> None:
     assert "-         -> queued" in shown.stdout
 
 
+def test_enqueue_with_an_idempotency_key_is_safe_to_repeat(sqlite_url: str) -> None:
+    first = redrive("enqueue", APP, "record", "--args", '["k1"]', "--idempotency-key", "run-1", url=sqlite_url)
+    again = redrive("enqueue", APP, "record", "--args", '["k1"]', "--idempotency-key", "run-1", url=sqlite_url)
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    assert again.stdout.strip() == f"{first.stdout.strip()} (already enqueued: queued)"
+    assert_clean_error(redrive("enqueue", APP, "record", "--args", '["k2"]', "--idempotency-key", "run-1",
+                               url=sqlite_url), "IDEMPOTENCY_KEY_REUSED", "'run-1'", "other arguments")
+    assert_clean_error(redrive("enqueue", APP, "record", "--idempotency-key", "x" * 256, url=sqlite_url),
+                       "CONFIG_INVALID", "at most 255 characters")
+    assert_clean_error(redrive("enqueue", APP, "record", "--idempotency-key", "k", "--version", "0",
+                               url=sqlite_url), "CONFIG_INVALID", "positive integer")
+    rerun = redrive("enqueue", APP, "record", "--args", '["k2"]', "--idempotency-key", "run-1",
+                    "--version", "2", url=sqlite_url)
+    assert rerun.returncode == 0 and "already" not in rerun.stdout
+
+
+def test_a_scheduler_without_schedules_is_a_clean_error(sqlite_url: str) -> None:
+    assert_clean_error(redrive("scheduler", APP, url=sqlite_url), "CONFIG_INVALID", "declares no schedules")
+
+
 def test_an_unknown_task_name(sqlite_url: str) -> None:
     assert_clean_error(redrive("enqueue", APP, "no_such_task", url=sqlite_url),
                        "UNKNOWN_TASK", "'no_such_task'", "record")

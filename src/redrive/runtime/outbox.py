@@ -73,9 +73,12 @@ def deliver(intents: Sequence[Intent]) -> Any:
 def _deliver_all(run: _Run, intents: list[Intent]) -> list[Delivery]:
     delivered: list[Delivery] = []
     failed: list[tuple[Exception, bool]] = []
-    for intent in intents:
+    opened = [(n, intent, _open(run, intent)) for n, intent in enumerate(intents)]
+    # A row marked sent without provider evidence is reconciled before any other send (§8.3).
+    opened.sort(key=lambda item: (next_step(item[2]) is not Step.RECONCILE_MARKED, item[0]))
+    for _, intent, row in opened:
         try:
-            delivered.append(_deliver(run, intent))
+            delivered.append(_deliver(run, intent, row))
         except LeaseLost:
             raise
         except Exception as exc:
@@ -84,12 +87,17 @@ def _deliver_all(run: _Run, intents: list[Intent]) -> list[Delivery]:
         run.context.update(outbox_delivered=len(delivered), outbox_undelivered=len(failed))
         permanent = [exc for exc, retryable in failed if not retryable]
         raise (permanent or [failed[0][0]])[0]
-    return delivered
+    order = {intent.key: n for n, intent in enumerate(intents)}
+    return sorted(delivered, key=lambda d: order[d.key])
 
 
-def _deliver(run: _Run, intent: Intent) -> Delivery:
+def _open(run: _Run, intent: Intent) -> OutboxRow:
     key, token = canonical(list(intent.key)), outbox_token(intent.key)
-    row = _fenced(run, run.store.outbox_open(lease=run.job.lease, key=key, token=token))
+    return _fenced(run, run.store.outbox_open(lease=run.job.lease, key=key, token=token))
+
+
+def _deliver(run: _Run, intent: Intent, row: OutboxRow) -> Delivery:
+    key, token = row.key, outbox_token(intent.key)  # the token is the key's, whatever the row says
     step = next_step(row)
     if step is Step.SKIP:
         return Delivery(intent.key, row.provider_id, "already_sent")

@@ -272,10 +272,6 @@ class MemoryStore:
 
         return self._fenced(items, apply)
 
-    def _held(self, lease: Lease) -> bool:
-        job = self._jobs.get(lease.job_id)
-        return job is not None and job.lease_token == lease.token
-
     def outbox_open(self, *, lease: Lease, key: str, token: str) -> OutboxRow | None:
         with self._lock:
             if not self._held(lease):
