@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 from redrive.core.job import JSON, Job, StageDone
 from redrive.core.stages import Stage, next_after, resume_at
 from redrive.errors import CircuitOpen, ConfigError, LeaseLost
+from redrive.store.port import Store
 
 
 @dataclass(eq=False)
@@ -28,7 +29,7 @@ class _Run:
     job: Job
     stages: tuple[Stage, ...]
     is_async: bool
-    store: Any  # the worker's Store: fenced writes (stage output, outbox records) block
+    store: Store  # fenced writes (stage output, outbox records) block
     checkpoint: dict[str, JSON] = field(default_factory=dict)
     stage_attempts: dict[str, int] = field(default_factory=dict)
     current: str | None = None  # the stage running now

@@ -149,10 +149,13 @@ class PostgresStore:
         if conn is not None:
             with self._errors(), conn.transaction():  # a savepoint in the caller's transaction
                 return self._insert(jobs, conn)
+        if not any(j.key for j in jobs):  # one statement in autocommit: already atomic, one round trip
+            return self._insert(jobs, None)
         with self._errors(), self._pool.connection() as pooled, pooled.transaction():
+            # a refusal found after the insert statement must undo it
             return self._insert(jobs, pooled)
 
-    def _insert(self, jobs: Sequence[NewJob], conn: psycopg.Connection) -> list[EnqueueResult]:
+    def _insert(self, jobs: Sequence[NewJob], conn: psycopg.Connection | None) -> list[EnqueueResult]:
         rows = self._run("jobs_insert", {"jobs": Jsonb([_new_job_json(j) for j in jobs])}, conn=conn)
         created = {row["id"]: _job(row) for row in rows}
         waiting = [j for j in jobs if j.id not in created]

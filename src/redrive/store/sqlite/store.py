@@ -142,7 +142,9 @@ class SQLiteStore:
             "attempt": attempt, "meta": json.dumps(meta or {}),
         })
 
-    def _insert(self, conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[EnqueueResult]:
+    def _insert(
+        self, conn: sqlite3.Connection | sqlite3.Cursor, jobs: Sequence[NewJob], now: float,
+    ) -> list[EnqueueResult]:
         results = []
         for new in jobs:
             if new.key is not None:
@@ -165,7 +167,7 @@ class SQLiteStore:
             results.append(EnqueueResult(_job(row)))
         return results
 
-    def _twin(self, conn: sqlite3.Connection, new: NewJob, now: float) -> Job | None:
+    def _twin(self, conn: sqlite3.Connection | sqlite3.Cursor, new: NewJob, now: float) -> Job | None:
         """The run ``new``'s key already points at, or None after pointing the key at ``new``.
         Runs inside the write transaction, so no other enqueue interleaves."""
         assert new.key is not None
