@@ -4,17 +4,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
 
-pick_python() {
-  for candidate in "${PYTHON:-}" python3 python3.13 python3.12 python3.11; do
-    [ -n "$candidate" ] || continue
-    if command -v "$candidate" >/dev/null 2>&1 &&
-       "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-      echo "$candidate"; return 0
-    fi
-  done
-  echo "redrive needs Python 3.11 or newer (set PYTHON=/path/to/python3.11)" >&2
-  return 1
-}
+source "$root/scripts/_services.sh"
 
 if [ ! -x "$venv/bin/python" ]; then
   "$(pick_python)" -m venv "$venv"

@@ -86,14 +86,9 @@ WHERE (k.task, k.owner, k.key) IN (
     SELECT * FROM jsonb_to_recordset(%(keys)s) AS x(task text, owner text, key text));
 
 -- name: jobs_claim
+-- redrive_due (migration 0007) picks and locks the batch with a pinned plan.
 WITH picked AS (
-    SELECT id, status AS from_status
-    FROM redrive_job
-    WHERE status IN ('scheduled', 'queued') AND run_at <= now() AND queue = ANY(%(queues)s)
-      AND (%(blocked)s::text[] IS NULL OR NOT dependencies ?| %(blocked)s::text[])
-    ORDER BY priority, run_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    SELECT * FROM redrive_due(%(queues)s, %(limit)s, %(blocked)s::text[])
 ), claimed AS (
     UPDATE redrive_job AS j
     SET status = 'running',

@@ -1,0 +1,197 @@
+"""``python -m bench``: redrive and its peers on one machine, in one run.
+
+Every figure that matters is a ratio between two systems measured in the same
+run, because absolute numbers drift on shared machines. Each measurement is
+repeated and its median reported; the systems take turns within each repeat so
+drift hits them alike. See docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from bench.harness import ROOT, BenchError, Workers, throughput
+from bench.report import Report
+
+ENQUEUE_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    repeats: int
+    single: int  # jobs enqueued one call each
+    batch: int  # jobs enqueued ENQUEUE_BATCH per call
+    backlog: int  # jobs waiting when the workers start
+    budget_s: float  # a throughput run stops after this long, done or not
+    latency_jobs: int
+    big_backlog: int
+    window: tuple[int, int]  # throughput is compared over these jobs of each backlog
+    memory_marks: tuple[int, int]
+
+
+PROFILES = {
+    "quick": Profile("quick", 3, 1000, 50_000, 30_000, 4.0, 100, 1_000_000, (2_000, 10_000),
+                     (100_000, 1_000_000)),
+    "full": Profile("full", 5, 3000, 200_000, 100_000, 10.0, 300, 1_000_000, (2_000, 10_000),
+                    (100_000, 1_000_000)),
+    # For the test suite: proves every part still runs, measures nothing.
+    "smoke": Profile("smoke", 1, 20, 500, 500, 5.0, 5, 3_000, (200, 1_000), (1_000, 3_000)),
+}
+
+
+def systems(names: list[str], workdir: Path) -> list:
+    from bench.systems.bare_sqlite import BareSqlite
+    from bench.systems.redrive import Redrive
+
+    made = {
+        "redrive-pg": lambda: Redrive("pg", workdir),
+        "redrive-pg-minimal": lambda: Redrive("pg", workdir, profile="minimal"),
+        "redrive-sqlite": lambda: Redrive("sqlite", workdir),
+        "bare-sqlite": lambda: BareSqlite(workdir),
+    }
+    if any(n in names for n in ("pgqueuer", "procrastinate", "celery")):
+        from bench.systems.celery import Celery
+        from bench.systems.pgqueuer import PgQueuer
+        from bench.systems.procrastinate import Procrastinate
+
+        made |= {"pgqueuer": PgQueuer, "procrastinate": Procrastinate, "celery": Celery}
+    return [made[n]() for n in names]
+
+
+ALL = ["redrive-pg", "redrive-pg-minimal", "pgqueuer", "procrastinate", "celery",
+       "redrive-sqlite", "bare-sqlite"]
+SINGLE_PROCESS = {"redrive-sqlite", "bare-sqlite"}  # one SQLite writer: 2 processes only contend
+
+
+@dataclass
+class Cells:
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, column: str, value: float) -> None:
+        self.samples.setdefault(column, []).append(value)
+
+    def median(self, column: str) -> float | None:
+        values = self.samples.get(column)
+        return statistics.median(values) if values else None
+
+
+def timed(fn: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def measure_enqueue(system, profile: Profile, cells: Cells) -> None:
+    system.reset()
+    cells.add("enqueue 1/call", profile.single / timed(lambda: system.enqueue(profile.single, 1)))
+    system.reset()
+    cells.add(f"enqueue {ENQUEUE_BATCH}/call",
+              profile.batch / timed(lambda: system.enqueue(profile.batch, ENQUEUE_BATCH)))
+
+
+def measure_throughput(system, processes: int, profile: Profile, cells: Cells) -> None:
+    system.reset()
+    system.enqueue(profile.backlog, ENQUEUE_BATCH)
+    with Workers(system.worker_argv(), processes) as workers:
+        progress = workers.wait(profile.backlog, budget_s=profile.budget_s,
+                                timeout_s=profile.budget_s + 120)
+        cells.add(f"jobs/s {processes} proc", throughput(progress))
+        cells.add("peak RSS MiB", workers.peak_rss_kib() / 1024)
+
+
+def measure_latency(system, profile: Profile, cells: Cells) -> None:
+    system.reset()
+    with Workers(system.worker_argv(), 1) as workers:
+        system.enqueue_timed(time.time())  # the first job also waits for the worker to start
+        workers.wait(1, budget_s=60, timeout_s=60)
+        time.sleep(0.5)
+        for _ in range(profile.latency_jobs):
+            system.enqueue_timed(time.time())
+            time.sleep(0.02)
+        progress = workers.wait(profile.latency_jobs + 1, budget_s=60, timeout_s=60)
+    latencies = sorted(lat for p in progress for lat in p.latencies[1:] if p.first is not None)
+    if not latencies:
+        raise BenchError(f"{system.name}: no latency samples")
+    cells.add("start p50 ms", statistics.median(latencies) * 1000)
+    cells.add("start p99 ms", latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000)
+
+
+def measure_backlog(system, profile: Profile) -> dict[str, float]:
+    """Throughput over the same window of jobs with a small and a huge backlog,
+    and one worker's RSS as it passes two counts in the huge one."""
+    lo, hi = profile.window
+    results: dict[str, float] = {}
+    for label, backlog in (("small", hi), ("big", profile.big_backlog)):
+        system.reset()
+        system.enqueue(backlog, ENQUEUE_BATCH * 10)
+        marks = sorted({lo, hi, *profile.memory_marks} & set(range(1, backlog + 1)))
+        with Workers(system.worker_argv(), 1, marks=marks) as workers:
+            progress = workers.wait(backlog, budget_s=float("inf"), timeout_s=3600)
+        seen = progress[0].marks
+        results[f"{label} jobs/s"] = (hi - lo) / (seen[hi][0] - seen[lo][0])
+        if label == "big":
+            for mark in profile.memory_marks:
+                results[f"RSS MiB at {mark}"] = seen[mark][1] / 1024
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    parser.add_argument("--systems", default=",".join(ALL), help=f"comma-separated, of {ALL}")
+    parser.add_argument("--repeats", type=int, help="overrides the profile's")
+    parser.add_argument("--out", type=Path, help="Markdown report (default bench/results/DATE-PROFILE.md)")
+    args = parser.parse_args(argv)
+    profile = PROFILES[args.profile]
+    repeats = args.repeats or profile.repeats
+    names = [n for n in args.systems.split(",") if n]
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="redrive-bench-") as work:
+        chosen = systems(names, Path(work))
+        table = {s.name: Cells() for s in chosen}
+        try:
+            for repeat in range(repeats):
+                for system, name in zip(chosen, names, strict=True):
+                    print(f"[{time.monotonic() - started:5.0f}s] repeat {repeat + 1}/{repeats}: "
+                          f"{system.name}", file=sys.stderr, flush=True)
+                    cells = table[system.name]
+                    measure_enqueue(system, profile, cells)
+                    for processes in (1,) if name in SINGLE_PROCESS else (1, 2):
+                        measure_throughput(system, processes, profile, cells)
+                    measure_latency(system, profile, cells)
+            backlog = None
+            if "redrive-pg" in names:
+                print(f"[{time.monotonic() - started:5.0f}s] backlog of {profile.big_backlog:,}",
+                      file=sys.stderr, flush=True)
+                backlog = measure_backlog(chosen[names.index("redrive-pg")], profile)
+        finally:
+            for system in chosen:
+                system.close()
+    report = Report(profile=profile, repeats=repeats, table=table, names=dict(zip(names, chosen, strict=True)),
+                    backlog=backlog, seconds=time.monotonic() - started,
+                    when=datetime.now(timezone.utc), machine=platform.platform())
+    text = report.markdown()
+    out = args.out or ROOT / "bench" / "results" / f"{report.when:%Y-%m-%d}-{profile.name}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(text)
+    print(f"written to {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        sys.exit(1)

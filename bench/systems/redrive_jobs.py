@@ -1,0 +1,28 @@
+"""The redrive app the benchmark's workers run.
+
+``BENCH_PROFILE=reliable`` (the default) declares the no-op's dependency, so
+every job passes the breaker gate and records its outcome in the shared
+breaker; ``minimal`` declares none.
+"""
+
+from __future__ import annotations
+
+import os
+
+from redrive import App, Dependency
+
+from bench import probe
+
+
+def make_app(url: str | None, profile: str) -> App:
+    reliable = profile == "reliable"
+    app = App(url, dependencies=[Dependency("upstream")] if reliable else [])
+
+    @app.task(dependencies=["upstream"] if reliable else ())
+    async def noop(sent_at: float | None = None) -> None:
+        probe.hit(sent_at)
+
+    return app
+
+
+app = make_app(None, os.environ.get("BENCH_PROFILE", "reliable"))
