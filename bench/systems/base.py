@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Protocol
 
 import psycopg
 
-PG_SERVER = "postgresql://127.0.0.1:5432"
+PG_SERVER = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 
 
 class System(Protocol):
@@ -29,7 +30,9 @@ class System(Protocol):
 
 
 def fresh_database(name: str) -> str:
-    """Drops and recreates ``name`` on the shared server; returns its URL."""
+    """Drops and recreates ``name`` on the shared server; returns its URL.
+    ``BENCH_DB_SUFFIX`` keeps the test suite's smoke run off a real run's databases."""
+    name += os.environ.get("BENCH_DB_SUFFIX", "")
     with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')

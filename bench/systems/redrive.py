@@ -12,7 +12,7 @@ from redrive.store.url import open_store
 from bench.systems.base import fresh_database
 from bench.systems.redrive_jobs import make_app
 
-CONCURRENCY = 200  # in-flight no-ops per worker process: the claim batch size
+CONCURRENCY = 500  # in-flight no-ops per worker process (claims come in batches up to this); the best of 50-2000
 
 
 class Redrive:

@@ -156,6 +156,21 @@ class NewJob:
     dependencies: tuple[str, ...] = ()
     key: JobKey | None = None
 
+    def created(self, *, status: Status, run_at: datetime, at: datetime) -> Job:
+        """The job as the store just wrote it: the store answers only with what
+        it decided (status, due time, its clock), so no payload travels back."""
+        return Job(
+            id=self.id, task=self.task, queue=self.queue, args=self.args, kwargs=self.kwargs,
+            status=status, priority=self.priority, run_at=run_at, attempts=0,
+            max_attempts=self.max_attempts, owner=self.owner, lease_token=None, lease_owner=None,
+            lease_expires_at=None, last_error_code=None, last_error_message=None, error_code=None,
+            error_message=None, result=None, created_at=at, updated_at=at, started_at=None,
+            finished_at=None, failed_at=None, stage=self.stage, stage_attempts={}, checkpoint={},
+            manual_retry_count=0, first_failed_at=None, dependencies=list(self.dependencies),
+            idempotency_key=self.key.key if self.key else None,
+            version=self.key.version if self.key else 1,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class JobKey:

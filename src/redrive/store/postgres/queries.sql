@@ -66,7 +66,7 @@ WITH input AS (
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM input) AS rows
     WHERE idempotency_key IS NULL OR nonce IN (SELECT nonce FROM keyed)
-    RETURNING *
+    RETURNING id, status, run_at, created_at, queue
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt)
     SELECT id, now(), NULL, status, 0 FROM inserted
@@ -74,7 +74,7 @@ WITH input AS (
     SELECT pg_notify('redrive_jobs', queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS due_queues
 )
-SELECT inserted.*, (SELECT count(*) FROM wake) AS woken FROM inserted;
+SELECT id, status, run_at, created_at, (SELECT count(*) FROM wake) AS woken FROM inserted;
 
 -- name: job_keys_get
 -- The runs that keys point at, with what the key row remembers of them.

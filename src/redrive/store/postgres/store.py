@@ -157,7 +157,7 @@ class PostgresStore:
 
     def _insert(self, jobs: Sequence[NewJob], conn: psycopg.Connection | None) -> list[EnqueueResult]:
         rows = self._run("jobs_insert", {"jobs": Jsonb([_new_job_json(j) for j in jobs])}, conn=conn)
-        created = {row["id"]: _job(row) for row in rows}
+        created = {row["id"]: row for row in rows}
         waiting = [j for j in jobs if j.id not in created]
         twins = {}
         if waiting:  # keys already taken: read the runs they point at
@@ -166,8 +166,9 @@ class PostgresStore:
                 twins[(row["key_task"], row["key_owner"], row["key_name"])] = row
         results = []
         for new in jobs:
-            if new.id in created:
-                results.append(EnqueueResult(created[new.id]))
+            if (row := created.get(new.id)) is not None:
+                results.append(EnqueueResult(new.created(
+                    status=Status(row["status"]), run_at=row["run_at"], at=row["created_at"])))
                 continue
             assert new.key is not None, "only keyed jobs can be left out"
             twin = twins[(new.task, new.owner or "", new.key.key)]

@@ -1,0 +1,45 @@
+"""The benchmark still runs: a tiny profile of every redrive system and the
+bare SQLite loop, end to end through real worker processes. It measures
+nothing (speed is bench/run's business); it keeps the harness from rotting."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.conftest import PG_SERVER
+
+ROOT = Path(__file__).resolve().parents[2]
+SYSTEMS = {"redrive-pg": "redrive-pg", "redrive-pg-minimal": "redrive-pg (minimal)",
+           "redrive-sqlite": "redrive-sqlite", "bare-sqlite": "bare SQLite loop"}
+
+
+@pytest.mark.postgres
+def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path) -> None:
+    out = tmp_path / "report.md"
+    suffix = f"_smoke_{os.getpid()}"
+    env = {**os.environ, "BENCH_PG": PG_SERVER, "BENCH_DB_SUFFIX": suffix}
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "bench", "--profile", "smoke", "--systems", ",".join(SYSTEMS),
+             "--out", str(out)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+        )
+    finally:
+        with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "bench_redrive{suffix}" WITH (FORCE)')
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = out.read_text()
+    for shown in SYSTEMS.values():
+        row = next(line for line in report.splitlines() if line.startswith(f"| {shown} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")[1:]]
+        measured = [c for c in cells if c != "–"]
+        assert measured and all(float(c.replace(",", "")) > 0 for c in measured), row
+    for target in ("reliability on", "SQLite ≥ 50 %", "3,000-job backlog", "worker RSS"):
+        assert re.search(rf"\| {re.escape(target)}.*\| \d+\.\d\d \| (yes|\*\*no\*\*) \|", report), target
