@@ -184,7 +184,7 @@ class PostgresStore:
             "queues": list(queues), "limit": limit, "worker_id": worker_id, "lease_ttl": lease_ttl,
             "blocked": list(blocked) or None,
         })
-        return [_job(row) for row in rows]
+        return [_claimed(row) for row in rows]
 
     def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[UUID]:
         if not leases:
@@ -416,6 +416,13 @@ def _job(row: dict) -> Job:
     values = {name: row[name] for name in JOB_COLUMNS}
     values["status"] = Status(values["status"])
     return Job(**values)
+
+
+def _claimed(row: dict) -> Job:
+    args, kwargs, stage_attempts, checkpoint, dependencies = row.pop("payload")
+    return Job(**row, status=Status.RUNNING, args=args, kwargs=kwargs, stage_attempts=stage_attempts,
+               checkpoint=checkpoint, dependencies=dependencies, result=None, error_code=None,
+               error_message=None, finished_at=None, failed_at=None)
 
 
 def _outbox_row(row: dict) -> OutboxRow:
