@@ -68,6 +68,8 @@ class Report:
             f"last one's end (or for {p.budget_s:.0f} s). Start latency: {p.latency_jobs} jobs "
             "enqueued 20 ms apart to one idle worker.",
             "",
+            *(["**Smoke profile: runs too small to mean anything; it only proves every part still runs.**", ""]
+              if p.name == "smoke" else []),
             "| system | " + " | ".join(COLUMNS) + " |",
             "|---|" + "---:|" * len(COLUMNS),
         ]
