@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -133,3 +134,42 @@ def test_a_valid_row_is_accepted_so_the_refusals_above_mean_something(tmp_path, 
     with psycopg.connect(pg_url) as conn:
         conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
                      list(row.values()))
+
+
+def _plans(conn: psycopg.Connection, sql: str, params: dict) -> list[str]:
+    """Every plan PostgreSQL ran for ``sql``, nested statements included (auto_explain)."""
+    plans: list[str] = []
+    conn.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
+    conn.execute("LOAD 'auto_explain'")
+    conn.execute("SET auto_explain.log_min_duration = 0")
+    conn.execute("SET auto_explain.log_nested_statements = on")
+    conn.execute("SET auto_explain.log_level = notice")
+    with conn.transaction(force_rollback=True):
+        conn.execute(sql, params).fetchall()
+    conn.execute("SELECT 1")  # the last plan's notice arrives with the next answer
+    return plans
+
+
+def test_the_postgres_claim_walks_the_due_index_even_when_statistics_are_stale(pg_url: str) -> None:
+    """After a burst of enqueues the statistics still say the table is empty, and
+    the planner prefers a bitmap scan that sorts every due job (docs/performance.md)."""
+    from redrive import App, JobRequest
+
+    store = PostgresStore(pg_url)
+    app = App(store=store)
+    app.task(lambda: None, name="noop")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ANALYZE redrive_job")  # statistics of an empty table
+        for _ in range(10):
+            app.enqueue_many([JobRequest("noop")] * 1000)
+        naive = ("SELECT id FROM redrive_job WHERE status IN ('scheduled', 'queued') AND run_at <= now() "
+                 "AND queue = ANY(%(queues)s) ORDER BY priority, run_at LIMIT 500 FOR UPDATE SKIP LOCKED")
+        unpinned = _plans(conn, naive, {"queues": ["default"]})[0]
+        assert "Bitmap" in unpinned and "Sort" in unpinned, "the hazard no longer reproduces:\n" + unpinned
+        plans = _plans(conn, store._queries["jobs_claim"], {
+            "queues": ["default"], "limit": 500, "worker_id": "w", "lease_ttl": timedelta(seconds=30),
+            "blocked": None})
+    store.close()
+    [claim] = [p for p in plans if "LIMIT batch" in p]  # the pick inside redrive_due
+    assert "Index Scan using redrive_job_due" in claim, claim
+    assert "Bitmap" not in claim and "Sort" not in claim, claim

@@ -25,8 +25,7 @@ INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at
                          attempts, max_attempts, owner, created_at, updated_at, stage,
                          dependencies, idempotency_key, version)
 VALUES (:id, :task, :queue, :args, :kwargs, :status, :priority, :run_at,
-        0, :max_attempts, :owner, :now, :now, :stage, :dependencies, :idempotency_key, :version)
-RETURNING *;
+        0, :max_attempts, :owner, :now, :now, :stage, :dependencies, :idempotency_key, :version);
 
 -- name: job_key_get
 SELECT * FROM redrive_job_key WHERE task = :task AND owner = :owner AND key = :key;

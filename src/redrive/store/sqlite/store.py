@@ -153,18 +153,18 @@ class SQLiteStore:
                     results.append(EnqueueResult(twin, duplicate=True))
                     continue
             run_at = new.run_at.timestamp() if new.run_at else now + (new.delay or timedelta(0)).total_seconds()
-            row = conn.execute(self._queries["job_insert"], {
+            status = Status.SCHEDULED if run_at > now else Status.QUEUED
+            conn.execute(self._queries["job_insert"], {
                 "id": str(new.id), "task": new.task, "queue": new.queue,
                 "args": json.dumps(new.args), "kwargs": json.dumps(new.kwargs),
-                "status": "scheduled" if run_at > now else "queued",
-                "priority": new.priority, "run_at": run_at, "max_attempts": new.max_attempts,
-                "owner": new.owner, "now": now, "stage": new.stage,
+                "status": status.value, "priority": new.priority, "run_at": run_at,
+                "max_attempts": new.max_attempts, "owner": new.owner, "now": now, "stage": new.stage,
                 "dependencies": json.dumps(list(new.dependencies)),
                 "idempotency_key": new.key.key if new.key else None,
                 "version": new.key.version if new.key else 1,
-            }).fetchone()
-            self._event(conn, row["id"], None, row["status"], 0, now)
-            results.append(EnqueueResult(_job(row)))
+            })
+            self._event(conn, str(new.id), None, status.value, 0, now)
+            results.append(EnqueueResult(new.created(status=status, run_at=_time(run_at), at=_time(now))))
         return results
 
     def _twin(self, conn: sqlite3.Connection | sqlite3.Cursor, new: NewJob, now: float) -> Job | None:
