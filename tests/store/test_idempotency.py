@@ -45,6 +45,15 @@ def test_a_repeated_key_returns_the_first_job(app: App) -> None:
     assert app.store.jobs_count()[Status.QUEUED] == 1
 
 
+def test_jobs_without_a_key_get_time_ordered_ids(app: App) -> None:
+    one_by_one = [app.enqueue("convert", kwargs={"path": str(i)}).job.id for i in range(20)]
+    batch = [r.job.id for r in app.enqueue_many([JobRequest("convert", kwargs={"path": "b"})] * 20)]
+    made = one_by_one + batch
+    assert {i.version for i in made} == {7}
+    assert made == sorted(made) and len(set(made)) == 40
+    assert [j.id for j in app.store.jobs_list(limit=100)] == sorted(made, reverse=True)
+
+
 def test_keys_are_unique_per_owner_and_task(app: App) -> None:
     made = [
         app.enqueue("review", kwargs={"changelist": "a", "version": 1}, idempotency_key="k", owner="ann"),

@@ -460,7 +460,8 @@ def _new_job_json(job: NewJob) -> dict[str, Any]:
         "version": job.key.version if job.key else 1,
         "kind": job.key.kind if job.key else None,
         "fingerprint": job.key.fingerprint if job.key else None,
-        "nonce": str(uuid4()),  # tells this enqueue's key rows from earlier ones
+        # tells this enqueue's key rows from earlier ones
+        "nonce": str(uuid4()) if job.key else None,
     }
 
 
