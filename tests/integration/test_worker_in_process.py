@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from datetime import timedelta
 
 import pytest
 
 from redrive import (
-    App, FullJitter, MemoryStore, Permanent, Status, Transient, Worker, current_job,
+    App, FullJitter, JobRequest, MemoryStore, Permanent, Status, Transient, Worker, current_job,
 )
 
 FAST = FullJitter(initial=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
@@ -122,3 +124,59 @@ def test_a_handler_that_loses_its_lease_has_its_result_dropped(app: App, caplog)
     assert len(runs) == 2 and runs[0] != runs[1]
     assert [e.to_status for e in app.events(job.id)].count(Status.SUCCEEDED) == 1
     assert f"lost the lease on job {job.id}" in caplog.text
+
+
+class _SlowWrites(MemoryStore):
+    """Outcome writes wait until the test lets them through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes_open = threading.Event()
+
+    def jobs_complete(self, *, items):
+        self.writes_open.wait(10)
+        return super().jobs_complete(items=items)
+
+
+def test_concurrency_bounds_handlers_and_a_slow_store_bounds_the_leases_held() -> None:
+    """A slot frees when its handler returns, so claims overlap outcome writes;
+    while writes are stuck, at most twice ``concurrency`` leases are held."""
+    store = _SlowWrites()
+    app = App(store=store)
+    now = {"running": 0, "most": 0}
+    lock = threading.Lock()
+
+    @app.task
+    def work() -> None:
+        with lock:
+            now["running"] += 1
+            now["most"] = max(now["most"], now["running"])
+        time.sleep(0.01)
+        with lock:
+            now["running"] -= 1
+
+    ids = [r.job.id for r in app.enqueue_many([JobRequest("work")] * 30)]
+
+    async def scenario() -> None:
+        worker = Worker(app, concurrency=4, poll_interval=timedelta(milliseconds=20),
+                        shutdown_grace=timedelta(seconds=2))
+        running = asyncio.create_task(worker.run())
+        try:
+            for _ in range(300):
+                if store.jobs_count().get(Status.RUNNING, 0) >= 8:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)  # time enough to claim more, were it allowed
+            assert store.jobs_count()[Status.RUNNING] == 8
+            store.writes_open.set()
+            for _ in range(500):
+                if _finished(app, ids)():
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            worker.stop()
+            await asyncio.wait_for(running, 10)
+
+    asyncio.run(scenario())
+    assert all(app.job(i).status is Status.SUCCEEDED for i in ids)
+    assert now["most"] == 4

@@ -167,7 +167,7 @@ class Worker:
         store = self.app.store
         while not self._stopping.is_set():
             self._wake.clear()
-            free = self.concurrency - len(self._running)
+            free = self._free_slots()
             claimed: list[Job] = []
             if free > 0:
                 try:
@@ -184,6 +184,17 @@ class Worker:
             if free > 0 and len(claimed) == free:
                 continue  # the queue may hold more; claim again at once
             await self._pause(self.poll_interval.total_seconds())
+
+    def _free_slots(self) -> int:
+        """A slot frees when its handler returns, so the next claim overlaps the
+        last batch's outcome write. Leases held while writes are under way
+        are capped at another ``concurrency``, for a store slow to take them."""
+        handling = sum(1 for r in self._running.values() if not r.finishing)
+        return min(self.concurrency - handling, 2 * self.concurrency - len(self._running))
+
+    def _handled(self, running: _Running) -> None:
+        running.finishing = True
+        self._wake.set()
 
     async def _pause(self, seconds: float) -> None:
         """Sleep until woken (new jobs, a free slot, stop) or ``seconds`` pass."""
@@ -215,11 +226,11 @@ class Worker:
                                             execution.guarded)
             if refusal is not None:
                 if not refusal.fails_fast:
-                    running.finishing = True
+                    self._handled(running)
                     await self._hold(job, refusal)
                     return
                 execution = _fail_fast(refusal)
-            running.finishing = True
+            self._handled(running)
             if running.abandoned:
                 return
             duration_ms = round((self._loop.time() - started) * 1000)
