@@ -422,6 +422,26 @@ class App:
 
         return BreakerStatus(name, self.store.breaker_update(name=name, change=apply, by=by), now[0])
 
+    # -- history ---------------------------------------------------------------
+
+    def prune(self, older_than: timedelta | None = None, *, batch: int = 10_000) -> int:
+        """Delete history: finished jobs that finished more than ``older_than``
+        ago (default: the ``job_retention`` setting), with their events, their
+        handled dead letters and their idempotency keys, so a key can be used
+        afresh once its job is gone. A failed job whose dead letter is still
+        open is kept. Works in batches of ``batch``; returns how many went."""
+        older_than = self.settings.job_retention if older_than is None else older_than
+        if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
+            raise ConfigError("prune needs a positive age: older_than= or the job_retention setting")
+        if not isinstance(batch, int) or batch < 1:
+            raise ConfigError("batch must be a positive integer")
+        total = 0
+        while (pruned := self.store.jobs_prune(older_than=older_than, limit=batch)):
+            total += pruned
+            if pruned < batch:
+                break
+        return total
+
     # -- failures: manual retry and the dead letters ---------------------------
 
     def retry(self, job_id: UUID | str, *, owner: str | None = None, by: str | None = None) -> Job:

@@ -77,8 +77,14 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--shutdown-grace", type=_seconds, help="seconds (WORKER_SHUTDOWN_GRACE_SEC)")
     worker.add_argument("--poll-interval", type=_seconds, help="seconds (WORKER_POLL_INTERVAL_SEC)")
     worker.add_argument("--schedules", action="store_true", help="also run the app's schedules")
+    worker.add_argument("--retention", type=_seconds,
+                        help="prune finished jobs older than this, such as 7d (JOB_RETENTION_SEC)")
 
     command("migrate", _migrate, "Apply pending schema migrations.")
+
+    prune = command("prune", _prune, "Delete finished jobs older than an age, with their history.")
+    prune.add_argument("--older-than", type=_seconds,
+                       help="such as 30d; default JOB_RETENTION_SEC (jobs with an open dead letter stay)")
 
     enqueue = command("enqueue", _enqueue, "Enqueue one job.")
     enqueue.add_argument("app", help="import path of your App, such as myapp.tasks:app")
@@ -167,11 +173,17 @@ def _parser() -> argparse.ArgumentParser:
 # -- argument types ----------------------------------------------------------------
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
 def _seconds(text: str) -> timedelta:
+    """Seconds, or a number with a unit: 90, 90s, 15m, 12h, 7d."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
     try:
-        return timedelta(seconds=float(text))
+        return timedelta(seconds=float(number) * _UNITS[unit])
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration (seconds, or a number with s, m, h or d)") from None
 
 
 def _json_arg(text: str) -> Any:
@@ -227,13 +239,23 @@ def _worker(args: argparse.Namespace) -> int:
     worker = Worker(
         app, queues=args.queues or ("default",), concurrency=args.concurrency,
         lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace,
-        poll_interval=args.poll_interval, schedules=args.schedules,
+        poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
     )
     _ = app.store  # open now: a bad URL or an old schema is reported before any work
     try:
         worker.run_until_stopped()
     finally:
         app.close()
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    app = App(_store_url(args))
+    try:
+        pruned = app.prune(args.older_than)
+    finally:
+        app.close()
+    print(f"pruned {pruned} finished job{'' if pruned == 1 else 's'}")
     return 0
 
 

@@ -43,6 +43,12 @@ class Settings:
         "How often an idle worker looks for due jobs when no wake-up arrives. "
         "Default 1 s.",
     )
+    job_retention: timedelta = _setting(
+        timedelta(0),
+        "JOB_RETENTION_SEC",
+        "How long a finished job stays queryable: workers prune older history "
+        "(and `redrive prune` uses it). Default 0: history is kept forever.",
+    )
     retry_max_attempts: int = _setting(
         3,
         "RETRY_MAX_ATTEMPTS",
@@ -61,6 +67,8 @@ class Settings:
             raise ConfigError("worker_shutdown_grace cannot be negative")
         if self.worker_poll_interval <= timedelta(0):
             raise ConfigError("worker_poll_interval must be positive")
+        if self.job_retention < timedelta(0):
+            raise ConfigError("job_retention cannot be negative")
         if not self.database_url:
             raise ConfigError("database_url is empty")
 

@@ -168,3 +168,25 @@ def test_breakers_can_be_listed_and_forced(sqlite_url: str) -> None:
     assert closed.returncode == 0 and closed.stdout.strip() == "breaker gateway is closed"
     table = redrive("breakers", "list", "--app", gateway, url=sqlite_url).stdout
     assert "gateway_ff" in table and "closed" in table
+
+
+def test_prune_deletes_old_history_and_refuses_a_missing_or_bad_age(sqlite_url: str) -> None:
+    from redrive.core.job import Completion
+    from tests.store.test_behaviour import claim_one
+
+    app = App(sqlite_url)
+    app.task(lambda: None, name="t")
+    done = app.enqueue("t").job.id
+    app.store.jobs_complete(items=[Completion(claim_one(app.store).lease, None)])
+    waiting = app.enqueue("t").job.id
+    app.close()
+    assert_clean_error(redrive("prune", url=sqlite_url), "CONFIG_INVALID", "positive age")
+    bad = redrive("prune", "--older-than", "soon", url=sqlite_url)
+    assert bad.returncode == 2 and "'soon' is not a duration" in bad.stderr and "Traceback" not in bad.stderr
+    kept = redrive("prune", "--older-than", "1h", url=sqlite_url)
+    assert (kept.returncode, kept.stdout) == (0, "pruned 0 finished jobs\n"), kept.stderr
+    pruned = redrive("prune", "--older-than", "0.001s", url=sqlite_url)
+    assert (pruned.returncode, pruned.stdout) == (0, "pruned 1 finished job\n"), pruned.stderr
+    listed = redrive("jobs", "list", "--json", url=sqlite_url)
+    assert [json.loads(line)["id"] for line in listed.stdout.splitlines()] == [str(waiting)]
+    assert str(done) not in listed.stdout

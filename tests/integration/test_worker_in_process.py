@@ -54,8 +54,9 @@ def _finished(app: App, job_ids: list):
     return lambda: all(app.job(i).status in (Status.SUCCEEDED, Status.FAILED) for i in job_ids)
 
 
-async def _run_until(app: App, condition) -> None:
-    worker = Worker(app, poll_interval=timedelta(milliseconds=20), shutdown_grace=timedelta(seconds=2))
+async def _run_until(app: App, condition, **options) -> None:
+    worker = Worker(app, poll_interval=timedelta(milliseconds=20), shutdown_grace=timedelta(seconds=2),
+                    **options)
     running = asyncio.create_task(worker.run())
     try:
         for _ in range(500):
@@ -180,3 +181,12 @@ def test_concurrency_bounds_handlers_and_a_slow_store_bounds_the_leases_held() -
     asyncio.run(scenario())
     assert all(app.job(i).status is Status.SUCCEEDED for i in ids)
     assert now["most"] == 4
+
+
+def test_a_worker_with_a_retention_prunes_old_history(app: App) -> None:
+    old = [app.enqueue("add", args=[1, i]).job.id for i in range(3)]
+    asyncio.run(_run_until(app, _finished(app, old)))
+    time.sleep(0.2)
+    gone = lambda: all(app.store.job_get(job_id=i) is None for i in old)  # noqa: E731
+    assert not gone()
+    asyncio.run(_run_until(app, gone, retention=timedelta(milliseconds=100)))

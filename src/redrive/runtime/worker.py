@@ -40,6 +40,8 @@ T = TypeVar("T")
 
 _STORE_RETRY_PAUSE_S = 1.0
 _HOLD_DELAY = timedelta(seconds=1)  # a held job is looked at again after this
+_PRUNE_BATCH = 1000
+_PRUNE_EVERY_S = 60.0  # with jitter, so many workers do not prune in lockstep
 
 
 @dataclass(eq=False)
@@ -64,11 +66,15 @@ class Worker:
         worker_id: str | None = None,
         rng: Random | None = None,
         schedules: bool = False,
+        retention: timedelta | None = None,
     ) -> None:
-        """``schedules=True`` also runs the app's schedules (see ``Scheduler``)."""
+        """``schedules=True`` also runs the app's schedules (see ``Scheduler``).
+        With a ``retention`` (default: the ``job_retention`` setting) the worker
+        also prunes history older than that, a batch at a time."""
         settings = app.settings.with_(
             worker_concurrency=concurrency, worker_lease_ttl=lease_ttl,
             worker_shutdown_grace=shutdown_grace, worker_poll_interval=poll_interval,
+            job_retention=retention,
         )
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -78,6 +84,7 @@ class Worker:
         self.lease_ttl = settings.worker_lease_ttl
         self.shutdown_grace = settings.worker_shutdown_grace
         self.poll_interval = settings.worker_poll_interval
+        self.retention = settings.job_retention
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._rng = rng or Random()
         self._running: dict[UUID, _Running] = {}
@@ -138,6 +145,8 @@ class Worker:
         ]
         if self._scheduler is not None:
             services.append(asyncio.create_task(self._scheduler.run(), name="scheduler"))
+        if self.retention > timedelta(0):
+            services.append(asyncio.create_task(self._prune(), name="pruner"))
         if self._gate.active:
             await self._gate.refresh()
             services.append(asyncio.create_task(self._gate.run(), name="breakers"))
@@ -296,6 +305,22 @@ class Worker:
                     self._wake.set()
             # Jitter keeps many workers from reclaiming in lockstep.
             await asyncio.sleep(self.lease_ttl.total_seconds() / 2 * self._rng.uniform(0.5, 1.0))
+
+    async def _prune(self) -> None:
+        """History older than the retention goes in small batches, so a big
+        first prune never holds the store for long; every worker may prune,
+        and concurrent prunes skip each other's rows."""
+        store = self.app.store
+        while True:
+            try:
+                pruned = await self._call(store.jobs_prune, older_than=self.retention, limit=_PRUNE_BATCH)
+            except StoreError as exc:
+                log.warning("pruning history failed, retrying: %s", exc)
+                pruned = 0
+            if pruned:
+                log.info("pruned %d finished jobs older than %s", pruned, self.retention)
+            if pruned < _PRUNE_BATCH:
+                await asyncio.sleep(_PRUNE_EVERY_S * self._rng.uniform(0.5, 1.0))
 
     # -- shutdown ----------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from redrive.core.job import (
     RetryLater, StageDone, refuse_reuse, takes_over,
 )
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
-from redrive.core.states import Status, check_transition
+from redrive.core.states import TERMINAL, Status, check_transition
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
 from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
 
@@ -340,6 +340,23 @@ class MemoryStore:
                     self._move(job, Status.QUEUED, now, run_at=now, **self._NO_LEASE,
                                meta={"reason": "lease_expired", "worker": job.lease_owner})
             return [j.id for j in expired]
+
+    def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
+        with self._lock:
+            before = self._clock() - older_than
+            held = {d.job_id for d in self._letters.values() if d.replayed_at is None}
+            doomed = sorted(
+                (j for j in self._jobs.values()
+                 if j.status in TERMINAL and j.finished_at < before and j.id not in held),
+                key=lambda j: j.finished_at,
+            )[:limit]
+            gone = {j.id for j in doomed}
+            for job_id in gone:
+                del self._jobs[job_id]
+            self._events = [e for e in self._events if e.job_id not in gone]
+            self._letters = {i: d for i, d in self._letters.items() if d.job_id not in gone}
+            self._keys = {name: key for name, key in self._keys.items() if key[1] not in gone}
+            return len(gone)
 
     def job_cancel(self, *, job_id: UUID) -> Job:
         with self._lock:

@@ -109,6 +109,12 @@ class Store(Protocol):
     def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
         """Expired leases: back to queued, or failed when no attempt is left."""
 
+    def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` finished jobs that finished more than
+        ``older_than`` ago (by the store's clock), oldest first, with their
+        events, their handled dead letters and the idempotency keys that point
+        at them. A job with an open dead letter stays. Returns how many went."""
+
     def job_cancel(self, *, job_id: UUID) -> Job:
         """scheduled or queued -> cancelled."""
 

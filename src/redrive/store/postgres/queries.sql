@@ -115,6 +115,28 @@ SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_t
        jsonb_build_array(args, kwargs, stage_attempts, checkpoint, dependencies) AS payload
 FROM claimed ORDER BY priority, run_at;
 
+-- name: jobs_prune
+-- Oldest history first, a batch at a time. A job whose dead letter is still
+-- open waits for an operator; its letters and events go with it otherwise.
+WITH doomed AS (
+    SELECT d.id FROM redrive_job_done AS d
+    WHERE d.finished_at < now() - %(older_than)s
+      AND NOT EXISTS (SELECT 1 FROM redrive_dead_letter AS l
+                      WHERE l.job_id = d.id AND l.replayed_at IS NULL)
+    ORDER BY d.finished_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), jobs AS (
+    DELETE FROM redrive_job_done AS d USING doomed WHERE d.id = doomed.id RETURNING d.id
+), events AS (
+    DELETE FROM redrive_job_event AS e USING jobs WHERE e.job_id = jobs.id
+), letters AS (
+    DELETE FROM redrive_dead_letter AS l USING jobs WHERE l.job_id = jobs.id
+), keys AS (
+    DELETE FROM redrive_job_key AS k USING jobs WHERE k.job_id = jobs.id
+)
+SELECT count(*) AS pruned FROM jobs;
+
 -- name: leases_extend
 UPDATE redrive_job AS j
 SET lease_expires_at = now() + %(lease_ttl)s

@@ -245,6 +245,9 @@ class PostgresStore:
         ])
         return [row["id"] for row in rows]
 
+    def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
+        return self._run("jobs_prune", {"older_than": older_than, "limit": limit})[0]["pruned"]
+
     def job_cancel(self, *, job_id: UUID) -> Job:
         if not self._run("job_cancel", {"id": job_id}):
             job = self.job_get(job_id=job_id)

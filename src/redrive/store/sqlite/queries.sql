@@ -187,6 +187,27 @@ WHERE status = 'running' AND lease_expires_at <= :now
 ORDER BY lease_expires_at
 LIMIT :limit;
 
+-- name: jobs_prunable
+-- Oldest history first. A job whose dead letter is still open waits for an operator.
+SELECT d.id FROM redrive_job_done AS d
+WHERE d.finished_at < :before
+  AND NOT EXISTS (SELECT 1 FROM redrive_dead_letter AS l
+                  WHERE l.job_id = d.id AND l.replayed_at IS NULL)
+ORDER BY d.finished_at
+LIMIT :limit;
+
+-- name: prune_jobs
+DELETE FROM redrive_job_done WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_events
+DELETE FROM redrive_job_event WHERE job_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_letters
+DELETE FROM redrive_dead_letter WHERE job_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_keys
+DELETE FROM redrive_job_key WHERE job_id IN (SELECT value FROM json_each(:ids));
+
 -- name: job_get
 SELECT * FROM redrive_job WHERE id = :id
 UNION ALL

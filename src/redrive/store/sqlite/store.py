@@ -361,6 +361,18 @@ class SQLiteStore:
 
         return self._write(body)
 
+    def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
+        def body(conn: sqlite3.Connection, now: float) -> int:
+            picked = conn.execute(self._queries["jobs_prunable"], {
+                "before": now - older_than.total_seconds(), "limit": limit,
+            }).fetchall()
+            ids = json.dumps([row["id"] for row in picked])
+            for name in ("prune_events", "prune_letters", "prune_keys", "prune_jobs"):
+                conn.execute(self._queries[name], {"ids": ids})
+            return len(picked)
+
+        return self._write(body)
+
     def job_cancel(self, *, job_id: UUID) -> Job:
         def body(conn: sqlite3.Connection, now: float) -> bool:
             taken = conn.execute(self._queries["job_take_waiting"], {"id": str(job_id)}).fetchone()

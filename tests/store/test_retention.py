@@ -1,0 +1,107 @@
+"""Retention: old history goes with everything that hangs off it, on every store;
+what is active, recent or still awaiting an operator stays."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from redrive import App, ConfigError, JobRequest
+from redrive.core.job import Completion, DeadLetterFilter
+from redrive.core.states import Status
+from redrive.store.port import Store
+from tests.store.test_behaviour import claim_one, new
+from tests.store.test_dead_letters import fail, letter_of
+
+AGE = timedelta(milliseconds=300)
+
+
+def succeed(store: Store) -> object:
+    job = claim_one(store)
+    assert store.jobs_complete(items=[Completion(job.lease, {"ok": True})]) == {job.id}
+    return job.id
+
+
+def test_only_history_older_than_the_age_goes_with_its_events_and_handled_letters(store: Store) -> None:
+    store.jobs_insert(jobs=[new(task="old") for _ in range(2)])
+    old = [succeed(store) for _ in range(2)]
+    store.jobs_insert(jobs=[new(task="failed")])
+    failed = claim_one(store)
+    fail(store, failed)
+    store.jobs_insert(jobs=[new(task="handled")])
+    handled = claim_one(store)
+    fail(store, handled)
+    letter = letter_of(store, handled.id)
+    assert store.job_revive(job_id=handled.id, reason="replay", by="ops", dead_letter_id=letter.id)
+    assert succeed(store) == handled.id
+    time.sleep(AGE.total_seconds() * 1.5)
+    store.jobs_insert(jobs=[new(task="recent")])
+    recent = succeed(store)
+    store.jobs_insert(jobs=[new(task="waiting")])
+
+    assert store.jobs_prune(older_than=AGE) == 3  # two old successes and the replayed one
+    for gone in (*old, handled.id):
+        assert store.job_get(job_id=gone) is None
+        assert store.job_events_list(job_id=gone) == []
+    assert store.dead_letters_list(where=DeadLetterFilter(state="replayed")) == []
+    # the failed job awaits an operator: it and its open letter stay
+    assert store.job_get(job_id=failed.id).status is Status.FAILED
+    assert letter_of(store, failed.id).replayed_at is None
+    assert store.job_events_list(job_id=failed.id)
+    assert store.job_get(job_id=recent).status is Status.SUCCEEDED
+    counts = store.jobs_count()
+    assert (counts.get(Status.QUEUED), counts.get(Status.SUCCEEDED), counts.get(Status.FAILED)) == (1, 1, 1)
+    assert store.jobs_prune(older_than=AGE) == 0
+
+
+def test_pruning_goes_oldest_first_in_batches(store: Store) -> None:
+    store.jobs_insert(jobs=[new() for _ in range(5)])
+    finished = []
+    for _ in range(5):
+        finished.append(succeed(store))
+        time.sleep(0.01)
+    time.sleep(AGE.total_seconds() * 1.5)
+    assert store.jobs_prune(older_than=AGE, limit=2) == 2
+    assert [store.job_get(job_id=i) is None for i in finished] == [True, True, False, False, False]
+    assert store.jobs_prune(older_than=AGE, limit=2) == 2
+    assert store.jobs_prune(older_than=AGE, limit=2) == 1
+
+
+def test_a_pruned_jobs_idempotency_key_can_be_used_afresh(store: Store) -> None:
+    app = App(store=store)
+    app.task(lambda n: None, name="mail")
+    first = app.enqueue("mail", args=[1], idempotency_key="welcome:ann").job
+    succeed(store)
+    assert app.enqueue("mail", args=[1], idempotency_key="welcome:ann").duplicate
+    time.sleep(AGE.total_seconds() * 1.5)
+    assert app.prune(AGE, batch=1) == 1
+    again = app.enqueue("mail", args=[1], idempotency_key="welcome:ann")
+    assert not again.duplicate and again.job.id == first.id  # the key's id, a new run
+    assert app.job(first.id).status is Status.QUEUED
+
+
+def test_prune_refuses_an_age_it_cannot_use(store: Store) -> None:
+    app = App(store=store)
+    store.jobs_insert(jobs=[new()])
+    kept = succeed(store)
+    time.sleep(AGE.total_seconds() * 1.5)
+    with pytest.raises(ConfigError, match="positive age"):
+        app.prune()  # no job_retention setting: history is kept forever
+    with pytest.raises(ConfigError, match="positive age"):
+        app.prune(timedelta(0))
+    with pytest.raises(ConfigError, match="batch"):
+        app.prune(AGE, batch=0)
+    assert store.job_get(job_id=kept).status is Status.SUCCEEDED
+
+
+def test_app_prune_works_through_every_batch(store: Store) -> None:
+    app = App(store=store)
+    app.task(lambda: None, name="t")
+    app.enqueue_many([JobRequest("t")] * 7)
+    for _ in range(7):
+        succeed(store)
+    time.sleep(AGE.total_seconds() * 1.5)
+    assert app.prune(AGE, batch=3) == 7
+    assert not store.jobs_count().get(Status.SUCCEEDED)
