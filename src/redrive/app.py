@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,7 +17,9 @@ from redrive.core.breaker import (
 )
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
 from redrive.core import ids
-from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, EnqueueResult, Job, JobEvent, JobKey, NewJob
+from redrive.core.job import (
+    JSON, DeadLetter, DeadLetterFilter, EnqueueResult, Job, JobEvent, JobKey, NewJob, strict_json,
+)
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.schedule import Firing, Schedule
 from redrive.core.stages import Stage, pipeline
@@ -32,8 +33,6 @@ from redrive.store.port import Store
 from redrive.store.url import open_store
 
 _SMALLINT = range(-32768, 32768)
-# One encoder for every check: json.dumps builds a new one per call when given options.
-_JSON_CHECK = json.JSONEncoder(allow_nan=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -531,7 +530,7 @@ def _job_key(request: JobRequest, args: list[JSON], kwargs: dict[str, JSON]) -> 
 
 def _json(value: Any, what: str) -> Any:
     try:
-        _JSON_CHECK.encode(value)
+        strict_json(value)
     except (TypeError, ValueError) as exc:
         raise ArgumentsNotSerializable(f"job {what} are not JSON-serialisable: {exc}") from None
     return value

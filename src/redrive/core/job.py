@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping
@@ -12,6 +13,10 @@ from redrive.core.states import Status
 from redrive.errors import IdempotencyKeyReused
 
 JSON = Any
+
+# Strict JSON text of a value (no NaN or infinities), or TypeError/ValueError.
+# One shared encoder: json.dumps builds a new one per call when given options.
+strict_json = json.JSONEncoder(allow_nan=False).encode
 """A value that survives ``json.dumps``: dict, list, str, int, float, bool or None."""
 
 # The columns of both job tables, in schema order. The migrations must produce

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
-from redrive.core.job import JSON, Job, StageDone
+from redrive.core.job import JSON, Job, StageDone, strict_json
 from redrive.core.stages import Stage, next_after, resume_at
 from redrive.errors import CircuitOpen, ConfigError, LeaseLost
 from redrive.store.port import Store
@@ -51,7 +50,7 @@ class _Run:
 
     def done(self, name: str, output: JSON) -> StageDone:
         try:
-            json.dumps(output, allow_nan=False)
+            strict_json(output)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"stage {name!r} returned a value that is not JSON: {exc}") from None
         self.stage_attempts[name] = self.stage_attempts.get(name, 0) + 1

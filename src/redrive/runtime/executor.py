@@ -9,6 +9,7 @@ import json
 import logging
 import traceback
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from datetime import datetime, timedelta, timezone
 from random import Random
 from typing import Any, Callable
@@ -16,7 +17,7 @@ from typing import Any, Callable
 from redrive.app import Task
 from redrive.core.backoff import FullJitter
 from redrive.core.classify import Classifier, Failure, one_line
-from redrive.core.job import JSON, Job
+from redrive.core.job import JSON, Job, strict_json
 from redrive.core.outcome import Failed, Outcome, Retry, Succeeded
 from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
@@ -50,7 +51,12 @@ class Execution:
 
 def stages_of(task: Task, job: Job) -> tuple[Stage, ...]:
     """A plain task is a one-stage pipeline with the job's budget and the task's backoff."""
-    return task.stages or (Stage(task.name, max_attempts=job.max_attempts, backoff=task.backoff),)
+    return task.stages or _one_stage(task.name, job.max_attempts, task.backoff)
+
+
+@lru_cache(maxsize=1024)  # the same few pipelines for every job of a plain task
+def _one_stage(name: str, max_attempts: int, backoff: Any) -> tuple[Stage, ...]:
+    return (Stage(name, max_attempts=max_attempts, backoff=backoff),)
 
 
 async def execute(
@@ -70,14 +76,17 @@ async def execute(
         return Execution(after_failure(failure, stage=unknown, stage_attempts=job.attempts,
                                        attempts=job.attempts, max_attempts=job.max_attempts, rng=rng))
     classifier = task.classifier or classifier
-    run = _Run(job=job, stages=stages_of(task, job), is_async=task.is_async, store=store,
+    is_async = task.is_async
+    run = _Run(job=job, stages=stages_of(task, job), is_async=is_async, store=store,
                checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts),
                gate=gate, classifier=classifier)
     token = _current.set(run)
     try:
         # A retry after a stalled status write may find the work done (seed 002 §8).
-        found = await _call(task.already_done, job, threads) if task.already_done else None
-        result = found if found is not None else await _call(task.fn, job, threads)
+        found = (await _call(task.already_done, job, threads,
+                             inspect.iscoroutinefunction(task.already_done))
+                 if task.already_done else None)
+        result = found if found is not None else await _call(task.fn, job, threads, is_async)
     except CircuitOpen as exc:
         return Execution(Retry(timedelta(0), Failure(exc.code, True, exc.message)),
                          held_by=exc.dependency, guarded=frozenset(run.guarded))
@@ -86,17 +95,17 @@ async def execute(
     finally:
         _current.reset(token)
     try:
-        json.dumps(result, allow_nan=False)
+        strict_json(result)
     except (TypeError, ValueError) as exc:
         failure = Failure(RESULT_NOT_JSON, False, one_line(f"the result is not JSON: {exc}"))
         return Execution(Failed(failure), context=_context(run, failure))
     return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=found is not None)
 
 
-async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool) -> Any:
+async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool, is_async: bool) -> Any:
     """Run a task's function with the job's arguments: async ones on the loop,
     sync ones on a thread that sees the running job."""
-    if inspect.iscoroutinefunction(fn):
+    if is_async:
         return await fn(*job.args, **job.kwargs)
     context = contextvars.copy_context()
     return await threads.run(lambda: context.run(fn, *job.args, **job.kwargs))

@@ -215,7 +215,7 @@ class Worker:
     def _start(self, job: Job) -> None:
         running = _Running(job)
         self._running[job.id] = running
-        running.future = asyncio.create_task(self._run_one(running), name=f"job-{job.id}")
+        running.future = asyncio.create_task(self._run_one(running))
 
     async def _run_one(self, running: _Running) -> None:
         job = running.job
