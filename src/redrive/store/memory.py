@@ -94,40 +94,9 @@ class MemoryStore:
                             continue
                     keys[name] = (new.key.version, new.id, new.key.fingerprint)
                 run_at = new.run_at or now + (new.delay or timedelta(0))
-                job = Job(
-                    id=new.id,
-                    task=new.task,
-                    queue=new.queue,
-                    args=list(new.args),
-                    kwargs=dict(new.kwargs),
-                    status=Status.SCHEDULED if run_at > now else Status.QUEUED,
-                    priority=new.priority,
-                    run_at=run_at,
-                    attempts=0,
-                    max_attempts=new.max_attempts,
-                    owner=new.owner,
-                    lease_token=None,
-                    lease_owner=None,
-                    lease_expires_at=None,
-                    last_error_code=None,
-                    last_error_message=None,
-                    error_code=None,
-                    error_message=None,
-                    result=None,
-                    created_at=now,
-                    updated_at=now,
-                    started_at=None,
-                    finished_at=None,
-                    failed_at=None,
-                    stage=new.stage,
-                    stage_attempts={},
-                    checkpoint={},
-                    manual_retry_count=0,
-                    first_failed_at=None,
-                    dependencies=list(new.dependencies),
-                    idempotency_key=new.key.key if new.key else None,
-                    version=new.key.version if new.key else 1,
-                )
+                # copies: a caller changing its arguments later must not change the stored job
+                job = replace(new, args=list(new.args), kwargs=dict(new.kwargs)).created(
+                    status=Status.SCHEDULED if run_at > now else Status.QUEUED, run_at=run_at, at=now)
                 if job.id in self._jobs:
                     raise ConfigError(f"a job with id {job.id} already exists")
                 results.append(EnqueueResult(job))
