@@ -93,6 +93,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self._idle = asyncio.Event()  # nothing running and no outcome left to write
         self._completer = _Completer(self._call, lambda: self.app.store)
         self._gate = BreakerGate(app, self._call)
         self._scheduler = Scheduler(app) if schedules and app.schedules else None
@@ -220,6 +221,7 @@ class Worker:
     async def _run_one(self, running: _Running) -> None:
         job = running.job
         started = self._loop.time()
+        submitted = False
         try:
             refusal = await self._admit(job)
             if refusal is None:
@@ -243,14 +245,25 @@ class Worker:
             if running.abandoned:
                 return
             duration_ms = round((self._loop.time() - started) * 1000)
-            if not await self._completer.submit(_item(job, execution, duration_ms)):
-                log.warning(
-                    "lost the lease on job %s (%s, attempt %d): dropping its %s",
-                    job.id, job.task, job.attempts, type(execution.outcome).__name__.lower(),
-                )
+            self._completer.submit(_item(job, execution, duration_ms),
+                                   partial(self._written, running, type(execution.outcome).__name__))
+            submitted = True  # the slot is given back once the write lands
         finally:
-            self._running.pop(job.id, None)
-            self._wake.set()
+            if not submitted:
+                self._release(running)
+
+    def _written(self, running: _Running, outcome: str, applied: bool) -> None:
+        if not applied:
+            job = running.job
+            log.warning("lost the lease on job %s (%s, attempt %d): dropping its %s",
+                        job.id, job.task, job.attempts, outcome.lower())
+        self._release(running)
+
+    def _release(self, running: _Running) -> None:
+        self._running.pop(running.job.id, None)
+        self._wake.set()
+        if not self._running:
+            self._idle.set()
 
     async def _admit(self, job: Job) -> Refusal | None:
         if not (job.dependencies and self._gate.active):
@@ -342,9 +355,12 @@ class Worker:
                 r.future.cancel()
         # Jobs already finishing are writing their outcome: let the writes land
         # while their leases last (after that the writes would be refused anyway).
-        rest = [r.future for r in self._running.values()]
-        if rest:
-            await asyncio.wait(rest, timeout=self.lease_ttl.total_seconds())
+        if self._running:
+            self._idle.clear()
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout=self.lease_ttl.total_seconds())
+            except TimeoutError:
+                log.warning("%d outcomes were not written before their leases ran out", len(self._running))
 
     async def _requeue(self, leases: list, **how: Any) -> set[UUID]:
         while True:
@@ -364,15 +380,15 @@ class _Completer:
     def __init__(self, call: Callable[..., Any], store: Callable[[], Any]) -> None:
         self._call = call
         self._store = store
-        self._pending: list[tuple[Completion | RetryLater | FailNow, asyncio.Future]] = []
+        self._pending: list[tuple[Completion | RetryLater | FailNow, Callable[[bool], None]]] = []
         self._ready = asyncio.Event()
 
-    async def submit(self, item: Completion | RetryLater | FailNow) -> bool:
-        """Write the outcome; True if applied, False if the lease was gone."""
-        future = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
+    def submit(self, item: Completion | RetryLater | FailNow, written: Callable[[bool], None]) -> None:
+        """Queue the outcome's write; ``written(applied)`` follows once it is
+        done (False if the lease was gone). A callback, not a future per job:
+        a batch of hundreds is answered without waking hundreds of tasks."""
+        self._pending.append((item, written))
         self._ready.set()
-        return await future
 
     async def run(self) -> None:
         while True:
@@ -389,9 +405,8 @@ class _Completer:
                 await asyncio.sleep(_STORE_RETRY_PAUSE_S)
                 self._ready.set()
                 continue
-            for item, future in batch:
-                if not future.done():
-                    future.set_result(item.lease.job_id in applied)
+            for item, written in batch:
+                written(item.lease.job_id in applied)
 
     async def _write(self, items: list[Completion | RetryLater | FailNow]) -> set[UUID]:
         store = self._store()
