@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from redrive import (
-    App, FullJitter, JobRequest, MemoryStore, Permanent, Status, Transient, Worker, current_job,
+    App, Classifier, FullJitter, JobRequest, MemoryStore, Permanent, Status, Transient, Worker, current_job,
 )
 
 FAST = FullJitter(initial=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
@@ -190,3 +190,21 @@ def test_a_worker_with_a_retention_prunes_old_history(app: App) -> None:
     gone = lambda: all(app.store.job_get(job_id=i) is None for i in old)  # noqa: E731
     assert not gone()
     asyncio.run(_run_until(app, gone, retention=timedelta(milliseconds=100)))
+
+
+class _BrokenClassifier(Classifier):
+    def exception(self, exc, *, now):
+        raise RuntimeError("classifier bug")
+
+
+def test_a_classifier_that_raises_does_not_lose_the_job(app: App, caplog) -> None:
+    @app.task(classifier=_BrokenClassifier())
+    def fragile() -> None:
+        raise ValueError("bad input")
+
+    job_id = app.enqueue("fragile").job.id
+    asyncio.run(_run_until(app, _finished(app, [job_id])))
+    failed = app.job(job_id)
+    assert (failed.status, failed.error_code, failed.error_message) == (
+        Status.FAILED, "BUG", "ValueError: bad input")
+    assert "the classifier raised" in caplog.text

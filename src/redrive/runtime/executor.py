@@ -114,7 +114,13 @@ async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool, is_
 def _failed(exc: Exception, run: _Run, classifier: Classifier, rng: Random) -> Execution:
     job = run.job
     stack = redact_text("".join(traceback.format_exception(exc)))[-_STACK_LIMIT:]
-    failure = classifier.exception(exc, now=datetime.now(timezone.utc))
+    try:
+        failure = classifier.exception(exc, now=datetime.now(timezone.utc))
+    except Exception:
+        # A classifier that breaks must not lose the job: record it as unclassified.
+        log.exception("job %s (%s): the classifier raised; recording %s", job.id, job.task,
+                      classifier.unclassified)
+        failure = Failure(classifier.unclassified, False, one_line(f"{type(exc).__name__}: {exc}"))
     failure = replace(failure, message=redact_text(failure.message))
     if failure.code == classifier.unclassified and not isinstance(exc, (Transient, Permanent, LeaseLost)):
         log.error("job %s (%s) raised an unclassified error:\n%s", job.id, job.task, stack)
