@@ -23,7 +23,9 @@ class Settings:
         "postgresql://user@host/db or memory://. Default: the file redrive.db here.",
     )
     worker_concurrency: int = _setting(
-        10, "WORKER_CONCURRENCY", "Jobs one worker process runs at once. Default 10."
+        10, "WORKER_CONCURRENCY",
+        "Jobs one worker process runs at once, and the most one claim takes. "
+        "Many short async jobs go faster with hundreds (the bench uses 500). Default 10."
     )
     worker_lease_ttl: timedelta = _setting(
         timedelta(seconds=30),
