@@ -63,7 +63,8 @@ class Report:
             "",
             f"{_cpus()} CPUs, {self.machine}, Python {sys.version.split()[0]}, {_postgres()}. "
             f"Medians of {self.repeats} repeats; no-op jobs; one run took {self.seconds / 60:.1f} min. "
-            f"Enqueue: {p.single:,} jobs one call each, {p.batch:,} in calls of 1,000. "
+            f"Enqueue: {p.single:,} jobs one call each, up to {p.batch:,} in calls of 1,000 "
+            f"(or for {p.budget_s:.0f} s). "
             f"Processing: a backlog of {p.backlog:,}, timed from the first job's start to the "
             f"last one's end (or for {p.budget_s:.0f} s). Start latency: {p.latency_jobs} jobs "
             "enqueued 20 ms apart to one idle worker.",
