@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from hypothesis import settings, strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from redrive.core.breaker import (
-    Breaker, BreakerPolicy, Call, State, admit, force_closed, force_open, probe_passed, record,
-    time_open,
+    Breaker, BreakerPolicy, Call, State, _record_one, admit, force_closed, force_open, probe_passed,
+    record, time_open,
 )
 from redrive.errors import ConfigError
 
@@ -182,3 +182,26 @@ def test_seed_003_defaults_open_at_half_of_the_last_twenty_with_ten_calls() -> N
 def test_bad_policies_are_refused_when_declared(kwargs: dict, phrase: str) -> None:
     with pytest.raises(ConfigError, match=phrase):
         BreakerPolicy(**kwargs)
+
+
+_POLICIES = st.one_of(
+    st.builds(lambda n, m, r: BreakerPolicy(window_calls=n, min_calls=min(m, n), failure_rate=r),
+              st.integers(1, 8), st.integers(1, 8), st.sampled_from([10.0, 50.0, 100.0])),
+    st.builds(lambda s, m, r: BreakerPolicy(window_calls=None, window_time=timedelta(seconds=s),
+                                            min_calls=m, failure_rate=r),
+              st.integers(1, 5), st.integers(1, 8), st.sampled_from([10.0, 50.0, 100.0])),
+)
+_CALLS = st.lists(st.builds(Call, st.floats(90, 100), st.booleans()), max_size=40)
+
+
+@settings(max_examples=1000)
+@given(policy=_POLICIES, window=_CALLS, calls=_CALLS,
+       state=st.sampled_from([State.CLOSED, State.HALF_OPEN, State.OPEN]), trials_ok=st.integers(0, 2))
+def test_folding_a_batch_equals_recording_each_call(policy, window, calls, state, trials_ok) -> None:
+    start = Breaker(state=state, window=tuple(window) if state is State.CLOSED else (),
+                    opened_at=95.0 if state is not State.CLOSED else None, trials_ok=trials_ok)
+    one_by_one = start
+    for call in calls:
+        one_by_one = _record_one(one_by_one, policy, call, 100.0)
+    batched = record(start, policy, calls, 100.0)
+    assert batched == one_by_one and batched.changes == one_by_one.changes

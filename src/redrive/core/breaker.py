@@ -11,6 +11,8 @@ says what the next state is.
 
 from __future__ import annotations
 
+import itertools
+from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import StrEnum
@@ -117,10 +119,33 @@ def failure_percent(window: Iterable[Call]) -> float:
 
 
 def record(breaker: Breaker, policy: BreakerPolicy, calls: Iterable[Call], now: float) -> Breaker:
-    """Fold finished calls into the state, in the order they are given."""
-    for call in calls:
+    """Fold finished calls into the state, in the order they are given: the
+    same as recording them one by one (``_record_one``), but a closed
+    breaker's window slides in place, because a worker folds thousands of
+    calls at a time and rebuilding the state per call cost 5 µs each."""
+    pending = iter(calls)
+    for call in pending:
+        if breaker.state is State.CLOSED:
+            return _record_closed(breaker, policy, itertools.chain((call,), pending), now)
         breaker = _record_one(breaker, policy, call, now)
     return breaker
+
+
+def _record_closed(b: Breaker, policy: BreakerPolicy, calls: Iterable[Call], now: float) -> Breaker:
+    window = deque(_trim(b.window, policy, now))
+    failed = sum(not c.ok for c in window)
+    horizon = None if policy.window_time is None else now - policy.window_time.total_seconds()
+    for call in calls:
+        if horizon is None or call.at > horizon:  # else already out of the time window
+            window.append(call)
+            failed += not call.ok
+            if policy.window_calls is not None and len(window) > policy.window_calls:
+                failed -= not window.popleft().ok
+        if len(window) >= policy.min_calls and 100.0 * failed / len(window) >= policy.failure_rate:
+            # open now; an open breaker ignores the calls after this one
+            return b._to(State.OPEN, now, f"{100.0 * failed / len(window):.0f}% of {len(window)} calls failed",
+                         window=())
+    return replace(b, window=tuple(window))
 
 
 def _record_one(b: Breaker, policy: BreakerPolicy, call: Call, now: float) -> Breaker:
