@@ -65,9 +65,9 @@ class Report:
             f"Medians of {self.repeats} repeats; no-op jobs; one run took {self.seconds / 60:.1f} min. "
             f"Enqueue: {p.single:,} jobs one call each, up to {p.batch:,} in calls of 1,000 "
             f"(or for {p.budget_s:.0f} s). "
-            f"Processing: a backlog of {p.backlog:,}, timed from the first job's start to the "
-            f"last one's end (or for {p.budget_s:.0f} s). Start latency: {p.latency_jobs} jobs "
-            "enqueued 20 ms apart to one idle worker.",
+            f"Processing: a backlog of up to {p.backlog:,} (what was enqueued in {p.budget_s:.0f} s), "
+            f"timed from the first job's start to the last one's end (or for {p.budget_s:.0f} s). "
+            f"Start latency: {p.latency_jobs} jobs enqueued 20 ms apart to one idle worker.",
             "",
             *(["**Smoke profile: runs too small to mean anything; it only proves every part still runs.**", ""]
               if p.name == "smoke" else []),
