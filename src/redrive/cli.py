@@ -181,7 +181,7 @@ def _seconds(text: str) -> timedelta:
     number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
     try:
         return timedelta(seconds=float(number) * _UNITS[unit])
-    except ValueError:
+    except (ValueError, OverflowError):  # "soon", "nan", "inf", "1e99d"
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a duration (seconds, or a number with s, m, h or d)") from None
 
