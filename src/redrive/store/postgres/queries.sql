@@ -107,8 +107,9 @@ WITH picked AS (
            jsonb_build_object('worker', %(worker_id)s::text)
     FROM claimed
 )
--- The JSON columns travel as one value (one decode per job instead of five);
--- what a running job cannot have (a result, an error, an end) stays behind.
+-- _claimed reads these by position. The JSON columns travel as one value (one
+-- decode per job instead of five); what a running job cannot have (a result,
+-- an error, an end) stays behind.
 SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
        lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
        stage, manual_retry_count, first_failed_at, idempotency_key, version,
