@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from redrive.core.job import Completion, FailNow, Job, Lease, NewJob, RetryLater
+from redrive.core.job import Completion, FailNow, Job, JobKey, Lease, NewJob, RetryLater, StageDone
 from redrive.core.states import Status, is_legal
 from redrive.errors import IllegalTransition, JobNotFound
 from redrive.store.memory import MemoryStore
@@ -119,6 +119,36 @@ def test_claim_takes_due_jobs_by_priority_then_run_at(store: Store) -> None:
     assert [j.id for j in claim(store)] == [older.id, recent.id, late_low.id]
 
 
+def test_enqueue_claim_and_complete_answer_with_the_job_as_stored(store: Store) -> None:
+    # Given a job with every field enqueue sets: a key, an owner, a stage, a dependency
+    request = NewJob(
+        id=uuid.uuid4(), task="t", queue="default", args=[1, "a"], kwargs={"k": {"n": [1.5]}},
+        priority=3, max_attempts=4, owner="acme", stage="fetch", dependencies=("llm",),
+        key=JobKey("order-1", 2, "fp"),
+    )
+    # Then what enqueue answers is the stored job
+    created = store.jobs_insert(jobs=[request])[0].job
+    assert created == store.job_get(job_id=request.id)
+    # And so is what a claim answers, also once the job has a checkpoint, a
+    # past error and a stage's attempts (stores build claimed jobs by position)
+    claimed = claim_one(store)
+    assert claimed == store.job_get(job_id=request.id)
+    store.stages_save(items=[StageDone(lease=claimed.lease, stage="fetch", output={"page": 1},
+                                       stage_attempts={"fetch": 1}, next_stage="parse")])
+    store.jobs_retry(items=[RetryLater(lease=claimed.lease, delay=timedelta(0), error_code="E",
+                                       error_message="flaky", stage_attempts={"parse": 1})])
+    again = wait_until(lambda: claim(store), timeout=5)[0]
+    assert again == store.job_get(job_id=request.id)
+    assert (again.stage, again.checkpoint, again.last_error_code) == ("parse", {"fetch": {"page": 1}}, "E")
+    assert again.stage_attempts == {"parse": 1} and again.attempts == 2
+    # And a completion stores the result with everything else kept
+    assert store.jobs_complete(items=[Completion(lease=again.lease, result={"ok": True})]) == {again.id}
+    done = store.job_get(job_id=request.id)
+    assert (done.status, done.result, done.finished_at is not None) == (Status.SUCCEEDED, {"ok": True}, True)
+    assert (done.checkpoint, done.owner, done.idempotency_key, done.version) == (
+        again.checkpoint, "acme", "order-1", 2)
+
+
 def test_claim_honours_queues_and_limit(store: Store) -> None:
     store.jobs_insert(jobs=[new(queue="a") for _ in range(3)] + [new(queue="b")])
     assert len(claim(store, 2, queues=["a"])) == 2
@@ -209,9 +239,13 @@ def test_batched_completion_applies_each_held_lease(store: Store) -> None:
     jobs = claim(store)
     stale = Completion(Lease(jobs[0].id, uuid.uuid4()), None)
     items = [Completion(j.lease, {"n": i}) for i, j in enumerate(jobs[1:])] + [stale]
+    # The same completion twice in a batch moves the job once
+    items.append(items[0])
     assert store.jobs_complete(items=items) == {j.id for j in jobs[1:]}
     assert store.jobs_count()[Status.SUCCEEDED] == 4
     assert store.job_get(job_id=jobs[0].id).status is Status.RUNNING
+    assert [e.to_status for e in assert_history(store, jobs[1].id)][-1:] == [Status.SUCCEEDED]
+    assert len(store.job_events_list(job_id=jobs[1].id)) == 3
 
 
 def test_retry_requeues_for_later_and_keeps_the_last_error(store: Store) -> None:

@@ -52,7 +52,8 @@ WHERE status IN ('scheduled', 'queued') AND run_at <= :now
 ORDER BY priority, run_at
 LIMIT :limit;
 
--- name: job_claim
+-- name: jobs_claim
+-- :due is a JSON array of [id, status] from jobs_due, in claim order.
 UPDATE redrive_job
 SET status = 'running',
     attempts = attempts + 1,
@@ -61,8 +62,19 @@ SET status = 'running',
     lease_expires_at = :now + :lease_ttl_s,
     started_at = coalesce(started_at, :now),
     updated_at = :now
-WHERE id = :id
-RETURNING *;
+WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:due))
+-- _claimed reads these by position; the JSON columns come as one value (one
+-- decode per job instead of five).
+RETURNING id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token,
+    lease_owner, lease_expires_at, last_error_code, last_error_message, created_at, updated_at,
+    started_at, stage, manual_retry_count, first_failed_at, idempotency_key, version,
+    json_array(json(args), json(kwargs), json(stage_attempts), json(checkpoint),
+               json(dependencies)) AS payload;
+
+-- name: jobs_claim_events
+INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+SELECT j.id, :now, json_extract(d.value, '$[1]'), 'running', j.attempts, :meta
+FROM json_each(:due) AS d JOIN redrive_job AS j ON j.id = json_extract(d.value, '$[0]');
 
 -- name: lease_extend
 UPDATE redrive_job SET lease_expires_at = :now + :lease_ttl_s
@@ -71,6 +83,33 @@ RETURNING id;
 
 -- name: job_take_running
 DELETE FROM redrive_job WHERE id = :id AND lease_token = :token RETURNING *;
+
+-- name: jobs_complete_copy
+-- The first of three statements of a batch of completions: the jobs whose
+-- lease still holds go to history as succeeded. :items is a JSON array of
+-- {id, token, result, meta}, result and meta as JSON text.
+INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
+    attempts, max_attempts, owner, last_error_code, last_error_message, result,
+    created_at, updated_at, started_at, finished_at,
+    stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+    idempotency_key, version)
+SELECT j.id, j.task, j.queue, j.args, j.kwargs, 'succeeded', j.priority, j.run_at,
+    j.attempts, j.max_attempts, j.owner, j.last_error_code, j.last_error_message,
+    json_extract(i.value, '$.result'), j.created_at, :now, j.started_at, :now,
+    j.stage, j.stage_attempts, j.checkpoint, j.manual_retry_count, j.first_failed_at,
+    j.dependencies, j.idempotency_key, j.version
+FROM json_each(:items) AS i
+JOIN redrive_job AS j ON j.id = json_extract(i.value, '$.id') AND j.lease_token = json_extract(i.value, '$.token')
+RETURNING id;
+
+-- name: jobs_complete_events
+INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+SELECT j.id, :now, 'running', 'succeeded', j.attempts, json_extract(i.value, '$.meta')
+FROM json_each(:items) AS i
+JOIN redrive_job AS j ON j.id = json_extract(i.value, '$.id') AND j.lease_token = json_extract(i.value, '$.token');
+
+-- name: jobs_remove
+DELETE FROM redrive_job WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: job_take_waiting
 DELETE FROM redrive_job WHERE id = :id AND status IN ('scheduled', 'queued') RETURNING *;
