@@ -159,8 +159,9 @@ class PostgresStore:
             return self._insert(jobs, pooled)
 
     def _insert(self, jobs: Sequence[NewJob], conn: psycopg.Connection | None) -> list[EnqueueResult]:
-        rows = self._run("jobs_insert", {"jobs": Jsonb([_new_job_json(j) for j in jobs])}, conn=conn)
-        created = {row["id"]: row for row in rows}
+        rows = self._run("jobs_insert", {"jobs": Jsonb([_new_job_json(j) for j in jobs])}, conn=conn,
+                         rows=tuple_row)
+        created = {id: (status, run_at, at) for id, status, run_at, at, _ in rows}
         waiting = [j for j in jobs if j.id not in created]
         twins = {}
         if waiting:  # keys already taken: read the runs they point at
@@ -170,8 +171,8 @@ class PostgresStore:
         results = []
         for new in jobs:
             if (row := created.get(new.id)) is not None:
-                results.append(EnqueueResult(new.created(
-                    status=Status(row["status"]), run_at=row["run_at"], at=row["created_at"])))
+                status, run_at, at = row
+                results.append(EnqueueResult(new.created(status=Status(status), run_at=run_at, at=at)))
                 continue
             assert new.key is not None, "only keyed jobs can be left out"
             twin = twins[(new.task, new.owner or "", new.key.key)]
@@ -463,19 +464,27 @@ def _seconds(delta: timedelta | None) -> float | None:
 
 
 def _new_job_json(job: NewJob) -> dict[str, Any]:
-    return {
+    # A key left out reads as NULL: the server parses a third less JSON per job.
+    out: dict[str, Any] = {
         "id": str(job.id), "task": job.task, "queue": job.queue, "args": job.args,
         "kwargs": job.kwargs, "priority": job.priority, "max_attempts": job.max_attempts,
-        "owner": job.owner, "run_at": job.run_at.isoformat() if job.run_at else None,
-        "delay_s": job.delay.total_seconds() if job.delay else None, "stage": job.stage,
         "dependencies": list(job.dependencies),
-        "idempotency_key": job.key.key if job.key else None,
-        "version": job.key.version if job.key else 1,
-        "kind": job.key.kind if job.key else None,
-        "fingerprint": job.key.fingerprint if job.key else None,
-        # tells this enqueue's key rows from earlier ones
-        "nonce": str(uuid4()) if job.key else None,
     }
+    if job.owner is not None:
+        out["owner"] = job.owner
+    if job.run_at is not None:
+        out["run_at"] = job.run_at.isoformat()
+    if job.delay:
+        out["delay_s"] = job.delay.total_seconds()
+    if job.stage is not None:
+        out["stage"] = job.stage
+    if job.key is not None:
+        out.update(
+            idempotency_key=job.key.key, version=job.key.version, kind=job.key.kind,
+            fingerprint=job.key.fingerprint,
+            nonce=str(uuid4()),  # tells this enqueue's key rows from earlier ones
+        )
+    return out
 
 
 def _lease_json(lease: Lease) -> dict[str, str]:
