@@ -46,6 +46,9 @@ def test_postgres_migrations_make_the_expected_tables(pg_empty_url: str) -> None
                 "SELECT column_name FROM information_schema.columns "
                 "WHERE table_name = %s ORDER BY ordinal_position", (table,)))
             assert columns == want
+        # Events are read by job only: one index per event written, not two
+        indexes = conn.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'redrive_job_event'").fetchall()
+        assert [r[0].split(" USING ")[1] for r in indexes] == ["btree (job_id, id)"]
 
 
 def test_a_version_1_database_keeps_its_jobs_through_later_migrations(tmp_path) -> None:
