@@ -29,6 +29,7 @@ from redrive.core.classify import Failure
 from redrive.core.job import Completion, FailNow, Job, RetryLater
 from redrive.core.outcome import Failed, Retry, Succeeded
 from redrive.errors import StoreError
+from redrive.runtime import eager
 from redrive.runtime.breakers import BreakerGate, Refusal
 from redrive.runtime.executor import Execution, execute
 from redrive.runtime.scheduler import Scheduler
@@ -47,7 +48,7 @@ _PRUNE_EVERY_S = 60.0  # with jitter, so many workers do not prune in lockstep
 @dataclass(eq=False)
 class _Running:
     job: Job
-    future: asyncio.Task | None = None
+    future: asyncio.Future | None = None
     finishing: bool = False  # the handler is done; its write is queued or under way
     lost: bool = False  # the heartbeat found the lease gone
     abandoned: bool = False  # requeued on shutdown; any outcome is dropped
@@ -216,7 +217,7 @@ class Worker:
     def _start(self, job: Job) -> None:
         running = _Running(job)
         self._running[job.id] = running
-        running.future = asyncio.create_task(self._run_one(running))
+        running.future = eager.start(self._run_one(running))
 
     async def _run_one(self, running: _Running) -> None:
         job = running.job
