@@ -77,14 +77,15 @@ class Task:
     stages: tuple[Stage, ...] = ()  # empty: a plain task, one stage named after it
     dependencies: tuple[str, ...] = ()  # breakers its calls go through
     already_done: Callable[..., Any] | None = None  # the job's arguments -> its result if the work exists, else None
+    # Known once: asking inspect costs a few µs, and the worker asks for every job.
+    is_async: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
 
     @property
     def first_stage(self) -> str:
         return self.stages[0].name if self.stages else self.name
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)

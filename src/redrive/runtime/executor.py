@@ -95,7 +95,8 @@ async def execute(
     finally:
         _current.reset(token)
     try:
-        strict_json(result)
+        if result is not None:  # most jobs return nothing: no encoder to run
+            strict_json(result)
     except (TypeError, ValueError) as exc:
         failure = Failure(RESULT_NOT_JSON, False, one_line(f"the result is not JSON: {exc}"))
         return Execution(Failed(failure), context=_context(run, failure))
