@@ -60,6 +60,13 @@ class PostgresStore:
             open=True,
             name="redrive",
         )
+        if check_schema:
+            # The first connection is made in the background; a request made
+            # before it is ready makes the pool open a second one, and a pool
+            # hands its connections out in turn, so even one thread enqueueing
+            # would alternate between two backends (+90 µs per call here).
+            with self._errors():
+                self._pool.wait(timeout=_CONNECT_TIMEOUT_S)
 
     # -- connections and errors ----------------------------------------------
 
