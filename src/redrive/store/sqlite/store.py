@@ -145,7 +145,7 @@ class SQLiteStore:
     def _insert(
         self, conn: sqlite3.Connection | sqlite3.Cursor, jobs: Sequence[NewJob], now: float,
     ) -> list[EnqueueResult]:
-        results = []
+        results, rows, events = [], [], []
         for new in jobs:
             if new.key is not None:
                 twin = self._twin(conn, new, now)
@@ -154,7 +154,7 @@ class SQLiteStore:
                     continue
             run_at = new.run_at.timestamp() if new.run_at else now + (new.delay or timedelta(0)).total_seconds()
             status = Status.SCHEDULED if run_at > now else Status.QUEUED
-            conn.execute(self._queries["job_insert"], {
+            rows.append({
                 "id": str(new.id), "task": new.task, "queue": new.queue,
                 "args": json.dumps(new.args), "kwargs": json.dumps(new.kwargs),
                 "status": status.value, "priority": new.priority, "run_at": run_at,
@@ -163,8 +163,12 @@ class SQLiteStore:
                 "idempotency_key": new.key.key if new.key else None,
                 "version": new.key.version if new.key else 1,
             })
-            self._event(conn, str(new.id), None, status.value, 0, now)
+            events.append({"job_id": str(new.id), "at": now, "from_status": None,
+                           "to_status": status.value, "attempt": 0, "meta": "{}"})
             results.append(EnqueueResult(new.created(status=status, run_at=_time(run_at), at=_time(now))))
+        # One executemany each: SQLite's loop over the rows, not Python's.
+        conn.executemany(self._queries["job_insert"], rows)
+        conn.executemany(self._queries["event_insert"], events)
         return results
 
     def _twin(self, conn: sqlite3.Connection | sqlite3.Cursor, new: NewJob, now: float) -> Job | None:
