@@ -179,12 +179,17 @@ def test_heartbeats_keep_a_job_longer_than_its_lease(db_url, tmp_path, workers) 
     client.close()
 
 
-def test_postgres_notify_wakes_an_idle_worker_before_its_poll(pg_url, tmp_path, workers) -> None:
-    client = _client(pg_url)
+def test_an_enqueue_in_another_process_wakes_an_idle_worker_before_its_poll(
+    db_url, tmp_path, workers,
+) -> None:
+    client = _client(db_url)
     warmup = client.enqueue("record", args=["warmup"]).job
-    _start(workers, pg_url, tmp_path, "--poll-interval", "60")
-    # The worker's first claim happens at start; after that only NOTIFY can wake it.
+    _start(workers, db_url, tmp_path, "--poll-interval", "60")
+    # The worker's first claim happens at start; after that only a wake-up can
+    # start a job within the minute: NOTIFY on PostgreSQL, the database's
+    # data_version changing on SQLite.
     wait_until(lambda: client.job(warmup.id).status is Status.SUCCEEDED, timeout=20)
-    job = client.enqueue("record", args=["woken"]).job
-    wait_until(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=10)
+    for n in range(3):
+        job_id = client.enqueue("record", args=[f"woken-{n}"]).job.id
+        wait_until(lambda j=job_id: client.job(j).status is Status.SUCCEEDED, timeout=10)
     client.close()

@@ -35,6 +35,7 @@ LEASE_EXPIRED_MESSAGE = "its worker stopped renewing the lease and no attempt wa
 
 
 # Why a job went back to the queue when nobody says otherwise.
+ANY_QUEUE = "*"  # a wake-up that does not know which queue has new jobs
 SHUTDOWN = {"reason": "shutdown"}
 
 
@@ -185,7 +186,8 @@ class Store(Protocol):
         """Oldest first."""
 
     def wakeups_subscribe(self, on_wake: Callable[[str], None]) -> Callable[[], None] | None:
-        """Call ``on_wake(queue)`` when jobs may have become available; return an
-        unsubscribe function, or None when this store cannot push (workers poll)."""
+        """Call ``on_wake(queue)`` when jobs may have become available (``ANY_QUEUE``
+        when the store cannot tell which queue); return an unsubscribe function,
+        or None when this store cannot push (workers poll)."""
 
     def close(self) -> None: ...

@@ -10,6 +10,7 @@ a caller see ``StoreBusy``.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -28,10 +29,12 @@ from redrive.errors import (
     ConfigError, DeadLetterNotFound, IllegalTransition, JobNotFound, StoreBusy, StoreError,
     StoreUnavailable,
 )
-from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
+from redrive.store.port import ANY_QUEUE, SHUTDOWN, BreakerEvent, lease_expired
 from redrive.store.sql import load_migrations, load_queries
 
 T = TypeVar("T")
+
+log = logging.getLogger("redrive.store.sqlite")
 
 _PACKAGE = "redrive.store.sqlite"
 _BUSY_TIMEOUT_S = 5.0
@@ -41,6 +44,7 @@ _TIME_COLUMNS = (
     "run_at", "lease_expires_at", "created_at", "updated_at",
     "started_at", "finished_at", "failed_at", "first_failed_at",
 )
+_WATCH_EVERY_S = 0.01  # how soon a worker hears of another process's commit
 _NO_LEASE = {"lease_token": None, "lease_owner": None, "lease_expires_at": None}
 
 
@@ -53,6 +57,8 @@ class SQLiteStore:
         self._migrations = load_migrations(_PACKAGE)
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str], None]] = []
+        self._watcher: threading.Thread | None = None
+        self._closed = threading.Event()
         try:
             self._conn = sqlite3.connect(
                 path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
@@ -582,11 +588,32 @@ class SQLiteStore:
     # -- wake-ups ------------------------------------------------------------------
 
     def wakeups_subscribe(self, on_wake: Callable[[str], None]) -> Callable[[], None]:
-        # Only jobs enqueued through this process can be announced; workers in
-        # other processes find them by polling.
+        # Jobs enqueued through this store are announced at once. Another
+        # process's commits show as a new PRAGMA data_version on a connection
+        # of our own, looked at every few milliseconds (a hint, like NOTIFY:
+        # workers also poll).
         with self._lock:
             self._listeners.append(on_wake)
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, name="redrive-sqlite-watch",
+                                                 daemon=True)
+                self._watcher.start()
         return lambda: self._listeners.remove(on_wake)
+
+    def _watch(self) -> None:
+        try:
+            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S)
+            try:
+                last = conn.execute("PRAGMA data_version").fetchone()[0]
+                while not self._closed.wait(_WATCH_EVERY_S):
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    if version != last:
+                        last = version
+                        self._wake({ANY_QUEUE})
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:  # workers still poll: say so and carry on without
+            log.warning("cannot watch %s for other processes' jobs, polling only: %s", self.path, exc)
 
     def _wake(self, queues: set[str]) -> None:
         for queue in queues:
@@ -594,6 +621,7 @@ class SQLiteStore:
                 on_wake(queue)
 
     def close(self) -> None:
+        self._closed.set()
         with self._lock:
             self._conn.close()
 
