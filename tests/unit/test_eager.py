@@ -39,6 +39,17 @@ def test_an_error_before_any_wait_is_the_future_s_error() -> None:
     asyncio.run(main())
 
 
+def test_a_coroutine_that_cancels_itself_before_any_wait_is_cancelled() -> None:
+    async def gives_up() -> None:
+        raise asyncio.CancelledError()
+
+    async def main() -> None:
+        future = eager.start(gives_up())
+        assert future.cancelled()
+
+    asyncio.run(main())
+
+
 def test_a_coroutine_that_waits_goes_on_as_a_task_in_its_own_context() -> None:
     steps: list[str] = []
 

@@ -33,6 +33,9 @@ def start(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
         return future
     except (KeyboardInterrupt, SystemExit):
         raise
+    except asyncio.CancelledError:
+        future.cancel()
+        return future
     except BaseException as exc:
         future.set_exception(exc)
         return future
