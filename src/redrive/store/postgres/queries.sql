@@ -74,7 +74,9 @@ WITH input AS (
     SELECT pg_notify('redrive_jobs', queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS due_queues
 )
-SELECT id, status, run_at, created_at, (SELECT count(*) FROM wake) AS woken FROM inserted;
+-- Ids as text: the client matches them to its own JSON's ids (hashing text
+-- is cheaper than decoding and hashing a UUID per job).
+SELECT id::text, status, run_at, created_at, (SELECT count(*) FROM wake) AS woken FROM inserted;
 
 -- name: job_keys_get
 -- The runs that keys point at, with what the key row remembers of them.

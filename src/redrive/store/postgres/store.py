@@ -166,18 +166,19 @@ class PostgresStore:
             return self._insert(jobs, pooled)
 
     def _insert(self, jobs: Sequence[NewJob], conn: psycopg.Connection | None) -> list[EnqueueResult]:
-        rows = self._run("jobs_insert", {"jobs": Jsonb([_new_job_json(j) for j in jobs])}, conn=conn,
-                         rows=tuple_row)
+        docs = [_new_job_json(j) for j in jobs]
+        rows = self._run("jobs_insert", {"jobs": Jsonb(docs)}, conn=conn, rows=tuple_row)
         created = {id: (status, run_at, at) for id, status, run_at, at, _ in rows}
-        waiting = [j for j in jobs if j.id not in created]
+        found = [created.get(doc["id"]) for doc in docs]
+        waiting = [j for j, row in zip(jobs, found, strict=True) if row is None]
         twins = {}
         if waiting:  # keys already taken: read the runs they point at
             names = [{"task": j.task, "owner": j.owner or "", "key": j.key.key} for j in waiting if j.key]
             for row in self._run("job_keys_get", {"keys": Jsonb(names)}, conn=conn):
                 twins[(row["key_task"], row["key_owner"], row["key_name"])] = row
         results = []
-        for new in jobs:
-            if (row := created.get(new.id)) is not None:
+        for new, row in zip(jobs, found, strict=True):
+            if row is not None:
                 status, run_at, at = row
                 results.append(EnqueueResult(new.created(status=Status(status), run_at=run_at, at=at)))
                 continue
