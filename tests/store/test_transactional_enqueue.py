@@ -62,6 +62,16 @@ def test_postgres_enqueue_joins_the_callers_transaction(pg_url: str) -> None:
     app.close()
 
 
+def test_a_postgres_enqueue_that_starts_the_callers_transaction_waits_for_its_commit(pg_url: str) -> None:
+    app = _app(pg_url)
+    with psycopg.connect(pg_url) as conn:  # not in autocommit, and nothing run on it yet
+        job = app.enqueue("notify", args=[1], conn=conn).job
+        assert app.store.job_get(job_id=job.id) is None
+        conn.rollback()
+    assert app.store.job_get(job_id=job.id) is None
+    app.close()
+
+
 def test_a_connection_of_the_wrong_kind_is_refused(sqlite_url: str, pg_url: str) -> None:
     app = _app(pg_url)
     with pytest.raises(ConfigError, match="psycopg"):

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
 from psycopg.rows import RowFactory, dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -157,7 +158,7 @@ class PostgresStore:
         if conn is not None and not isinstance(conn, psycopg.Connection):
             raise ConfigError("PostgresStore joins only a psycopg (3) Connection's transaction")
         if conn is not None:
-            with self._errors(), conn.transaction():  # a savepoint in the caller's transaction
+            with self._errors(), _savepoint(conn):
                 return self._insert(jobs, conn)
         if not any(j.key for j in jobs):  # one statement in autocommit: already atomic, one round trip
             return self._insert(jobs, None)
@@ -408,6 +409,16 @@ class PostgresStore:
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _savepoint(conn: psycopg.Connection) -> psycopg.Transaction:
+    """A savepoint in the caller's transaction. On an idle connection outside
+    autocommit, psycopg's ``transaction()`` would begin a transaction of its own
+    and commit it at the end of the block; a first statement starts the
+    caller's transaction instead, as any statement of theirs would."""
+    if not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+        conn.execute("SELECT 1")
+    return conn.transaction()
 
 
 def _describe(url: str) -> str:
