@@ -6,7 +6,7 @@ import inspect
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping, Sequence, overload
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, overload
 from uuid import UUID
 
 from uuid_utils.compat import uuid7
@@ -313,12 +313,22 @@ class App:
         return self.enqueue_many([request], conn=conn)[0]
 
     def enqueue_many(self, requests: Sequence[JobRequest], *, conn: Any = None) -> list[EnqueueResult]:
-        """Create many jobs in one statement (one transaction), in order."""
-        new = [self._new_job(r) for r in requests]
-        keys = [(j.task, j.owner, j.key.key) for j in new if j.key]
-        if len(keys) != len(set(keys)):
-            raise ConfigError("a batch may use each idempotency key (or dedupe tuple) once")
-        return self.store.jobs_insert(jobs=new, conn=conn)
+        """Create many jobs in one transaction, in order: all of them or, if any
+        request is refused, none."""
+        # Checked as the store takes them: PostgreSQL inserts a big batch in
+        # pipelined parts while the rest is still being checked.
+        return self.store.jobs_insert(jobs=self._new_jobs(requests), conn=conn)
+
+    def _new_jobs(self, requests: Sequence[JobRequest]) -> Iterator[NewJob]:
+        keys = set()
+        for request in requests:
+            new = self._new_job(request)
+            if new.key:
+                name = (new.task, new.owner, new.key.key)
+                if name in keys:
+                    raise ConfigError("a batch may use each idempotency key (or dedupe tuple) once")
+                keys.add(name)
+            yield new
 
     def _new_job(self, request: JobRequest) -> NewJob:
         task = self._task(request.task)

@@ -156,6 +156,41 @@ def test_a_key_at_the_limit_is_accepted_and_a_batch_may_not_repeat_a_key(app: Ap
         app.enqueue_many(twice)
 
 
+BIG = 400  # more than one PostgreSQL enqueue statement's worth (it pipelines several)
+
+
+def test_a_big_batch_of_keyed_and_plain_jobs_answers_in_request_order(app: App) -> None:
+    before = [app.enqueue("convert", kwargs={"path": str(i)}, idempotency_key=f"k-{i}").job for i in (5, 250)]
+    batch = [
+        JobRequest("convert", kwargs={"path": str(i)}, idempotency_key=f"k-{i}") if i % 5 == 0
+        else JobRequest("convert", kwargs={"path": str(i)})
+        for i in range(BIG)
+    ]
+    made = app.enqueue_many(batch)
+    assert [r.job.kwargs["path"] for r in made] == [str(i) for i in range(BIG)]
+    assert [i for i, r in enumerate(made) if r.duplicate] == [5, 250]
+    assert [made[5].job.id, made[250].job.id] == [j.id for j in before]
+    assert [r.job.idempotency_key for r in made[:3]] == ["k-0", None, None]
+    assert sum(app.store.jobs_count().values()) == BIG
+    for r in (made[0], made[1], made[BIG - 1]):  # what enqueue answered is what was stored
+        assert app.job(r.job.id) == r.job
+        assert [e.to_status for e in app.events(r.job.id)] == ["queued"]
+
+
+@pytest.mark.parametrize("bad", [
+    JobRequest("convert", kwargs={"path": object()}),
+    JobRequest("convert", kwargs={"path": "x"}, priority=10**6),
+    JobRequest("convert", kwargs={"path": "0"}, idempotency_key="k-0"),  # the batch's own key again
+])
+def test_a_request_refused_late_in_a_big_batch_leaves_nothing_written(app: App, bad: JobRequest) -> None:
+    batch = [JobRequest("convert", kwargs={"path": str(i)}, idempotency_key=f"k-{i}") if i % 5 == 0
+             else JobRequest("convert", kwargs={"path": str(i)}) for i in range(BIG)]
+    with pytest.raises(ConfigError):
+        app.enqueue_many([*batch, bad])
+    assert sum(app.store.jobs_count().values()) == 0
+    assert app.enqueue_many(batch[:3])[2].job.kwargs == {"path": "2"}  # and the store still works
+
+
 def test_a_refusal_inside_the_callers_sqlite_transaction_keeps_the_callers_writes(sqlite_url: str) -> None:
     app = App(sqlite_url)
     app.task(lambda path: None, name="convert")

@@ -7,7 +7,7 @@ import sqlite3
 import psycopg
 import pytest
 
-from redrive import App, ConfigError
+from redrive import App, ConfigError, JobRequest
 
 
 def _app(url: str) -> App:
@@ -69,6 +69,21 @@ def test_a_postgres_enqueue_that_starts_the_callers_transaction_waits_for_its_co
         assert app.store.job_get(job_id=job.id) is None
         conn.rollback()
     assert app.store.job_get(job_id=job.id) is None
+    app.close()
+
+
+def test_a_big_postgres_batch_in_the_callers_transaction_is_all_or_nothing(pg_url: str) -> None:
+    app = _app(pg_url)
+    batch = [JobRequest("notify", args=[i]) for i in range(300)]  # several pipelined statements
+    with psycopg.connect(pg_url) as conn:
+        rolled_back = app.enqueue_many(batch, conn=conn)
+        conn.rollback()
+        with conn.transaction():
+            committed = app.enqueue_many(batch, conn=conn)
+            assert sum(app.store.jobs_count().values()) == 0  # not before the commit
+    assert app.store.job_get(job_id=rolled_back[-1].job.id) is None
+    assert [app.job(r.job.id).args for r in (committed[0], committed[-1])] == [[0], [299]]
+    assert sum(app.store.jobs_count().values()) == 300
     app.close()
 
 

@@ -7,7 +7,7 @@ import threading
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 from uuid import UUID
 
 from redrive.core.breaker import Breaker
@@ -75,9 +75,10 @@ class MemoryStore:
             )
         )
 
-    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[EnqueueResult]:
+    def jobs_insert(self, *, jobs: Iterable[NewJob], conn: Any = None) -> list[EnqueueResult]:
         if conn is not None:
             raise ConfigError("the memory store has no transactions to join")
+        jobs = list(jobs)  # checked in full before anything is written
         results = []
         with self._lock:
             keys = dict(self._keys)  # written back only if every job is accepted

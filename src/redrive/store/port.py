@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 from uuid import UUID
 
 from redrive.core.breaker import Breaker
@@ -68,8 +68,9 @@ class Store(Protocol):
     def now(self) -> datetime:
         """The database's clock."""
 
-    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[EnqueueResult]:
-        """Create jobs, in order. A keyed job whose key is taken (``takes_over``
+    def jobs_insert(self, *, jobs: Iterable[NewJob], conn: Any = None) -> list[EnqueueResult]:
+        """Create jobs, in order. ``jobs`` may be a generator that checks them
+        as it goes: if it raises, nothing of the batch is written. A keyed job whose key is taken (``takes_over``
         says no) is not created: the run its key points at comes back as a
         duplicate, or ``IdempotencyKeyReused`` is raised and nothing of the
         batch is written. With ``conn`` (the caller's open connection) they

@@ -1,7 +1,8 @@
 """PostgresStore: many workers on many machines, through psycopg 3 and a pool.
 
 Every operation is one SQL statement on an autocommit connection, so it is
-atomic and costs one round trip. Claims use FOR UPDATE SKIP LOCKED; enqueue and
+atomic and costs one round trip; a keyed or big enqueue is the exception
+(docs/storage.md). Claims use FOR UPDATE SKIP LOCKED; enqueue and
 requeue send a NOTIFY that idle workers LISTEN for (a hint: workers also poll).
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from itertools import chain, islice
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from uuid import UUID, uuid4
 from contextlib import contextmanager
 
@@ -39,6 +41,9 @@ log = logging.getLogger("redrive.store.postgres")
 
 _PACKAGE = "redrive.store.postgres"
 _CONNECT_TIMEOUT_S = 5
+# Jobs per enqueue statement. A bigger batch goes in several, pipelined in one
+# transaction; 100-250 measured alike for 1,000 jobs, 500 gave away half the gain.
+_INSERT_CHUNK = 128
 
 
 class PostgresStore:
@@ -152,23 +157,31 @@ class PostgresStore:
     def now(self) -> datetime:
         return self._run("now")[0]["now"]
 
-    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[EnqueueResult]:
-        if not jobs:
-            return []
+    def jobs_insert(self, *, jobs: Iterable[NewJob], conn: Any = None) -> list[EnqueueResult]:
         if conn is not None and not isinstance(conn, psycopg.Connection):
             raise ConfigError("PostgresStore joins only a psycopg (3) Connection's transaction")
+        pending = iter(jobs)
+        head = list(islice(pending, _INSERT_CHUNK + 1))
+        if not head:
+            return []
         if conn is not None:
             with self._errors(), _savepoint(conn):
-                return self._insert(jobs, conn)
-        if not any(j.key for j in jobs):  # one statement in autocommit: already atomic, one round trip
-            return self._insert(jobs, None)
+                return self._insert(head, pending, conn)
+        if len(head) <= _INSERT_CHUNK and not any(j.key for j in head):
+            # one statement in autocommit: already atomic, one round trip
+            return self._insert(head, pending, None)
         with self._errors(), self._pool.connection() as pooled, pooled.transaction():
-            # a refusal found after the insert statement must undo it
-            return self._insert(jobs, pooled)
+            # a refusal found after the insert statements must undo them
+            return self._insert(head, pending, pooled)
 
-    def _insert(self, jobs: Sequence[NewJob], conn: psycopg.Connection | None) -> list[EnqueueResult]:
-        docs = [_new_job_json(j) for j in jobs]
-        rows = self._run("jobs_insert", {"jobs": Jsonb(docs)}, conn=conn, rows=tuple_row)
+    def _insert(
+        self, head: list[NewJob], pending: Iterator[NewJob], conn: psycopg.Connection | None,
+    ) -> list[EnqueueResult]:
+        if conn is None:
+            jobs, docs = head, [_new_job_json(j) for j in head]
+            rows = self._run("jobs_insert", {"jobs": Jsonb(docs)}, rows=tuple_row)
+        else:
+            jobs, docs, rows = self._insert_pipelined(chain(head, pending), conn)
         created = {id: (status, run_at, at) for id, status, run_at, at, _ in rows}
         found = [created.get(doc["id"]) for doc in docs]
         waiting = [j for j, row in zip(jobs, found, strict=True) if row is None]
@@ -188,6 +201,32 @@ class PostgresStore:
             refuse_reuse(new.key, twin["key_version"], twin["key_fingerprint"])
             results.append(EnqueueResult(_job(twin), duplicate=True))
         return results
+
+    def _insert_pipelined(
+        self, pending: Iterator[NewJob], conn: psycopg.Connection,
+    ) -> tuple[list[NewJob], list[dict[str, Any]], list[tuple]]:
+        """Sends each chunk as soon as it is built, so the server inserts one
+        while the caller checks and encodes the next (about a third faster for
+        1,000 jobs than one statement). Keyed jobs go last in one statement:
+        it takes their keys in sorted order, so two batches cannot deadlock."""
+        jobs: list[NewJob] = []
+        docs: list[dict[str, Any]] = []
+        keyed: list[dict[str, Any]] = []
+        sent = []
+        sql = self._queries["jobs_insert"]
+        with conn.pipeline():
+            while chunk := list(islice(pending, _INSERT_CHUNK)):
+                plain = []
+                for job in chunk:
+                    doc = _new_job_json(job)
+                    docs.append(doc)
+                    (keyed if job.key else plain).append(doc)
+                jobs += chunk
+                if plain:
+                    sent.append(conn.cursor(row_factory=tuple_row).execute(sql, {"jobs": Jsonb(plain)}))
+            if keyed:
+                sent.append(conn.cursor(row_factory=tuple_row).execute(sql, {"jobs": Jsonb(keyed)}))
+        return jobs, docs, [row for cur in sent for row in cur.fetchall()]
 
     def jobs_claim(
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 from uuid import UUID
 
 from redrive.core.breaker import Breaker, from_json, to_json
@@ -194,7 +194,8 @@ class SQLiteStore:
         })
         return None
 
-    def jobs_insert(self, *, jobs: Sequence[NewJob], conn: Any = None) -> list[EnqueueResult]:
+    def jobs_insert(self, *, jobs: Iterable[NewJob], conn: Any = None) -> list[EnqueueResult]:
+        jobs = list(jobs)  # checked in full before anything is written
         if not jobs:
             return []
         if conn is None:
