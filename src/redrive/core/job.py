@@ -32,7 +32,12 @@ EVENT_COLUMNS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though nothing may assign to a job's fields (change one with
+# ``replace``): a frozen dataclass sets each of these 32 fields through
+# object.__setattr__, which made building a job 2.6 µs instead of 0.3, and one
+# is built per claimed and per enqueued job. Its lists and dicts were never
+# frozen anyway.
+@dataclass(slots=True)
 class Job:
     id: UUID
     task: str
