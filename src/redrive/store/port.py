@@ -70,11 +70,11 @@ class Store(Protocol):
 
     def jobs_insert(self, *, jobs: Iterable[NewJob], conn: Any = None) -> list[EnqueueResult]:
         """Create jobs, in order. ``jobs`` may be a generator that checks them
-        as it goes: if it raises, nothing of the batch is written. A keyed job whose key is taken (``takes_over``
-        says no) is not created: the run its key points at comes back as a
-        duplicate, or ``IdempotencyKeyReused`` is raised and nothing of the
-        batch is written. With ``conn`` (the caller's open connection) they
-        exist if and only if the caller commits."""
+        as it goes: if it raises, nothing of the batch is written. A keyed job
+        whose key is taken (``takes_over`` says no) is not created: the run its
+        key points at comes back as a duplicate, or ``IdempotencyKeyReused`` is
+        raised and nothing of the batch is written. With ``conn`` (the caller's
+        open connection) they exist if and only if the caller commits."""
 
     def jobs_claim(
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
