@@ -55,8 +55,8 @@ def _finished(app: App, job_ids: list):
 
 
 async def _run_until(app: App, condition, **options) -> None:
-    worker = Worker(app, poll_interval=timedelta(milliseconds=20), shutdown_grace=timedelta(seconds=2),
-                    **options)
+    worker = Worker(app, **{"poll_interval": timedelta(milliseconds=20),
+                            "shutdown_grace": timedelta(seconds=2), **options})
     running = asyncio.create_task(worker.run())
     try:
         for _ in range(500):
@@ -125,6 +125,39 @@ def test_a_handler_that_loses_its_lease_has_its_result_dropped(app: App, caplog)
     assert len(runs) == 2 and runs[0] != runs[1]
     assert [e.to_status for e in app.events(job.id)].count(Status.SUCCEEDED) == 1
     assert f"lost the lease on job {job.id}" in caplog.text
+
+
+def test_a_job_back_at_the_same_worker_while_its_old_run_goes_on_is_tracked_per_run(app: App, caplog) -> None:
+    """A run paused past its lease can still be going when its job comes back
+    to the same worker: the old run's end must not make the worker forget the
+    new one, which would then get no heartbeat and no requeue on shutdown."""
+    store = app.store
+    second_started, second_may_end = threading.Event(), threading.Event()
+    runs = []
+
+    @app.task
+    def comeback() -> None:
+        runs.append(current_job().lease_token)
+        if len(runs) == 1:
+            store.jobs_requeue(leases=[current_job().lease])  # as a reclaim after a pause would
+            assert second_started.wait(5)  # this worker claims the job again meanwhile
+            return
+        second_started.set()
+        second_may_end.wait(10)
+
+    job = app.enqueue("comeback").job
+    try:
+        # Given the first run ended (its outcome dropped) while the second goes on,
+        # when the worker stops with a short grace,
+        asyncio.run(_run_until(app, lambda: f"lost the lease on job {job.id}" in caplog.text,
+                               shutdown_grace=timedelta(milliseconds=200)))
+    finally:
+        second_may_end.set()
+    # then the second run was still tracked: it was requeued, not left running.
+    assert len(runs) == 2 and runs[0] != runs[1]
+    requeued = app.job(job.id)
+    assert requeued.status is Status.QUEUED and requeued.lease_token is None
+    assert app.events(job.id)[-1].meta.get("reason") == "shutdown"
 
 
 class _SlowWrites(MemoryStore):

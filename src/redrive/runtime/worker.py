@@ -88,6 +88,9 @@ class Worker:
         self.retention = settings.job_retention
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._rng = rng or Random()
+        # Keyed by lease token, not job id: a job whose lease was taken from a
+        # paused run can come back to this same worker while that run still
+        # goes on, and each run must be waited for and released on its own.
         self._running: dict[UUID, _Running] = {}
         self._threads = DaemonThreadPool(self.concurrency)
         self._db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="redrive-db")
@@ -216,7 +219,7 @@ class Worker:
 
     def _start(self, job: Job) -> None:
         running = _Running(job)
-        self._running[job.id] = running
+        self._running[job.lease_token] = running
         running.future = eager.start(self._run_one(running))
 
     async def _run_one(self, running: _Running) -> None:
@@ -261,7 +264,7 @@ class Worker:
         self._release(running)
 
     def _release(self, running: _Running) -> None:
-        self._running.pop(running.job.id, None)
+        self._running.pop(running.job.lease_token, None)
         self._wake.set()
         if not self._running:
             self._idle.set()
