@@ -172,16 +172,56 @@ def _rates(seen: dict, bounds: list[int]) -> list[float]:
     return [(b - a) / (seen[b][0] - seen[a][0]) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _system_names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ALL]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown system {unknown[0]!r} (choose from {', '.join(ALL)})")
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one system")
+    if len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError("a system is named twice")
+    return names
+
+
+def _writable(out: Path) -> None:
+    """Fail before a run of minutes, not after it; leave nothing behind."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        existed = out.exists()
+        with out.open("a"):
+            pass
+        if not existed:
+            out.unlink()
+    except FileExistsError as exc:  # mkdir met a file where a directory must be
+        raise BenchError(f"cannot write the report to {out}: {exc.filename} is not a directory") from None
+    except OSError as exc:
+        raise BenchError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
-    parser.add_argument("--systems", default=",".join(ALL), help=f"comma-separated, of {ALL}")
-    parser.add_argument("--repeats", type=int, help="overrides the profile's")
+    parser.add_argument("--systems", type=_system_names, default=ALL, help=f"comma-separated, of {ALL}")
+    parser.add_argument("--repeats", type=_positive, help="overrides the profile's")
     parser.add_argument("--out", type=Path, help="Markdown report (default bench/results/DATE-PROFILE.md)")
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
     repeats = args.repeats or profile.repeats
-    names = [n for n in args.systems.split(",") if n]
+    names = args.systems
+    when = datetime.now(timezone.utc)
+    out = args.out or ROOT / "bench" / "results" / f"{when:%Y-%m-%d}-{profile.name}.md"
+    _writable(out)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="redrive-bench-") as work:
         chosen = systems(names, Path(work))
@@ -206,10 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                 system.close()
     report = Report(profile=profile, repeats=repeats, table=table, names=dict(zip(names, chosen, strict=True)),
                     backlog=backlog, seconds=time.monotonic() - started,
-                    when=datetime.now(timezone.utc), machine=platform.platform())
+                    when=when, machine=platform.platform())
     text = report.markdown()
-    out = args.out or ROOT / "bench" / "results" / f"{report.when:%Y-%m-%d}-{profile.name}.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(text)
     print(f"written to {out}", file=sys.stderr)
@@ -222,3 +260,6 @@ if __name__ == "__main__":
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:  # workers and databases were already cleaned up on the way out
+        print("bench: interrupted, no report written", file=sys.stderr)
+        sys.exit(130)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -38,8 +39,10 @@ class Workers:
                      "BENCH_MARKS": ",".join(map(str, marks)),
                      "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         self._procs = []
+        self._logs = []
         for i in range(count):
             log = open(self._dir / f"worker-{i}.log", "wb")
+            self._logs.append(log)
             self._procs.append(subprocess.Popen(argv, env=self._env, cwd=ROOT, stdout=log,
                                                 stderr=subprocess.STDOUT, start_new_session=True))
 
@@ -98,6 +101,9 @@ class Workers:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        for log in self._logs:
+            log.close()
+        shutil.rmtree(self._dir, ignore_errors=True)  # logs and probe files: a failure already quoted them
 
 
 def throughput(progress: list[Progress]) -> float:

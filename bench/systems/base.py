@@ -8,6 +8,8 @@ from typing import Protocol
 
 import psycopg
 
+from bench.harness import BenchError
+
 PG_SERVER = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 
 
@@ -33,9 +35,13 @@ def fresh_database(name: str) -> str:
     """Drops and recreates ``name`` on the shared server; returns its URL.
     ``BENCH_DB_SUFFIX`` keeps the test suite's smoke run off a real run's databases."""
     name += os.environ.get("BENCH_DB_SUFFIX", "")
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise BenchError(f"cannot set up database {name} on {PG_SERVER} (BENCH_PG): {reason}") from None
     return f"{PG_SERVER}/{name}"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from bench import probe
+from bench.harness import BenchError
 
 BROKER = "redis://127.0.0.1:6379/7"
 
@@ -34,7 +35,10 @@ class Celery:
     def reset(self) -> None:
         import redis
 
-        redis.Redis.from_url(BROKER).flushdb()
+        try:
+            redis.Redis.from_url(BROKER).flushdb()
+        except redis.RedisError as exc:
+            raise BenchError(f"cannot reach Redis at {BROKER}: {exc}") from None
 
     def enqueue(self, n: int, batch: int) -> None:
         noop = app.tasks["noop"]

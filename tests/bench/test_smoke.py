@@ -24,7 +24,9 @@ SYSTEMS = {"redrive-pg": "redrive-pg", "redrive-pg-minimal": "redrive-pg (minima
 def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path) -> None:
     out = tmp_path / "report.md"
     suffix = f"_smoke_{os.getpid()}"
-    env = {**os.environ, "BENCH_PG": PG_SERVER, "BENCH_DB_SUFFIX": suffix}
+    scratch = tmp_path / "tmp"  # the run's work directories, all removed by the end
+    scratch.mkdir()
+    env = {**os.environ, "BENCH_PG": PG_SERVER, "BENCH_DB_SUFFIX": suffix, "TMPDIR": str(scratch)}
     try:
         run = subprocess.run(
             [sys.executable, "-m", "bench", "--profile", "smoke", "--systems", ",".join(SYSTEMS),
@@ -35,6 +37,7 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
         with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "bench_redrive{suffix}" WITH (FORCE)')
     assert run.returncode == 0, run.stderr[-2000:]
+    assert not list(scratch.iterdir())
     report = out.read_text()
     for shown in SYSTEMS.values():
         row = next(line for line in report.splitlines() if line.startswith(f"| {shown} |"))
