@@ -92,7 +92,7 @@ class BreakerGate:
             if self._view[name].state is State.HALF_OPEN:
                 trials.add(name)
         if trials:
-            self._trials[job.id] = trials
+            self._trials[job.lease_token] = trials
         return None
 
     def admit_now(self, name: str) -> bool:
@@ -127,7 +127,7 @@ class BreakerGate:
         """A job's outcome counts as a call to each dependency it declared:
         success, or failure when retryable (or slower than ``slow_call``); a
         non-retryable failure (a 4xx we caused, a bug) counts for nothing."""
-        trials = self._trials.pop(job.id, set())
+        trials = self._trials.pop(job.lease_token, set())
         for name in job.dependencies:
             dependency = self.app.dependencies.get(name)
             if dependency is None or name in guarded:
