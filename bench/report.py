@@ -91,7 +91,7 @@ class Report:
             m1, m2 = p.memory_marks
             ratio = b["big jobs/s"] / b["small jobs/s"]
             out.append(f"| {p.big_backlog:,}-job backlog ≥ 80 % of {hi:,}-job "
-                       f"(medians over windows of {hi - lo:,} jobs, 1 process) | {ratio:.2f} | "
+                       f"(jobs {lo:,}–{hi:,} of each, runs taking turns, medians; 1 process) | {ratio:.2f} | "
                        f"{'yes' if ratio >= 0.8 else '**no**'} |")
             growth = b[f"RSS MiB at {m2}"] / b[f"RSS MiB at {m1}"]
             out.append(f"| worker RSS at {m2:,} jobs within 10 % of at {m1:,} | {growth:.2f} | "
