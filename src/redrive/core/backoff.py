@@ -1,12 +1,12 @@
 """Backoff policies as small values: ``delay(attempt, rng=...)`` answers how
 long to wait after the ``attempt``-th dispatch failed (attempt counts from 1).
 
-Each seed's formula is one of these, with its own numbers:
+Each reference system's formula is one of these, with its own numbers:
 
-- seed 001: ``FullJitter(1 s, ×2, cap 60 s)``
-- seed 000: ``Fixed([5 min, 30 min])``; seed 004: ``Fixed([30 s, 2 min, 5 min])``
-- seed 003: ``AdditiveJitter(5 s, ×2, jitter 5 s)`` (5000 ms · 2^n + rand(0..5000 ms), n from 0)
-- seed 002: ``ProportionalJitter(5 s, ×3, ±20 %)`` (5 s, 15 s, 45 s ± 20 %)
+- criticizer: ``FullJitter(1 s, ×2, cap 60 s)``
+- matching: ``Fixed([5 min, 30 min])``; matchmaking: ``Fixed([30 s, 2 min, 5 min])``
+- converter (worker): ``AdditiveJitter(5 s, ×2, jitter 5 s)`` (5000 ms · 2^n + rand(0..5000 ms), n from 0)
+- converter (failure handling): ``ProportionalJitter(5 s, ×3, ±20 %)`` (5 s, 15 s, 45 s ± 20 %)
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ class State(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class BreakerPolicy:
-    """Defaults after seed 003: >= 50 % of the last 20 calls, at least 10, wait 30 s."""
+    """Defaults after the converter's reliability layer: >= 50 % of the last 20 calls, at least 10, wait 30 s."""
 
     failure_rate: float = 50.0  # percent of the window's calls
     window_calls: int | None = 20  # count window: the last N calls

@@ -41,7 +41,7 @@ def version(value: Any) -> int:
 
 
 def job_id_for(task: str, key: str, version: int = 1, owner: str | None = None) -> UUID:
-    """The id of the run of ``key`` at ``version`` (UUIDv5, seed 004)."""
+    """The id of the run of ``key`` at ``version`` (UUIDv5, as the matchmaking scheduler needs)."""
     return uuid5(NAMESPACE, canonical(["job", task, owner or "", key, version]))
 
 

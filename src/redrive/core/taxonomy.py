@@ -1,7 +1,7 @@
 """Error codes: a name, whether it may be retried, and a one-line message for users.
 
 A ``Taxonomy`` is the set of codes an application speaks, plus aliases that
-map internal codes to public ones (seed 003 §3.1: ``GW_UNAVAILABLE`` is shown
+map internal codes to public ones (the converter: ``GW_UNAVAILABLE`` is shown
 as ``GW_5XX``). The engine's own codes are in every taxonomy.
 """
 
@@ -39,7 +39,7 @@ ENGINE_CODES = (
     ErrorCode("LEASE_EXPIRED", False, "The job's worker stopped responding too many times."),
 )
 
-# Seed 001 §8.1, one code per failure category (and seed 000's LLM cases).
+# The criticizer's failure table, one code per category (and the matching system's LLM cases).
 DEFAULT_CODES = (
     ErrorCode("NETWORK_ERROR", True, "A network problem interrupted the call; it will be retried."),
     ErrorCode("NETWORK_TIMEOUT", True, "The call took too long; it will be retried."),

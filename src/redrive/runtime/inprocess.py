@@ -1,5 +1,5 @@
 """The first retry level: retry one call a few times inside the running job
-(seed 000: 3 tries, 2 s / 4 s / 8 s), with the same classification as the
+(the matching system's LLM calls: 3 tries, 2 s / 4 s / 8 s), with the same classification as the
 queue level. What is still failing after the last try is raised, and the job's
 own retry policy takes it from there."""
 
