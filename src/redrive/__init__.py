@@ -1,11 +1,22 @@
 """redrive: a reliable background-job engine.
 
-Declare tasks on an ``App``, enqueue jobs, run ``Worker``s (or ``redrive worker``).
+Declare tasks on an ``App``; enqueue through its ``client`` (``app.enqueue``);
+run workers on it (``Worker(app.client)`` or ``redrive worker``); operate as
+an ``Actor`` through ``Admin``. Only the names in ``redrive.__all__`` are the
+public surface; the modules behind them may change.
+
+The store classes load on first use (PEP 562), so ``import redrive`` loads no
+database driver: an application on SQLite never imports psycopg.
 """
 
-from redrive.app import App, BreakerStatus, Dependency, JobRequest, Replay, Task
-from redrive.core.breaker import BreakerMode, BreakerPolicy
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from redrive.admin import Actor, Admin, BreakerStatus, Replay
+from redrive.app import App
+from redrive.client import Client, JobRequest
 from redrive.core.backoff import AdditiveJitter, Backoff, Fixed, FullJitter, ProportionalJitter
+from redrive.core.breaker import BreakerMode, BreakerPolicy
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Failure, Kind
 from redrive.core.ids import job_id_for
 from redrive.core.job import DeadLetter, EnqueueResult, Job, JobEvent
@@ -14,6 +25,7 @@ from redrive.core.schedule import Firing, Schedule
 from redrive.core.stages import Stage
 from redrive.core.states import Status
 from redrive.core.taxonomy import DEFAULT_TAXONOMY, ErrorCode, Taxonomy
+from redrive.declarations import Dependency, Registry, Task
 from redrive.errors import (
     ArgumentsNotSerializable,
     CircuitOpen,
@@ -24,6 +36,7 @@ from redrive.errors import (
     IllegalTransition,
     JobError,
     JobNotFound,
+    JobStateError,
     LeaseLost,
     Permanent,
     RedriveError,
@@ -44,12 +57,31 @@ from redrive.runtime.writes import write_phase
 from redrive.settings import Settings
 from redrive.store.memory import MemoryStore
 from redrive.store.port import Store
-from redrive.store.postgres.store import PostgresStore
-from redrive.store.sqlite.store import SQLiteStore
 from redrive.store.url import open_store
 
+if TYPE_CHECKING:
+    from redrive.store.postgres.store import PostgresStore
+    from redrive.store.sqlite.store import SQLiteStore
+
+# Public names that load their module on first use: name -> module.
+_LAZY = {
+    "PostgresStore": "redrive.store.postgres.store",
+    "SQLiteStore": "redrive.store.sqlite.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value  # once loaded, an ordinary attribute
+        return value
+    raise AttributeError(f"module 'redrive' has no attribute {name!r}")
+
+
 __all__ = [
+    "Actor",
     "AdditiveJitter",
+    "Admin",
     "App",
     "ArgumentsNotSerializable",
     "Backoff",
@@ -58,6 +90,7 @@ __all__ = [
     "BreakerStatus",
     "CircuitOpen",
     "Classifier",
+    "Client",
     "ConfigError",
     "DEFAULT_CLASSIFIER",
     "DEFAULT_TAXONOMY",
@@ -81,6 +114,7 @@ __all__ = [
     "JobEvent",
     "JobNotFound",
     "JobRequest",
+    "JobStateError",
     "Kind",
     "LeaseLost",
     "MemoryStore",
@@ -90,6 +124,7 @@ __all__ = [
     "PostgresStore",
     "ProportionalJitter",
     "RedriveError",
+    "Registry",
     "Replay",
     "SQLiteStore",
     "Schedule",

@@ -15,11 +15,12 @@ import logging
 import os
 import signal
 import sys
+from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Iterator, Sequence
 
+from redrive.admin import Actor, Admin
 from redrive.app import App
-from redrive.core.job import Job, JobEvent
 from redrive.core.redact import redact_text
 from redrive.core.states import Status
 from redrive.errors import ConfigError, RedriveError
@@ -27,8 +28,6 @@ from redrive.settings import Settings
 from redrive.store.url import open_store
 
 EXIT_ERROR = 2
-
-T = TypeVar("T")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         return sub
 
+    def operator(name: str, handler: Any, help: str, under: Any = commands) -> argparse.ArgumentParser:
+        """An operator verb: works from the database alone; ``--app`` adds the
+        app's declarations (and its database, unless --database-url is given)."""
+        sub = command(name, handler, help, under)
+        sub.add_argument("--app", help="import path of your App (myapp.tasks:app): its database and declarations")
+        return sub
+
     worker = command("worker", _worker, "Run a worker until SIGTERM or SIGINT.")
     worker.add_argument("app", help="import path of your App, such as myapp.tasks:app")
     worker.add_argument("-q", "--queue", action="append", dest="queues",
@@ -80,9 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--retention", type=_seconds,
                         help="prune finished jobs older than this, such as 7d (JOB_RETENTION_SEC)")
 
-    command("migrate", _migrate, "Apply pending schema migrations.")
+    operator("migrate", _migrate, "Apply pending schema migrations.")
 
-    prune = command("prune", _prune, "Delete finished jobs older than an age, with their history.")
+    prune = operator("prune", _prune, "Delete finished jobs older than an age, with their history.")
     prune.add_argument("--older-than", type=_seconds,
                        help="such as 30d; default JOB_RETENTION_SEC (jobs with an open dead letter stay)")
 
@@ -108,24 +114,24 @@ def _parser() -> argparse.ArgumentParser:
 
     jobs = commands.add_parser("jobs", help="List and inspect jobs.")
     jobs_commands = jobs.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
-    listing = command("list", _jobs_list, "List jobs, newest first.", jobs_commands)
+    listing = operator("list", _jobs_list, "List jobs, newest first.", jobs_commands)
     listing.add_argument("--status", action="append", choices=[s.value for s in Status])
     listing.add_argument("--queue")
     listing.add_argument("--task")
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    show = command("show", _jobs_show, "Show one job and its events.", jobs_commands)
+    show = operator("show", _jobs_show, "Show one job and its events.", jobs_commands)
     show.add_argument("job_id")
     show.add_argument("--json", action="store_true")
-    retry = command("retry", _jobs_retry, "Retry a failed job (fresh attempts, at the failed stage).",
-                    jobs_commands)
+    retry = operator("retry", _jobs_retry, "Retry a failed job (fresh attempts, at the failed stage).",
+                     jobs_commands)
     retry.add_argument("job_id")
     retry.add_argument("--owner", help="act for this user: the job must be theirs")
     retry.add_argument("--by", help="who is retrying, for the record (default: your login)")
 
     dead = commands.add_parser("dead", help="Triage, annotate and replay dead letters.")
     dead_commands = dead.add_subparsers(dest="dead_command", required=True, metavar="COMMAND")
-    letters = command("list", _dead_list, "List dead letters, newest first.", dead_commands)
+    letters = operator("list", _dead_list, "List dead letters, newest first.", dead_commands)
     letters.add_argument("--error-class")
     letters.add_argument("--stage")
     letters.add_argument("--task")
@@ -135,33 +141,30 @@ def _parser() -> argparse.ArgumentParser:
     letters.add_argument("--newer-than", type=_seconds, help="seconds since the last failure")
     letters.add_argument("--limit", type=int, default=50)
     letters.add_argument("--json", action="store_true", help="one JSON object per line")
-    letter = command("show", _dead_show, "Show one dead letter.", dead_commands)
+    letter = operator("show", _dead_show, "Show one dead letter.", dead_commands)
     letter.add_argument("id")
     letter.add_argument("--json", action="store_true")
-    note = command("note", _dead_note, "Add a resolution note to a dead letter.", dead_commands)
+    note = operator("note", _dead_note, "Add a resolution note to a dead letter.", dead_commands)
     note.add_argument("id")
     note.add_argument("text")
     note.add_argument("--by", help="who writes the note (default: your login)")
-    replay = command("replay", _dead_replay,
-                     "Replay dead letters: their jobs run again from the failed stage.", dead_commands)
+    replay = operator("replay", _dead_replay,
+                      "Replay dead letters: their jobs run again from the failed stage.", dead_commands)
     replay.add_argument("ids", nargs="+", metavar="id")
     replay.add_argument("--from-start", action="store_true", help="run every stage again")
-    replay.add_argument("--app", help="import path of your App, to know a task's first stage")
     replay.add_argument("--by", help="who replays, for the record (default: your login)")
 
     breakers = commands.add_parser("breakers", help="See and force the shared circuit breakers.")
     breaker_commands = breakers.add_subparsers(dest="breakers_command", required=True, metavar="COMMAND")
-    shown = command("list", _breakers_list, "List breakers with their state and time spent open.",
-                    breaker_commands)
-    shown.add_argument("--app", help="import path of your App, to include declared dependencies")
+    shown = operator("list", _breakers_list, "List breakers with their state and time spent open "
+                     "(with --app, also the declared ones no job has used yet).", breaker_commands)
     shown.add_argument("--json", action="store_true", help="one JSON object per line")
     for name, handler, text in (
         ("open", _breakers_open, "Force a breaker open until it is closed by hand."),
         ("close", _breakers_close, "Close a breaker with a fresh window."),
     ):
-        forced = command(name, handler, text, breaker_commands)
+        forced = operator(name, handler, text, breaker_commands)
         forced.add_argument("name", help="the dependency")
-        forced.add_argument("--app", help="import path of your App, to check the name")
         forced.add_argument("--by", help="who does it, for the record (default: your login)")
 
     demo = command("demo", _demo, "Run the demo: a worker draining jobs on SQLite.")
@@ -221,12 +224,31 @@ def load_app(path: str, database_url: str | None = None) -> App:
     if not isinstance(app, App):
         raise ConfigError(f"{path!r} is not a redrive App")
     if database_url:
-        app.settings = app.settings.with_(database_url=database_url)
+        app.use_database(database_url)
     return app
 
 
 def _store_url(args: argparse.Namespace) -> str:
-    return args.database_url or Settings.load().database_url
+    """The database an operator verb works on: --database-url, else the app's, else the environment's."""
+    if args.database_url:
+        return args.database_url
+    if getattr(args, "app", None):
+        with load_app(args.app) as app:
+            return app.settings.database_url
+    return Settings.load().database_url
+
+
+@contextmanager
+def _admin(args: argparse.Namespace, *, owner: str | None = None) -> Iterator[Admin]:
+    """The operator API on the command's database, acting as the person at the
+    terminal (``--by``), or for ``owner`` when one is given."""
+    actor = Actor.acting_for(owner, name=_by(args)) if owner else Actor.operator(_by(args))
+    if getattr(args, "app", None):
+        with load_app(args.app, args.database_url) as app:
+            yield app.admin(actor)
+    else:
+        with Admin.open(_store_url(args), actor=actor) as admin:
+            yield admin
 
 
 # -- commands ----------------------------------------------------------------------
@@ -235,26 +257,21 @@ def _store_url(args: argparse.Namespace) -> str:
 def _worker(args: argparse.Namespace) -> int:
     from redrive.runtime.worker import Worker
 
-    app = load_app(args.app, args.database_url)
-    worker = Worker(
-        app, queues=args.queues or ("default",), concurrency=args.concurrency,
-        lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace,
-        poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
-    )
-    _ = app.store  # open now: a bad URL or an old schema is reported before any work
-    try:
+    with load_app(args.app, args.database_url) as app:
+        worker = Worker(
+            app.client, queues=args.queues or ("default",), concurrency=args.concurrency,
+            lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace,
+            poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
+        )
+        _ = app.store  # open now: a bad URL or an old schema is reported before any work
         worker.run_until_stopped()
-    finally:
-        app.close()
     return 0
 
 
 def _prune(args: argparse.Namespace) -> int:
-    app = App(_store_url(args))
-    try:
-        pruned = app.prune(args.older_than)
-    finally:
-        app.close()
+    older_than = args.older_than or Settings.load().job_retention
+    with _admin(args) as admin:
+        pruned = admin.prune(older_than)
     print(f"pruned {pruned} finished job{'' if pruned == 1 else 's'}")
     return 0
 
@@ -270,20 +287,17 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _enqueue(args: argparse.Namespace) -> int:
-    app = load_app(args.app, args.database_url)
     if not isinstance(args.args, list):
         raise ConfigError("--args must be a JSON array")
     if not isinstance(args.kwargs, dict):
         raise ConfigError("--kwargs must be a JSON object")
-    try:
+    with load_app(args.app, args.database_url) as app:
         result = app.enqueue(
             args.task, args=args.args, kwargs=args.kwargs, queue=args.queue,
             priority=args.priority, delay=args.delay, run_at=args.run_at,
             owner=args.owner, max_attempts=args.max_attempts,
             idempotency_key=args.idempotency_key, version=args.version,
         )
-    finally:
-        app.close()
     print(result.job.id if not result.duplicate else f"{result.job.id} (already enqueued: {result.job.status})")
     return 0
 
@@ -291,31 +305,24 @@ def _enqueue(args: argparse.Namespace) -> int:
 def _scheduler(args: argparse.Namespace) -> int:
     from redrive.runtime.scheduler import Scheduler
 
-    app = load_app(args.app, args.database_url)
-    if not app.schedules:
-        raise ConfigError(f"{args.app} declares no schedules (app.schedule(...))")
-    scheduler = Scheduler(app, interval=args.interval)
+    with load_app(args.app, args.database_url) as app:
+        if not app.schedules:
+            raise ConfigError(f"{args.app} declares no schedules (app.schedule(...))")
+        scheduler = Scheduler(app.client, interval=args.interval)
 
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, scheduler.stop)
-        await scheduler.run()
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, scheduler.stop)
+            await scheduler.run()
 
-    try:
         asyncio.run(main())
-    finally:
-        app.close()
     return 0
 
 
-def _open(args: argparse.Namespace) -> App:
-    return App(settings=Settings.load(database_url=args.database_url))
-
-
 def _jobs_list(args: argparse.Namespace) -> int:
-    jobs = _using(args, lambda app: app.jobs(
-        status=args.status, queue=args.queue, task=args.task, limit=args.limit))
+    with _admin(args) as admin:
+        jobs = admin.jobs(status=args.status, queue=args.queue, task=args.task, limit=args.limit)
     if args.json:
         for job in jobs:
             print(json.dumps(job.to_dict()))
@@ -328,11 +335,9 @@ def _jobs_list(args: argparse.Namespace) -> int:
 
 
 def _jobs_show(args: argparse.Namespace) -> int:
-    def read(app: App) -> tuple[Job, list[JobEvent]]:
-        job = app.job(args.job_id)
-        return job, app.events(job.id)
-
-    job, events = _using(args, read)
+    with _admin(args) as admin:
+        job = admin.job(args.job_id)
+        events = admin.job_events(job.id)
     if args.json:
         print(json.dumps({**job.to_dict(), "events": [e.to_dict() for e in events]}))
         return 0
@@ -350,17 +355,8 @@ def _print_record(record: dict[str, Any]) -> None:
             print(f"{name:18} {json.dumps(value) if isinstance(value, (dict, list)) else value}")
 
 
-def _using(args: argparse.Namespace, action: Callable[[App], T]) -> T:
-    """Run ``action`` with an app on the command's database, closed afterwards."""
-    app = _open(args)
-    try:
-        return action(app)
-    finally:
-        app.close()
-
-
 def _by(args: argparse.Namespace) -> str:
-    if args.by:
+    if getattr(args, "by", None):
         return args.by
     try:
         return f"cli:{getpass.getuser()}"
@@ -369,16 +365,18 @@ def _by(args: argparse.Namespace) -> str:
 
 
 def _jobs_retry(args: argparse.Namespace) -> int:
-    job = _using(args, lambda app: app.retry(args.job_id, owner=args.owner, by=_by(args)))
+    with _admin(args, owner=args.owner) as admin:
+        job = admin.retry(args.job_id)
     print(f"{job.id} queued (manual retry {job.manual_retry_count}, resumes at {job.stage or 'the start'})")
     return 0
 
 
 def _dead_list(args: argparse.Namespace) -> int:
-    letters = _using(args, lambda app: app.dead_letters(
-        error_class=args.error_class, stage=args.stage, task=args.task, owner=args.owner,
-        state=args.state, older_than=args.older_than, newer_than=args.newer_than, limit=args.limit,
-    ))
+    with _admin(args) as admin:
+        letters = admin.dead_letters(
+            error_class=args.error_class, stage=args.stage, task=args.task, owner=args.owner,
+            state=args.state, older_than=args.older_than, newer_than=args.newer_than, limit=args.limit,
+        )
     if args.json:
         for d in letters:
             print(json.dumps(d.to_dict()))
@@ -392,7 +390,8 @@ def _dead_list(args: argparse.Namespace) -> int:
 
 
 def _dead_show(args: argparse.Namespace) -> int:
-    letter = _using(args, lambda app: app.dead_letter(args.id))
+    with _admin(args) as admin:
+        letter = admin.dead_letter(args.id)
     if args.json:
         print(json.dumps(letter.to_dict()))
         return 0
@@ -406,35 +405,26 @@ def _dead_show(args: argparse.Namespace) -> int:
 
 
 def _dead_note(args: argparse.Namespace) -> int:
-    letter = _using(args, lambda app: app.note(args.id, args.text, by=_by(args)))
+    with _admin(args) as admin:
+        letter = admin.note(args.id, args.text)
     print(f"dead letter {letter.id}: {len(letter.notes)} notes")
     return 0
 
 
 def _dead_replay(args: argparse.Namespace) -> int:
-    app = _app_of(args)
-    try:
-        replays = app.replay(args.ids, from_start=args.from_start, by=_by(args))
-    finally:
-        app.close()
+    with _admin(args) as admin:
+        replays = admin.replay(args.ids, from_start=args.from_start)
     for r in replays:
-        if r.replayed:
+        if r.job is not None:
             print(f"dead letter {r.letter.id}: job {r.job.id} queued at {r.job.stage or 'the start'}")
         else:
             print(f"dead letter {r.letter.id}: already replayed, nothing done")
     return 0
 
 
-def _app_of(args: argparse.Namespace) -> App:
-    return load_app(args.app, args.database_url) if args.app else _open(args)
-
-
 def _breakers_list(args: argparse.Namespace) -> int:
-    app = _app_of(args)
-    try:
-        statuses = app.breakers()
-    finally:
-        app.close()
+    with _admin(args) as admin:
+        statuses = admin.breakers()
     if args.json:
         for status in statuses.values():
             print(json.dumps(status.to_dict()))
@@ -449,12 +439,8 @@ def _breakers_list(args: argparse.Namespace) -> int:
 
 
 def _breakers_force(args: argparse.Namespace, to_open: bool) -> int:
-    app = _app_of(args)
-    try:
-        force = app.open_breaker if to_open else app.close_breaker
-        status = force(args.name, by=_by(args))
-    finally:
-        app.close()
+    with _admin(args) as admin:
+        status = admin.open_breaker(args.name) if to_open else admin.close_breaker(args.name)
     print(f"breaker {status.name} is {status.state}")
     return 0
 

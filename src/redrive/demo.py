@@ -39,7 +39,7 @@ def build_app(database_url: str) -> App:
     def send_email(to: str) -> dict:
         time.sleep(0.05)
         if not to.endswith("@example.com"):
-            raise Permanent("INVALID_RECIPIENT", f"{to} is not a deliverable address")
+            raise Permanent(f"{to} is not a deliverable address", code="INVALID_RECIPIENT")
         return {"delivered_to": to}
 
     return app
@@ -76,13 +76,13 @@ async def _drain(app: App, count: int, concurrency: int, database_url: str) -> i
     created = app.enqueue_many(_requests(count))
     ids = {r.job.id for r in created}
     print(f"redrive demo: {count} jobs on {database_url}, one worker running {concurrency} at once", flush=True)
-    worker = Worker(app, concurrency=concurrency, poll_interval=timedelta(milliseconds=200),
+    worker = Worker(app.client, concurrency=concurrency, poll_interval=timedelta(milliseconds=200),
                     lease_ttl=timedelta(seconds=10))
     running = asyncio.create_task(worker.run())
     started = time.monotonic()
     while True:
         await asyncio.sleep(0.5)
-        mine = [j for j in app.jobs(limit=count * 2) if j.id in ids]
+        mine = [j for j in app.client.jobs(limit=count * 2) if j.id in ids]
         by_status = Counter(j.status for j in mine)
         waiting_retry = sum(1 for j in mine if j.status is Status.QUEUED and j.last_error_code)
         print(

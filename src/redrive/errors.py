@@ -9,10 +9,11 @@ are chained as ``__cause__``, never shown to users.
     │   ├── UnknownTask               no task of that name is registered
     │   ├── UnknownDependency         no dependency of that name is declared
     │   └── ArgumentsNotSerializable  job arguments or a result are not JSON
-    ├── StoreError                    the database could not do what was asked
+    ├── StoreError                    the database could not do what was asked (worth retrying)
     │   ├── StoreUnavailable          the database cannot be reached
     │   ├── StoreBusy                 the database stayed locked past our retries
-    │   ├── SchemaOutdated            migrations are pending: run `redrive migrate`
+    │   └── SchemaOutdated            migrations are pending: run `redrive migrate`
+    ├── JobStateError                 the job is not in a state that allows it (retrying will not help)
     │   ├── IllegalTransition         a state change the job's state does not allow
     │   └── LeaseLost                 a running job's lease is gone: its writes are refused
     ├── JobNotFound                   no job has that id
@@ -40,6 +41,7 @@ __all__ = [
     "IllegalTransition",
     "JobError",
     "JobNotFound",
+    "JobStateError",
     "LeaseLost",
     "Permanent",
     "RedriveError",
@@ -117,13 +119,19 @@ class SchemaOutdated(StoreError):
     code = "SCHEMA_OUTDATED"
 
 
-class IllegalTransition(StoreError):
+class JobStateError(RedriveError):
+    """The job's state does not allow that."""
+
+    code = "JOB_STATE"
+
+
+class IllegalTransition(JobStateError):
     """The job's current state does not allow that change."""
 
     code = "ILLEGAL_TRANSITION"
 
 
-class LeaseLost(StoreError):
+class LeaseLost(JobStateError):
     """The job's lease is gone: another worker may be running it."""
 
     code = "LEASE_LOST"
@@ -154,7 +162,11 @@ class IdempotencyKeyReused(RedriveError):
 
 
 class JobError(RedriveError):
-    """Raised by task code to choose how its job ends."""
+    """Raised by task code to choose how its job ends.
+
+    ``Transient`` and ``Permanent`` take the same arguments: a one-line
+    message, then the error code by keyword (``Permanent("no such address",
+    code="INVALID_RECIPIENT")``)."""
 
     code = "JOB_ERROR"
 
@@ -182,7 +194,7 @@ class Permanent(JobError):
 
     code = "PERMANENT"
 
-    def __init__(self, code: str | None = None, message: str | None = None) -> None:
+    def __init__(self, message: str | None = None, *, code: str | None = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code

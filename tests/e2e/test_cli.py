@@ -89,7 +89,7 @@ def test_arguments_that_are_not_json(sqlite_url: str) -> None:
         app.enqueue("remind", args=[{1, 2}])
     with pytest.raises(ArgumentsNotSerializable, match="kwargs"):
         app.enqueue("remind", kwargs={"when": float("nan")})
-    assert app.jobs() == []  # nothing half-written
+    assert app.client.jobs() == []  # nothing half-written
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,8 @@ def test_arguments_that_are_not_json(sqlite_url: str) -> None:
          "cannot connect to PostgreSQL at 127.0.0.1:1/nowhere"),
         ("postgresql://127.0.0.1:5432/x?bogus=1", "CONFIG_INVALID", "malformed PostgreSQL URL"),
         ("postgresql://[::1/x", "CONFIG_INVALID", "malformed PostgreSQL URL"),
-        ("sqlite:////no/such/dir/redrive.db", "STORE_UNAVAILABLE", "cannot open SQLite database"),
+        # an operator's read never creates a database: a mistyped path is an error
+        ("sqlite:////no/such/dir/redrive.db", "CONFIG_INVALID", "no SQLite database at /no/such/dir/redrive.db"),
     ],
 )
 def test_a_bad_or_unreachable_database_url(url: str, code: str, phrase: str) -> None:
@@ -124,6 +125,9 @@ def test_a_bad_app_path_and_a_missing_job(sqlite_url: str) -> None:
                        "CONFIG_INVALID", "package.module:app")
     assert_clean_error(redrive("worker", "tests.apps.nothing:app", url=sqlite_url),
                        "CONFIG_INVALID", "cannot import 'tests.apps.nothing'")
+    assert_clean_error(redrive("jobs", "show", "not-an-id", url=sqlite_url), "CONFIG_INVALID",
+                       "no SQLite database at")  # a read of a mistyped path creates nothing
+    App(sqlite_url).store.close()
     assert_clean_error(redrive("jobs", "show", "not-an-id", url=sqlite_url), "JOB_NOT_FOUND")
     assert_clean_error(redrive("jobs", "show", "00000000-0000-0000-0000-000000000000", url=sqlite_url),
                        "JOB_NOT_FOUND")
@@ -154,8 +158,9 @@ def test_dead_letter_and_retry_commands_fail_cleanly(sqlite_url: str) -> None:
 
 def test_breakers_can_be_listed_and_forced(sqlite_url: str) -> None:
     gateway = "tests.apps.gateway:app"
+    App(sqlite_url).store.close()
     assert_clean_error(redrive("breakers", "open", "nope", url=sqlite_url),
-                       "UNKNOWN_DEPENDENCY", "'nope'")
+                       "UNKNOWN_DEPENDENCY", "'nope'", "pass --app")
     assert_clean_error(redrive("breakers", "open", "nope", "--app", gateway, url=sqlite_url),
                        "UNKNOWN_DEPENDENCY", "gateway, gateway_ff")
     opened = redrive("breakers", "open", "gateway", "--app", gateway, "--by", "ops", url=sqlite_url)

@@ -46,14 +46,14 @@ def test_a_retry_after_a_stalled_status_write_succeeds_without_redoing_the_work(
     stalled = app.enqueue("convert", args=["d1"]).job
     plain = app.enqueue("fresh_checked", args=["d2"]).job
     asyncio.run(_run_until(app, lambda: all(
-        app.job(j.id).status is Status.SUCCEEDED for j in (stalled, plain))))
+        app.client.job(j.id).status is Status.SUCCEEDED for j in (stalled, plain))))
 
-    done = app.job(stalled.id)
+    done = app.client.job(stalled.id)
     assert bodies == ["d1"]  # the body ran once
     assert (done.attempts, done.result) == (2, str(out / "d1.xml"))
-    assert app.events(stalled.id)[-1].meta.get("skipped") == "already_done"
-    assert app.job(plain.id).result == "d2"
-    assert "skipped" not in app.events(plain.id)[-1].meta
+    assert app.client.job_events(stalled.id)[-1].meta.get("skipped") == "already_done"
+    assert app.client.job(plain.id).result == "d2"
+    assert "skipped" not in app.client.job_events(plain.id)[-1].meta
     app.close()
 
 

@@ -7,13 +7,14 @@ import time
 
 import pytest
 
-from redrive import App, JobRequest, Status
+from redrive import Actor, App, JobRequest, Status
 from redrive.cli import load_app
 from tests.conftest import wait_until
 from tests.fakes.upstream import Upstream, serving
 from tests.integration.processes import WorkerProcess, executions
 
 GATEWAY = "tests.apps.gateway:app"
+OPERATOR = Actor.operator("test")
 
 
 def start(workers: list, url: str, tmp_path, upstream: Upstream, count: int) -> None:
@@ -23,7 +24,7 @@ def start(workers: list, url: str, tmp_path, upstream: Upstream, count: int) -> 
 
 
 def state(app: App, name: str) -> str:
-    return app.breakers()[name].state
+    return app.admin(OPERATOR).breakers()[name].state
 
 
 def hold_queue_scenario(url: str, tmp_path, workers: list, processes: int) -> None:
@@ -39,27 +40,27 @@ def hold_queue_scenario(url: str, tmp_path, workers: list, processes: int) -> No
         wait_until(lambda: state(app, "gateway") == "open", timeout=30)
         time.sleep(1.0)  # calls admitted before it opened finish
         quiet_from = time.monotonic()
-        before = {i: app.job(i).attempts for i in ids}
+        before = {i: app.client.job(i).attempts for i in ids}
         time.sleep(3.0)  # longer than the policy's wait: the probe decides, not the wait
 
         # While open: only probes reach the gateway, no attempt is spent, jobs wait queued
         assert upstream.calls("/convert/", since=quiet_from) == []
         probes = upstream.calls("/health", since=quiet_from)
         assert 1 <= len(probes) <= 3.0 / 0.5 + 2  # one worker probes per interval
-        assert {i: app.job(i).attempts for i in ids} == before
-        assert all(app.job(i).status in (Status.QUEUED, Status.SCHEDULED) for i in ids)
-        held = [e for i in ids for e in app.events(i) if e.meta.get("reason") == "breaker_open"]
+        assert {i: app.client.job(i).attempts for i in ids} == before
+        assert all(app.client.job(i).status in (Status.QUEUED, Status.SCHEDULED) for i in ids)
+        held = [e for i in ids for e in app.client.job_events(i) if e.meta.get("reason") == "breaker_open"]
         assert all(e.meta["dependency"] == "gateway" and e.to_status is Status.QUEUED for e in held)
 
         # The gateway recovers: probe, half-open trial, closed; the backlog drains
         upstream.standing("/convert/", 200)
         upstream.standing("/health", 200)
-        wait_until(lambda: all(app.job(i).status is Status.SUCCEEDED for i in ids), timeout=60)
+        wait_until(lambda: all(app.client.job(i).status is Status.SUCCEEDED for i in ids), timeout=60)
         runs = executions(tmp_path)
         assert {f"k{n}" for n in range(40)} == set(runs) and set(runs.values()) == {1}
         changes = [(e.from_state, e.to_state) for e in app.store.breaker_events_list(name="gateway")]
         assert changes[:3] == [("closed", "open"), ("open", "half_open"), ("half_open", "closed")]
-        assert state(app, "gateway") == "closed" and app.breakers()["gateway"].seconds_open >= 4
+        assert state(app, "gateway") == "closed" and app.admin(OPERATOR).breakers()["gateway"].seconds_open >= 4
     for worker in workers:
         assert worker.stop() == 0
         assert "Traceback" not in worker.log
@@ -83,15 +84,15 @@ def test_fail_fast_fails_with_the_mapped_code(pg_url, tmp_path, workers) -> None
         upstream.standing("/convert_ff/", 503)
         start(workers, pg_url, tmp_path, upstream, 2)
         ids = [app.enqueue("convert_fast", args=[f"f{n}"]).job.id for n in range(20)]
-        wait_until(lambda: all(app.job(i).status is Status.FAILED for i in ids), timeout=60)
-        jobs = [app.job(i) for i in ids]
+        wait_until(lambda: all(app.client.job(i).status is Status.FAILED for i in ids), timeout=60)
+        jobs = [app.client.job(i) for i in ids]
         assert {j.error_code for j in jobs} == {"UPSTREAM_5XX"}
         fast = [j for j in jobs if "circuit open" in j.error_message]
         assert fast, "no job was failed by the open breaker"
         for job in fast:  # its last dispatch never reached the gateway
             assert len(upstream.calls(f"/convert_ff/{job.args[0]}")) == job.attempts - 1
         assert state(app, "gateway_ff") == "open"
-        letters = {d.job_id: d for d in app.dead_letters(limit=100)}
+        letters = {d.job_id: d for d in app.admin(OPERATOR).dead_letters(limit=100)}
         assert all(letters[j.id].context.get("dependency") == "gateway_ff" for j in fast)
     for worker in workers:
         assert worker.stop() == 0
@@ -100,7 +101,7 @@ def test_fail_fast_fails_with_the_mapped_code(pg_url, tmp_path, workers) -> None
 
 @pytest.mark.parametrize("declare", [
     lambda app: app.task(lambda: None, name="t1", dependencies=["nope"]),
-    lambda app: app.open_breaker("nope"),
+    lambda app: app.admin(OPERATOR).open_breaker("nope"),
 ])
 def test_an_unknown_dependency_is_refused_at_once(sqlite_url, declare) -> None:
     from redrive import UnknownDependency

@@ -39,5 +39,5 @@ def test_concurrent_enqueues_of_the_same_keys_make_one_job_each(db_url: str, tmp
 
     app = App(db_url)
     assert sum(app.store.jobs_count().values()) == KEYS
-    assert len(app.jobs(limit=KEYS + 10)) == KEYS
+    assert len(app.client.jobs(limit=KEYS + 10)) == KEYS
     app.close()

@@ -11,12 +11,13 @@ from typing import Iterator
 import psycopg
 import pytest
 
-from redrive import App, ConfigError, Intent, LeaseLost, OutboxStatus, Status, current_job, deliver
+from redrive import Actor, App, ConfigError, Intent, LeaseLost, OutboxStatus, Status, current_job, deliver
 from redrive.core.ids import canonical, outbox_token
 from tests.apps.notify import email, notify_review
 from tests.fakes import mail
 from tests.integration.test_worker_in_process import _run_until
 
+OPERATOR = Actor.operator("test")
 TEAM = ["ann@example.com", "bob@example.com", "cy@example.com"]
 
 
@@ -38,7 +39,7 @@ def app(db_url: str) -> Iterator[App]:
 
 def _run(app: App, *job_ids) -> None:
     finished = (Status.SUCCEEDED, Status.FAILED)
-    asyncio.run(_run_until(app, lambda: all(app.job(i).status in finished for i in job_ids)))
+    asyncio.run(_run_until(app, lambda: all(app.client.job(i).status in finished for i in job_ids)))
 
 
 def _token(changelist: str, recipient: str, version: int) -> str:
@@ -48,8 +49,8 @@ def _token(changelist: str, recipient: str, version: int) -> str:
 def test_each_recipient_is_sent_once_and_recorded_with_the_providers_id(app: App, provider) -> None:
     job = app.enqueue("notify_review", kwargs={"changelist": "cl-1", "version": 3, "recipients": TEAM}).job
     _run(app, job.id)
-    assert app.job(job.id).result == {r: "sent" for r in TEAM}
-    rows = app.outbox(job_id=job.id)
+    assert app.client.job(job.id).result == {r: "sent" for r in TEAM}
+    rows = app.admin(OPERATOR).outbox(job_id=job.id)
     assert {r.status for r in rows} == {OutboxStatus.SENT}
     for row in rows:
         assert row.notified_at is not None and row.provider_id == provider.delivered[row.token]["id"]
@@ -59,8 +60,8 @@ def test_each_recipient_is_sent_once_and_recorded_with_the_providers_id(app: App
     again = app.enqueue("notify_review", kwargs={"changelist": "cl-1", "version": 3, "recipients": TEAM}).job
     rerun = app.enqueue("notify_review", kwargs={"changelist": "cl-1", "version": 4, "recipients": TEAM}).job
     _run(app, again.id, rerun.id)
-    assert app.job(again.id).result == {r: "already_sent" for r in TEAM}
-    assert app.job(rerun.id).result == {r: "sent" for r in TEAM}
+    assert app.client.job(again.id).result == {r: "already_sent" for r in TEAM}
+    assert app.client.job(rerun.id).result == {r: "sent" for r in TEAM}
     assert len(provider.delivered) == 6 and sum(provider.posts.values()) == 6
 
 
@@ -68,11 +69,11 @@ def test_a_send_that_failed_in_flight_is_looked_up_before_it_is_sent_again(app: 
     provider.fail_next(1)  # the first send answers 503
     job = app.enqueue("notify_review", kwargs={"changelist": "cl-2", "version": 1, "recipients": TEAM[:1]}).job
     _run(app, job.id)
-    done = app.job(job.id)
+    done = app.client.job(job.id)
     assert (done.status, done.attempts, done.last_error_code) == (Status.SUCCEEDED, 2, "UPSTREAM_5XX")
     token = _token("cl-2", TEAM[0], 1)
     # The retry found the row "sending", asked the provider (not there), then sent once more
-    (row,) = app.outbox(job_id=job.id)
+    (row,) = app.admin(OPERATOR).outbox(job_id=job.id)
     assert (row.sends, row.reconciliations, row.status) == (2, 1, OutboxStatus.SENT)
     assert provider.lookups[token] == 1 and provider.posts[token] == 2 and len(provider.delivered) == 1
 
@@ -81,13 +82,13 @@ def test_a_permanent_refusal_fails_the_row_for_an_operator_after_the_others_are_
     recipients = ["ann@example.com", "typo@invalid.example", "bob@example.com"]
     job = app.enqueue("notify_review", kwargs={"changelist": "cl-3", "version": 1, "recipients": recipients}).job
     _run(app, job.id)
-    failed = app.job(job.id)
+    failed = app.client.job(job.id)
     assert (failed.status, failed.error_code, failed.attempts) == (Status.FAILED, "VALIDATION_FAILED", 1)
-    (bad,) = app.outbox(status="failed")
+    (bad,) = app.admin(OPERATOR).outbox(status="failed")
     assert bad.key == canonical(["cl-3", "typo@invalid.example", 1])
     assert bad.error_code == "VALIDATION_FAILED" and bad.notified_at is None
-    assert [r.status for r in app.outbox(status=OutboxStatus.SENT)] == [OutboxStatus.SENT] * 2
-    (letter,) = app.dead_letters()
+    assert [r.status for r in app.admin(OPERATOR).outbox(status=OutboxStatus.SENT)] == [OutboxStatus.SENT] * 2
+    (letter,) = app.admin(OPERATOR).dead_letters()
     assert letter.context["outbox_undelivered"] == 1 and letter.context["outbox_delivered"] == 2
 
 
@@ -107,10 +108,10 @@ def test_a_row_marked_sent_without_provider_evidence_is_reconciled_before_any_se
 
     again = app.enqueue("notify_review", kwargs={"changelist": "cl-4", "version": 1, "recipients": TEAM[:2]}).job
     _run(app, again.id)
-    assert app.job(again.id).result == {TEAM[0]: "reconciled", TEAM[1]: "sent"}
+    assert app.client.job(again.id).result == {TEAM[0]: "reconciled", TEAM[1]: "sent"}
     assert provider.posts[_token("cl-4", TEAM[0], 1)] == 1  # found at the provider: not sent again
     assert provider.posts[_token("cl-4", TEAM[1], 1)] == 1  # not at the provider: sent, once
-    rows = {r.key: r for r in app.outbox(job_id=again.id)}
+    rows = {r.key: r for r in app.admin(OPERATOR).outbox(job_id=again.id)}
     assert rows[delivered_key].provider_id == provider.delivered[_token("cl-4", TEAM[0], 1)]["id"]
     assert rows[phantom_key].reconciliations == 1 and rows[phantom_key].status is OutboxStatus.SENT
 
@@ -131,8 +132,8 @@ def test_a_stale_worker_cannot_record_a_delivery(app: App, provider) -> None:
     job = app.enqueue("contested").job
     asyncio.run(_run_until(app, lambda: seen))
     assert "lost its lease" in seen[0]
-    assert app.outbox() == [] and provider.posts == {}  # fenced before anything was written or sent
-    assert app.job(job.id).status in (Status.QUEUED, Status.RUNNING)
+    assert app.admin(OPERATOR).outbox() == [] and provider.posts == {}  # fenced before anything was written or sent
+    assert app.client.job(job.id).status in (Status.QUEUED, Status.RUNNING)
 
 
 @pytest.mark.parametrize("key", [(), "cl-1", ("cl", object())])

@@ -24,16 +24,16 @@ UTC = timezone.utc
 
 
 def _offers(app: App) -> list:
-    return [j for j in app.jobs(task="generate_offers", limit=100_000)]
+    return [j for j in app.client.jobs(task="generate_offers", limit=100_000)]
 
 
 def test_a_year_of_ticks_fires_once_per_local_day_per_user_with_restarts_and_twins(sqlite_url: str) -> None:
     app = with_offers(App(sqlite_url))
     rng = random.Random(4)
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    first = Scheduler(app)
+    first = Scheduler(app.client)
     ticks = []
-    twin = Scheduler(with_offers(App(sqlite_url)))  # another process's scheduler, its clock a little behind
+    twin = Scheduler(with_offers(App(sqlite_url)).client)  # another process's scheduler, its clock a little behind
     while now < datetime(2027, 1, 1, tzinfo=UTC):
         now += timedelta(hours=3, minutes=rng.randint(-50, 50))
         first.tick(now)
@@ -41,7 +41,7 @@ def test_a_year_of_ticks_fires_once_per_local_day_per_user_with_restarts_and_twi
         if rng.random() < 0.3:
             twin.tick(now - timedelta(seconds=rng.randint(0, 90)))
         if rng.random() < 0.01:
-            first = Scheduler(app)  # a restart: nothing kept in memory
+            first = Scheduler(app.client)  # a restart: nothing kept in memory
     jobs = _offers(app)
     per_day = Counter((j.kwargs["timezone"], j.kwargs["user"], j.kwargs["date"]) for j in jobs)
     assert set(per_day.values()) == {1}
@@ -68,7 +68,7 @@ def test_a_year_of_ticks_fires_once_per_local_day_per_user_with_restarts_and_twi
 def test_after_downtime_only_the_most_recent_missed_firing_is_caught_up(db_url: str) -> None:
     app = with_offers(App(db_url))
     start = datetime(2026, 6, 1, 0, 0, tzinfo=UTC)
-    scheduler = Scheduler(app)
+    scheduler = Scheduler(app.client)
     scheduler.tick(start)  # first sight: nothing before now is caught up
     assert _offers(app) == []
     made = scheduler.tick(start + timedelta(days=6))  # six days down
@@ -76,7 +76,7 @@ def test_after_downtime_only_the_most_recent_missed_firing_is_caught_up(db_url: 
     assert sorted(dates) == sorted({(tz, max(d for (z, d) in dates if z == tz)) for tz in ZONES})
     assert set(dates.values()) == {3}  # one firing per zone, for each of its three users
     # A manual re-run of the same window creates nothing
-    again = Scheduler(app).tick(start + timedelta(days=6))
+    again = Scheduler(app.client).tick(start + timedelta(days=6))
     assert again == [] and len(_offers(app)) == 12
     app.close()
 
@@ -94,7 +94,7 @@ def test_two_scheduler_processes_create_no_duplicate(db_url: str, tmp_path) -> N
     logs = [proc.communicate(timeout=30)[1] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], logs
     app = App(db_url)
-    pulses = app.jobs(task="pulse", limit=1000)
+    pulses = app.client.jobs(task="pulse", limit=1000)
     keys = Counter(j.idempotency_key for j in pulses)
     assert set(keys.values()) == {1}
     # Both zones fired every two seconds for about six seconds, each firing once
@@ -131,7 +131,7 @@ def test_a_worker_can_run_the_schedules_too(db_url: str, tmp_path, workers) -> N
     worker = WorkerProcess(db_url, tmp_path, "--schedules", "--poll-interval", "0.2", app="tests.apps.scheduled:app")
     workers.append(worker)
     app = App(db_url)
-    wait_until(lambda: len([j for j in app.jobs(task="pulse") if j.status == "succeeded"]) >= 2, timeout=20)
+    wait_until(lambda: len([j for j in app.client.jobs(task="pulse") if j.status == "succeeded"]) >= 2, timeout=20)
     assert worker.stop() == 0
     assert "scheduler started with 2 schedule(s)" in worker.log
     app.close()

@@ -11,7 +11,7 @@ from itertools import pairwise
 
 import pytest
 
-from redrive import App, Status
+from redrive import Actor, App, Status
 from redrive.cli import load_app
 from tests.conftest import wait_until
 from tests.fakes.upstream import serving
@@ -19,6 +19,8 @@ from tests.integration.processes import REPO, WorkerProcess, executions
 
 PIPELINE = "tests.apps.pipeline:app"
 SECRET = "sk_live_abcdefghijklmnop"
+
+OPERATOR = Actor.operator("test")
 
 
 def cli(url: str, *args: str) -> subprocess.CompletedProcess:
@@ -28,11 +30,11 @@ def cli(url: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def settled(app: App, *job_ids, statuses=(Status.SUCCEEDED, Status.FAILED)):
-    return lambda: all(app.job(i).status in statuses for i in job_ids)
+    return lambda: all(app.client.job(i).status in statuses for i in job_ids)
 
 
 def letters_of(app: App, job_id) -> list:
-    return sorted((d for d in app.dead_letters() if d.job_id == job_id), key=lambda d: d.id)
+    return sorted((d for d in app.admin(OPERATOR).dead_letters() if d.job_id == job_id), key=lambda d: d.id)
 
 
 def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path, workers) -> None:
@@ -51,13 +53,13 @@ def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path,
         runs = executions(tmp_path)
 
         # a: stage 2 failed twice then succeeded; stage 1 ran once
-        a = app.job(ids["a"])
+        a = app.client.job(ids["a"])
         assert a.status is Status.SUCCEEDED and a.result == {"verdict": "a reads well"}
         assert a.stage_attempts == {"fetch": 1, "llm": 3, "notify": 1}
         assert (runs["a:fetch"], runs["a:llm"], runs["a:notify"]) == (1, 3, 1)
         # never retried before its run_at: each call waits out the 1 s delay
         assert all(later - earlier >= 0.99 for earlier, later in pairwise(upstream.calls("/llm/a")))
-        retries = [e for e in app.events(a.id) if e.from_status is Status.RUNNING
+        retries = [e for e in app.client.job_events(a.id) if e.from_status is Status.RUNNING
                    and e.to_status is Status.QUEUED]
         assert [(e.attempt, e.meta["stage"], e.meta["error_code"], e.meta["upstream_status"],
                  e.meta["delay_ms"]) for e in retries] == [
@@ -65,7 +67,7 @@ def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path,
         assert all(e.meta["duration_ms"] >= 0 for e in retries)
 
         # b: llm spent its budget of 3; fetch kept its count, notify never ran
-        b = app.job(ids["b"])
+        b = app.client.job(ids["b"])
         assert (b.status, b.error_code, b.stage) == (Status.FAILED, "UPSTREAM_5XX", "llm")
         (letter_b,) = letters_of(app, b.id)
         assert (letter_b.stage, letter_b.error_class, letter_b.retryable) == ("llm", "UPSTREAM_5XX", True)
@@ -77,11 +79,11 @@ def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path,
         assert letter_b.context["exception"] == "httpx.HTTPStatusError"
         assert "HTTPStatusError" in letter_b.last_stack and "[EMAIL]" in letter_b.last_stack
         assert letter_b.first_failure_at < letter_b.last_failure_at
-        failed_event = app.events(b.id)[-1]
+        failed_event = app.client.job_events(b.id)[-1]
         assert failed_event.meta["dead_letter_id"] == letter_b.id
 
         # c: a non-retryable answer dead-letters at once
-        c = app.job(ids["c"])
+        c = app.client.job(ids["c"])
         (letter_c,) = letters_of(app, c.id)
         assert (letter_c.error_class, letter_c.stage_attempts, letter_c.escalated) == (
             "AUTH_DENIED", {"fetch": 1, "llm": 1}, False)
@@ -103,16 +105,16 @@ def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path,
         runs = executions(tmp_path)
 
         # b resumed at llm: fetch did not run again
-        b = app.job(ids["b"])
+        b = app.client.job(ids["b"])
         assert b.status is Status.SUCCEEDED
         assert (runs["b:fetch"], runs["b:llm"], runs["b:notify"]) == (1, 4, 1)
         assert b.stage_attempts == {"fetch": 1, "llm": 1, "notify": 1}
-        letter_b = app.dead_letter(letter_b.id)
+        letter_b = app.admin(OPERATOR).dead_letter(letter_b.id)
         assert (letter_b.state, letter_b.replayed_by, letter_b.replay_from) == ("replayed", "ops", "stage")
         assert [n["text"] for n in letter_b.notes] == ["LLM quota raised"]
         # A second replay of the same letter does nothing
-        (again,) = app.replay([letter_b.id])
-        assert not again.replayed and app.job(b.id).status is Status.SUCCEEDED
+        (again,) = app.admin(OPERATOR).replay([letter_b.id])
+        assert not again.replayed and app.client.job(b.id).status is Status.SUCCEEDED
 
         # c failed again with the same non-retryable class: escalated
         first_c, second_c = letters_of(app, c.id)
@@ -127,10 +129,10 @@ def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path,
         retried = cli(db_url, "jobs", "retry", str(c.id), "--owner", "alice")
         assert retried.returncode == 0, retried.stderr
         wait_until(lambda: len(letters_of(app, c.id)) == 3, timeout=30)
-        c = app.job(ids["c"])
+        c = app.client.job(ids["c"])
         assert c.status is Status.FAILED and c.manual_retry_count == 1
         assert letters_of(app, c.id)[-1].escalated
-        reasons = [e.meta.get("reason") for e in app.events(c.id) if e.from_status is Status.FAILED]
+        reasons = [e.meta.get("reason") for e in app.client.job_events(c.id) if e.from_status is Status.FAILED]
         assert reasons == ["replay", "manual_retry"]
 
     for worker in workers:
@@ -142,6 +144,7 @@ def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path,
 
 @pytest.mark.parametrize("bad", [["nope"], ["0"], ["99999"]])
 def test_replaying_what_does_not_exist_is_a_clean_error(sqlite_url: str, bad: list[str]) -> None:
+    App(sqlite_url).store.close()  # the database exists, the letters do not
     result = cli(sqlite_url, "dead", "replay", *bad)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith("redrive: error [DEAD_LETTER_NOT_FOUND]: ")

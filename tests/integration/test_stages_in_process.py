@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from redrive import App, Fixed, MemoryStore, Stage, Status, Transient, current_job, stage
+from redrive import Actor, App, Fixed, MemoryStore, Stage, Status, Transient, current_job, stage
 from tests.integration.test_worker_in_process import _finished, _run_until
 
 FAST = Fixed([timedelta(milliseconds=10)])
@@ -34,7 +34,7 @@ def test_an_async_pipeline_resumes_at_the_stage_that_failed() -> None:
     job = app.enqueue("rank", args=[20]).job
     assert job.max_attempts == 5 + 4  # the stages' budgets, unless capped
     asyncio.run(_run_until(app, _finished(app, [job.id])))
-    done = app.job(job.id)
+    done = app.client.job(job.id)
     assert (done.status, done.result) == (Status.SUCCEEDED, {"score": 41})
     assert calls == ["load", "score", "score", "score"]
     assert done.checkpoint == {"load": 40, "score": {"score": 41}}
@@ -51,7 +51,7 @@ def test_a_plain_task_is_one_stage_named_after_it() -> None:
     job = app.enqueue("ping").job
     assert job.stage == "ping"
     asyncio.run(_run_until(app, _finished(app, [job.id])))
-    (letter,) = app.dead_letters()
+    (letter,) = app.admin(Actor.operator("test")).dead_letters()
     assert (letter.stage, letter.stage_attempts, letter.attempts) == ("ping", {"ping": 2}, 2)
 
 
@@ -72,12 +72,12 @@ def test_a_stage_that_finishes_after_losing_its_lease_saves_nothing() -> None:
 
     job = app.enqueue("contested").job
     asyncio.run(_run_until(app, _finished(app, [job.id])))
-    done = app.job(job.id)
+    done = app.client.job(job.id)
     # the run whose lease was gone saved nothing; the next one did the work
     assert len(runs) == 2 and runs[0] != runs[1]
     assert done.checkpoint == {"step": "from run 2"} and done.result == "from run 2"
     assert done.stage_attempts == {"step": 1}
-    assert [e.to_status for e in app.events(job.id)].count(Status.SUCCEEDED) == 1
+    assert [e.to_status for e in app.client.job_events(job.id)].count(Status.SUCCEEDED) == 1
 
 
 def test_misusing_a_stage_is_a_bug_with_a_clear_message() -> None:
@@ -93,7 +93,7 @@ def test_misusing_a_stage_is_a_bug_with_a_clear_message() -> None:
 
     ids = [app.enqueue("undeclared").job.id, app.enqueue("not_json").job.id]
     asyncio.run(_run_until(app, _finished(app, ids)))
-    first, second = (app.job(i) for i in ids)
+    first, second = (app.client.job(i) for i in ids)
     assert first.error_code == "BUG"
     assert "declares no stage 'parse' (it has: fetch)" in first.error_message
     assert second.error_code == "BUG" and "not JSON" in second.error_message

@@ -37,7 +37,7 @@ def app() -> App:
 
     @app.task
     def rejected() -> None:
-        raise Permanent("NOT_PDF", "Only PDF files are supported.")
+        raise Permanent("Only PDF files are supported.", code="NOT_PDF")
 
     @app.task
     def buggy() -> None:
@@ -51,11 +51,11 @@ def app() -> App:
 
 
 def _finished(app: App, job_ids: list):
-    return lambda: all(app.job(i).status in (Status.SUCCEEDED, Status.FAILED) for i in job_ids)
+    return lambda: all(app.client.job(i).status in (Status.SUCCEEDED, Status.FAILED) for i in job_ids)
 
 
 async def _run_until(app: App, condition, **options) -> None:
-    worker = Worker(app, **{"poll_interval": timedelta(milliseconds=20),
+    worker = Worker(app.client, **{"poll_interval": timedelta(milliseconds=20),
                             "shutdown_grace": timedelta(seconds=2), **options})
     running = asyncio.create_task(worker.run())
     try:
@@ -80,19 +80,19 @@ def test_each_ending_becomes_one_recorded_outcome(app: App) -> None:
     ids["flaky_never"] = app.enqueue("flaky", args=[9]).job.id
     asyncio.run(_run_until(app, _finished(app, list(ids.values()))))
 
-    assert app.job(ids["add"]).result == 5
-    assert app.job(ids["whoami"]).result == {"id": str(ids["whoami"]), "attempt": 1}
-    ok = app.job(ids["flaky_ok"])
+    assert app.client.job(ids["add"]).result == 5
+    assert app.client.job(ids["whoami"]).result == {"id": str(ids["whoami"]), "attempt": 1}
+    ok = app.client.job(ids["flaky_ok"])
     assert (ok.status, ok.attempts, ok.last_error_code) == (Status.SUCCEEDED, 2, "UPSTREAM_5XX")
-    never = app.job(ids["flaky_never"])
+    never = app.client.job(ids["flaky_never"])
     assert (never.status, never.attempts, never.error_code) == (Status.FAILED, 3, "UPSTREAM_5XX")
-    rejected = app.job(ids["rejected"])
+    rejected = app.client.job(ids["rejected"])
     assert (rejected.error_code, rejected.error_message, rejected.attempts) == (
         "NOT_PDF", "Only PDF files are supported.", 1)
-    buggy = app.job(ids["buggy"])
+    buggy = app.client.job(ids["buggy"])
     assert (buggy.error_code, buggy.error_message) == ("BUG", "KeyError: 'missing'")
-    assert app.job(ids["unserialisable"]).error_code == "RESULT_NOT_JSON"
-    durations = [e.meta.get("duration_ms") for e in app.events(ids["add"])]
+    assert app.client.job(ids["unserialisable"]).error_code == "RESULT_NOT_JSON"
+    durations = [e.meta.get("duration_ms") for e in app.client.job_events(ids["add"])]
     assert isinstance(durations[-1], int)
 
 
@@ -100,8 +100,8 @@ def test_a_job_of_a_task_this_worker_lacks_is_retried_not_lost(app: App) -> None
     other = App(store=app.store)
     other.task(lambda: None, name="elsewhere")
     job = other.enqueue("elsewhere").job
-    asyncio.run(_run_until(app, lambda: app.job(job.id).last_error_code))
-    seen = app.job(job.id)
+    asyncio.run(_run_until(app, lambda: app.client.job(job.id).last_error_code))
+    seen = app.client.job(job.id)
     assert seen.status is Status.QUEUED and seen.last_error_code == "UNKNOWN_TASK"
 
 
@@ -121,9 +121,9 @@ def test_a_handler_that_loses_its_lease_has_its_result_dropped(app: App, caplog)
 
     job = app.enqueue("contested").job
     asyncio.run(_run_until(app, _finished(app, [job.id])))
-    assert app.job(job.id).result == "fresh"
+    assert app.client.job(job.id).result == "fresh"
     assert len(runs) == 2 and runs[0] != runs[1]
-    assert [e.to_status for e in app.events(job.id)].count(Status.SUCCEEDED) == 1
+    assert [e.to_status for e in app.client.job_events(job.id)].count(Status.SUCCEEDED) == 1
     assert f"lost the lease on job {job.id}" in caplog.text
 
 
@@ -155,9 +155,9 @@ def test_a_job_back_at_the_same_worker_while_its_old_run_goes_on_is_tracked_per_
         second_may_end.set()
     # then the second run was still tracked: it was requeued, not left running.
     assert len(runs) == 2 and runs[0] != runs[1]
-    requeued = app.job(job.id)
+    requeued = app.client.job(job.id)
     assert requeued.status is Status.QUEUED and requeued.lease_token is None
-    assert app.events(job.id)[-1].meta.get("reason") == "shutdown"
+    assert app.client.job_events(job.id)[-1].meta.get("reason") == "shutdown"
 
 
 class _SlowWrites(MemoryStore):
@@ -192,7 +192,7 @@ def test_concurrency_bounds_handlers_and_a_slow_store_bounds_the_leases_held() -
     ids = [r.job.id for r in app.enqueue_many([JobRequest("work")] * 30)]
 
     async def scenario() -> None:
-        worker = Worker(app, concurrency=4, poll_interval=timedelta(milliseconds=20),
+        worker = Worker(app.client, concurrency=4, poll_interval=timedelta(milliseconds=20),
                         shutdown_grace=timedelta(seconds=2))
         running = asyncio.create_task(worker.run())
         try:
@@ -212,7 +212,7 @@ def test_concurrency_bounds_handlers_and_a_slow_store_bounds_the_leases_held() -
             await asyncio.wait_for(running, 10)
 
     asyncio.run(scenario())
-    assert all(app.job(i).status is Status.SUCCEEDED for i in ids)
+    assert all(app.client.job(i).status is Status.SUCCEEDED for i in ids)
     assert now["most"] == 4
 
 
@@ -237,7 +237,7 @@ def test_a_classifier_that_raises_does_not_lose_the_job(app: App, caplog) -> Non
 
     job_id = app.enqueue("fragile").job.id
     asyncio.run(_run_until(app, _finished(app, [job_id])))
-    failed = app.job(job_id)
+    failed = app.client.job(job_id)
     assert (failed.status, failed.error_code, failed.error_message) == (
         Status.FAILED, "BUG", "ValueError: bad input")
     assert "the classifier raised" in caplog.text

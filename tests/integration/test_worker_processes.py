@@ -84,14 +84,14 @@ def test_a_killed_workers_job_is_finished_by_another(db_url, tmp_path, workers) 
     wait_until(lambda: all(client.job(j.id).status is Status.SUCCEEDED for j in others), timeout=30)
     done = client.job(slow.id)
     assert done.attempts == 2 and done.result["pid"] == b.pid
-    reasons = [e.meta.get("reason") for e in client.events(slow.id)]
+    reasons = [e.meta.get("reason") for e in client.job_events(slow.id)]
     assert "lease_expired" in reasons
     runs = executions(tmp_path)
     assert runs["slow"] == 1  # the first attempt died before recording
     for n, job in enumerate(others):
         # A may have run a job and died before its completion landed: at least
         # once, and a second run only after that lease expired.
-        expired = "lease_expired" in [e.meta.get("reason") for e in client.events(job.id)]
+        expired = "lease_expired" in [e.meta.get("reason") for e in client.job_events(job.id)]
         assert runs[f"o{n}"] in ((1, 2) if expired else (1,)), (n, runs)
     assert b.stop() == 0
     client.close()
@@ -115,7 +115,7 @@ def test_a_paused_workers_stale_completion_is_rejected(db_url, tmp_path, workers
     # Then its completion changed nothing: one ending, B's result
     done = client.job(job.id)
     assert done.status is Status.SUCCEEDED and done.result["pid"] == b.pid
-    endings = [e for e in client.events(job.id) if e.to_status is Status.SUCCEEDED]
+    endings = [e for e in client.job_events(job.id) if e.to_status is Status.SUCCEEDED]
     assert len(endings) == 1
     assert a.stop() == 0 and b.stop() == 0
     assert client.job(job.id).result["pid"] == b.pid
@@ -144,10 +144,10 @@ def test_sigterm_finishes_short_jobs_requeues_long_ones_and_claims_nothing_more(
     for job in long:
         requeued = client.job(job.id)
         assert requeued.status is Status.QUEUED and requeued.attempts == 0
-        assert client.events(job.id)[-1].meta == {"reason": "shutdown"}
+        assert client.job_events(job.id)[-1].meta == {"reason": "shutdown"}
     for job in waiting:
         # Slots freed during the grace period, yet nothing new was claimed.
-        assert [e.to_status for e in client.events(job.id)] == [Status.QUEUED]
+        assert [e.to_status for e in client.job_events(job.id)] == [Status.QUEUED]
     assert client.store.jobs_count()[Status.RUNNING] == 0
     assert "requeued 2 unfinished jobs" in w.log
     client.close()
@@ -173,7 +173,7 @@ def test_heartbeats_keep_a_job_longer_than_its_lease(db_url, tmp_path, workers) 
     wait_until(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=30)
     done = client.job(job.id)
     assert done.attempts == 1 and done.result["pid"] == a.pid
-    assert [e.to_status for e in client.events(job.id)] == [
+    assert [e.to_status for e in client.job_events(job.id)] == [
         Status.QUEUED, Status.RUNNING, Status.SUCCEEDED]
     assert executions(tmp_path) == Counter({"long": 1})
     client.close()

@@ -100,7 +100,7 @@ def test_inside_a_job_the_phase_commits_only_while_the_lease_is_held(conn_factor
 
     outcomes.clear()
     held = app.enqueue("merge", args=[False]).job
-    asyncio.run(_run_until(app, lambda: app.job(held.id).status is Status.SUCCEEDED))
+    asyncio.run(_run_until(app, lambda: app.client.job(held.id).status is Status.SUCCEEDED))
     assert outcomes == ["committed"] and _state(conn_factory) == AFTER
     app.close()
 

@@ -142,7 +142,7 @@ def test_enqueue_claim_and_complete_answer_with_the_job_as_stored(store: Store) 
     assert (again.stage, again.checkpoint, again.last_error_code) == ("parse", {"fetch": {"page": 1}}, "E")
     assert again.stage_attempts == {"parse": 1} and again.attempts == 2
     # And a completion stores the result with everything else kept
-    assert store.jobs_complete(items=[Completion(lease=again.lease, result={"ok": True})]) == {again.id}
+    assert store.jobs_complete(items=[Completion(lease=again.lease, result={"ok": True})]) == {again.lease}
     done = store.job_get(job_id=request.id)
     assert (done.status, done.result, done.finished_at is not None) == (Status.SUCCEEDED, {"ok": True}, True)
     assert (done.checkpoint, done.owner, done.idempotency_key, done.version) == (
@@ -211,7 +211,7 @@ def test_heartbeat_extends_only_held_leases(store: Store) -> None:
     job = claim_one(store, ttl=timedelta(seconds=5))
     forged = Lease(job.id, uuid.uuid4())
     assert store.leases_extend(leases=[forged], lease_ttl=timedelta(hours=1)) == set()
-    assert store.leases_extend(leases=[job.lease], lease_ttl=timedelta(hours=1)) == {job.id}
+    assert store.leases_extend(leases=[job.lease], lease_ttl=timedelta(hours=1)) == {job.lease}
     extended = store.job_get(job_id=job.id)
     assert extended.lease_expires_at > job.lease_expires_at + timedelta(minutes=50)
 
@@ -223,7 +223,7 @@ def test_complete_is_fenced_on_the_lease(store: Store) -> None:
     assert store.jobs_complete(items=[Completion(Lease(job.id, uuid.uuid4()), {"x": 1})]) == set()
     assert store.job_get(job_id=job.id).status is Status.RUNNING
     # When the holder completes
-    assert store.jobs_complete(items=[Completion(job.lease, {"x": 1}, {"duration_ms": 5})]) == {job.id}
+    assert store.jobs_complete(items=[Completion(job.lease, {"x": 1}, {"duration_ms": 5})]) == {job.lease}
     # Then the job succeeded, keeps its result and history, and a repeat does nothing
     done = store.job_get(job_id=job.id)
     assert done.status is Status.SUCCEEDED and done.result == {"x": 1}
@@ -241,7 +241,7 @@ def test_batched_completion_applies_each_held_lease(store: Store) -> None:
     items = [Completion(j.lease, {"n": i}) for i, j in enumerate(jobs[1:])] + [stale]
     # The same completion twice in a batch moves the job once
     items.append(items[0])
-    assert store.jobs_complete(items=items) == {j.id for j in jobs[1:]}
+    assert store.jobs_complete(items=items) == {j.lease for j in jobs[1:]}
     assert store.jobs_count()[Status.SUCCEEDED] == 4
     assert store.job_get(job_id=jobs[0].id).status is Status.RUNNING
     assert [e.to_status for e in assert_history(store, jobs[1].id)][-1:] == [Status.SUCCEEDED]
@@ -252,7 +252,7 @@ def test_retry_requeues_for_later_and_keeps_the_last_error(store: Store) -> None
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
     item = RetryLater(job.lease, timedelta(milliseconds=400), "UPSTREAM_5XX", "503 from upstream")
-    assert store.jobs_retry(items=[item]) == {job.id}
+    assert store.jobs_retry(items=[item]) == {job.lease}
     retried = store.job_get(job_id=job.id)
     assert retried.status is Status.QUEUED
     assert (retried.last_error_code, retried.error_code) == ("UPSTREAM_5XX", None)
@@ -269,7 +269,7 @@ def test_retry_requeues_for_later_and_keeps_the_last_error(store: Store) -> None
 def test_fail_records_the_error(store: Store) -> None:
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
-    assert store.jobs_fail(items=[FailNow(job.lease, "NOT_PDF", "Only PDF files are supported.")]) == {job.id}
+    assert store.jobs_fail(items=[FailNow(job.lease, "NOT_PDF", "Only PDF files are supported.")]) == {job.lease}
     failed = store.job_get(job_id=job.id)
     assert failed.status is Status.FAILED
     assert (failed.error_code, failed.error_message) == ("NOT_PDF", "Only PDF files are supported.")
@@ -280,7 +280,7 @@ def test_fail_records_the_error(store: Store) -> None:
 def test_requeue_on_shutdown_gives_the_dispatch_back(store: Store) -> None:
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
-    assert store.jobs_requeue(leases=[job.lease]) == {job.id}
+    assert store.jobs_requeue(leases=[job.lease]) == {job.lease}
     requeued = store.job_get(job_id=job.id)
     assert requeued.status is Status.QUEUED and requeued.attempts == 0
     assert assert_history(store, job.id)[-1].meta == {"reason": "shutdown"}

@@ -67,7 +67,7 @@ def test_a_held_job_goes_back_without_spending_an_attempt(store: Store) -> None:
     store.jobs_insert(jobs=[needing("gateway")])
     job = claim_one(store)
     meta = {"reason": "breaker_open", "dependency": "gateway"}
-    assert store.jobs_requeue(leases=[job.lease], meta=meta, delay=timedelta(milliseconds=300)) == {job.id}
+    assert store.jobs_requeue(leases=[job.lease], meta=meta, delay=timedelta(milliseconds=300)) == {job.lease}
     held = store.job_get(job_id=job.id)
     assert (held.status, held.attempts) == (Status.QUEUED, 0)
     assert store.job_events_list(job_id=job.id)[-1].meta == meta

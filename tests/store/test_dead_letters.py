@@ -18,7 +18,7 @@ from tests.store.test_behaviour import assert_history, claim_one, new
 def fail(store: Store, job, code: str = "AUTH_DENIED", *, retryable: bool = False, **extra) -> None:
     item = FailNow(job.lease, code, f"{code} happened", error_class=extra.pop("error_class", code),
                    retryable=retryable, **extra)
-    assert store.jobs_fail(items=[item]) == {job.id}
+    assert store.jobs_fail(items=[item]) == {job.lease}
 
 
 def letter_of(store: Store, job_id) -> object:
@@ -33,14 +33,14 @@ def test_a_finished_stage_is_saved_fenced_on_the_lease(store: Store) -> None:
     stale = StageDone(Lease(job.id, uuid.uuid4()), "fetch", {"doc": 1}, {"fetch": 1}, "llm")
     assert store.stages_save(items=[stale]) == set()
     done = StageDone(job.lease, "fetch", {"doc": "d1", "n": [1, 2]}, {"fetch": 1}, "llm")
-    assert store.stages_save(items=[done]) == {job.id}
+    assert store.stages_save(items=[done]) == {job.lease}
     saved = store.job_get(job_id=job.id)
     assert (saved.stage, saved.checkpoint, saved.stage_attempts) == (
         "llm", {"fetch": {"doc": "d1", "n": [1, 2]}}, {"fetch": 1})
     # A retry records the failed stage's count and keeps the checkpoint
     retry = RetryLater(job.lease, timedelta(0), "UPSTREAM_5XX", "503", stage="llm",
                        stage_attempts={"fetch": 1, "llm": 1})
-    assert store.jobs_retry(items=[retry]) == {job.id}
+    assert store.jobs_retry(items=[retry]) == {job.lease}
     retried = store.job_get(job_id=job.id)
     assert retried.stage_attempts == {"fetch": 1, "llm": 1} and "fetch" in retried.checkpoint
     assert retried.first_failed_at is not None

@@ -33,7 +33,7 @@ def app(store: Store) -> App:
 
 def succeed(store: Store, result: object) -> None:
     job = claim_one(store)
-    assert store.jobs_complete(items=[Completion(job.lease, result)]) == {job.id}
+    assert store.jobs_complete(items=[Completion(job.lease, result)]) == {job.lease}
 
 
 def test_a_repeated_key_returns_the_first_job(app: App) -> None:
@@ -173,8 +173,8 @@ def test_a_big_batch_of_keyed_and_plain_jobs_answers_in_request_order(app: App) 
     assert [r.job.idempotency_key for r in made[:3]] == ["k-0", None, None]
     assert sum(app.store.jobs_count().values()) == BIG
     for r in (made[0], made[1], made[BIG - 1]):  # what enqueue answered is what was stored
-        assert app.job(r.job.id) == r.job
-        assert [e.to_status for e in app.events(r.job.id)] == ["queued"]
+        assert app.client.job(r.job.id) == r.job
+        assert [e.to_status for e in app.client.job_events(r.job.id)] == ["queued"]
 
 
 @pytest.mark.parametrize("bad", [
@@ -221,7 +221,7 @@ def test_a_refusal_inside_the_callers_postgres_transaction_keeps_the_callers_wri
         fresh = app.enqueue("convert", kwargs={"path": "c"}, idempotency_key="doc-2", conn=conn)
         conn.commit()
         assert conn.execute("SELECT name FROM uploads").fetchall() == [("b",)]
-    assert app.job(fresh.job.id).kwargs == {"path": "c"}
+    assert app.client.job(fresh.job.id).kwargs == {"path": "c"}
     assert sum(app.store.jobs_count().values()) == 2
     app.close()
 

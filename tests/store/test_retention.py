@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from redrive import App, ConfigError, JobRequest
+from redrive import Actor, App, ConfigError, JobRequest
 from redrive.core.job import Completion, DeadLetterFilter
 from redrive.core.states import Status
 from redrive.store.port import Store
@@ -16,11 +16,12 @@ from tests.store.test_behaviour import claim_one, new
 from tests.store.test_dead_letters import fail, letter_of
 
 AGE = timedelta(milliseconds=300)
+OPERATOR = Actor.operator("test")
 
 
 def succeed(store: Store) -> object:
     job = claim_one(store)
-    assert store.jobs_complete(items=[Completion(job.lease, {"ok": True})]) == {job.id}
+    assert store.jobs_complete(items=[Completion(job.lease, {"ok": True})]) == {job.lease}
     return job.id
 
 
@@ -76,10 +77,10 @@ def test_a_pruned_jobs_idempotency_key_can_be_used_afresh(store: Store) -> None:
     succeed(store)
     assert app.enqueue("mail", args=[1], idempotency_key="welcome:ann").duplicate
     time.sleep(AGE.total_seconds() * 1.5)
-    assert app.prune(AGE, batch=1) == 1
+    assert app.admin(OPERATOR).prune(AGE, batch=1) == 1
     again = app.enqueue("mail", args=[1], idempotency_key="welcome:ann")
     assert not again.duplicate and again.job.id == first.id  # the key's id, a new run
-    assert app.job(first.id).status is Status.QUEUED
+    assert app.client.job(first.id).status is Status.QUEUED
 
 
 def test_prune_refuses_an_age_it_cannot_use(store: Store) -> None:
@@ -88,11 +89,11 @@ def test_prune_refuses_an_age_it_cannot_use(store: Store) -> None:
     kept = succeed(store)
     time.sleep(AGE.total_seconds() * 1.5)
     with pytest.raises(ConfigError, match="positive age"):
-        app.prune()  # no job_retention setting: history is kept forever
+        app.admin(OPERATOR).prune(app.settings.job_retention)  # no job_retention setting: history is kept forever
     with pytest.raises(ConfigError, match="positive age"):
-        app.prune(timedelta(0))
+        app.admin(OPERATOR).prune(timedelta(0))
     with pytest.raises(ConfigError, match="batch"):
-        app.prune(AGE, batch=0)
+        app.admin(OPERATOR).prune(AGE, batch=0)
     assert store.job_get(job_id=kept).status is Status.SUCCEEDED
 
 
@@ -103,5 +104,5 @@ def test_app_prune_works_through_every_batch(store: Store) -> None:
     for _ in range(7):
         succeed(store)
     time.sleep(AGE.total_seconds() * 1.5)
-    assert app.prune(AGE, batch=3) == 7
+    assert app.admin(OPERATOR).prune(AGE, batch=3) == 7
     assert not store.jobs_count().get(Status.SUCCEEDED)

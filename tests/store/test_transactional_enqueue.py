@@ -38,8 +38,8 @@ def test_sqlite_enqueue_joins_the_callers_transaction(sqlite_url: str) -> None:
     conn.commit()
     # Then only the committed job exists
     assert app.store.job_get(job_id=rolled_back.id) is None
-    assert app.job(committed.id).args == [2]
-    assert [e.to_status for e in app.events(committed.id)] == ["queued"]
+    assert app.client.job(committed.id).args == [2]
+    assert [e.to_status for e in app.client.job_events(committed.id)] == ["queued"]
     conn.close()
     app.close()
 
@@ -58,7 +58,7 @@ def test_postgres_enqueue_joins_the_callers_transaction(pg_url: str) -> None:
             conn.execute("INSERT INTO orders VALUES (2)")
             committed = app.enqueue("notify", args=[2], conn=conn).job
     assert app.store.job_get(job_id=rolled_back.id) is None
-    assert app.job(committed.id).args == [2]
+    assert app.client.job(committed.id).args == [2]
     app.close()
 
 
@@ -82,7 +82,7 @@ def test_a_big_postgres_batch_in_the_callers_transaction_is_all_or_nothing(pg_ur
             committed = app.enqueue_many(batch, conn=conn)
             assert sum(app.store.jobs_count().values()) == 0  # not before the commit
     assert app.store.job_get(job_id=rolled_back[-1].job.id) is None
-    assert [app.job(r.job.id).args for r in (committed[0], committed[-1])] == [[0], [299]]
+    assert [app.client.job(r.job.id).args for r in (committed[0], committed[-1])] == [[0], [299]]
     assert sum(app.store.jobs_count().values()) == 300
     app.close()
 

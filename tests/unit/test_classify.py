@@ -184,5 +184,5 @@ def test_a_tasks_own_transient_and_permanent_go_through_the_taxonomy_aliases() -
     transient = GATEWAY.exception(Transient("gateway down", code="GW_UNAVAILABLE",
                                             retry_after=timedelta(seconds=3)), now=NOW)
     assert (transient.code, transient.retryable, transient.retry_after) == ("GW_5XX", True, timedelta(seconds=3))
-    permanent = GATEWAY.exception(Permanent("INVALID_MAPPING", "mapping v2 unknown"), now=NOW)
+    permanent = GATEWAY.exception(Permanent("mapping v2 unknown", code="INVALID_MAPPING"), now=NOW)
     assert (permanent.code, permanent.retryable, permanent.message) == ("GW_4XX", False, "mapping v2 unknown")

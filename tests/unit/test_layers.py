@@ -13,7 +13,11 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "redrive"
 LAYERS = {
     "redrive.core": 1,
     "redrive.settings": 1,
+    "redrive.events": 1,
     "redrive.store": 2,
+    "redrive.declarations": 3,
+    "redrive.client": 3,
+    "redrive.admin": 3,
     "redrive.app": 3,
     "redrive.runtime": 4,
     "redrive.demo": 5,
@@ -66,3 +70,10 @@ def test_core_does_no_io_and_reads_no_clock() -> None:
             assert imported.split(".")[0] not in IO_MODULES, f"{path.name} imports {imported}"
         for call in ("datetime.now", ".utcnow(", "time.time", "random.random("):
             assert call not in source, f"{path.name} reads the clock or global randomness: {call}"
+
+
+def test_the_runtime_and_the_operator_api_never_take_the_app() -> None:
+    """They receive what they need (the registry, a client, a store), so no
+    one reaches through an App as a service locator."""
+    for path in [*(SRC / "runtime").rglob("*.py"), SRC / "admin.py", SRC / "client.py"]:
+        assert "redrive.app" not in _imports(path), f"{path.name} imports redrive.app"

@@ -14,7 +14,7 @@ from redrive.core.retry import after_failure
 from redrive.core.stages import Stage, next_after, pipeline, resume_at
 from redrive.errors import ConfigError
 
-RETRYABLE = Failure("UPSTREAM_5XX", True, "503")
+RETRYABLE = Failure(code="UPSTREAM_5XX", retryable=True, message="503")
 LLM = Stage("llm", max_attempts=3, backoff=Fixed([timedelta(seconds=30), timedelta(minutes=2)]))
 
 
@@ -36,12 +36,12 @@ def test_the_jobs_max_attempts_caps_every_stage() -> None:
 
 
 def test_a_non_retryable_failure_fails_at_once() -> None:
-    denied = Failure("AUTH_DENIED", False, "401")
+    denied = Failure(code="AUTH_DENIED", retryable=False, message="401")
     assert decide(denied, stage_attempts=1) == Failed(denied)
 
 
 def test_a_larger_retry_after_wins() -> None:
-    failure = Failure("RATE_LIMITED", True, "429", retry_after=timedelta(seconds=50))
+    failure = Failure(code="RATE_LIMITED", retryable=True, message="429", retry_after=timedelta(seconds=50))
     outcome = decide(failure, stage_attempts=1, stage=Stage("s", backoff=FullJitter()))
     assert outcome == Retry(timedelta(seconds=50), failure)
 

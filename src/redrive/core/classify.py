@@ -3,7 +3,7 @@
 Two steps. First, what happened, independent of any application: a ``Kind``
 (timeout, connection refused, 429, 5xx, unparseable response, ...). Then the
 application's ``Classifier`` maps kinds and status codes to its own codes
-(seed 002 calls a 5xx ``GW_5XX``; the default taxonomy calls it
+(the converter calls a 5xx ``GW_5XX``; the default taxonomy calls it
 ``UPSTREAM_5XX``). Exceptions from httpx and the standard library are
 recognised by their class names, so the core imports neither.
 """
@@ -128,7 +128,7 @@ def parse_retry_after(value: str | None, *, now: datetime) -> timedelta | None:
     return delay if delay > timedelta(0) else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Failure:
     """A classified failure: the code to record and whether to try again."""
 
@@ -166,7 +166,7 @@ DEFAULT_KIND_CODES: Mapping[Kind, str] = {
 class Classifier:
     """Maps what happened to an application's codes.
 
-    ``statuses`` pins particular HTTP statuses to codes (seed 002: 400, 406,
+    ``statuses`` pins particular HTTP statuses to codes (the converter: 400, 406,
     413, 415 -> ``GW_4XX``) ahead of the kind mapping; ``unclassified`` is the
     code for an exception nobody recognised (a bug: not retried unless that
     code is retryable).

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from redrive.core.redact import redact
 from redrive.core.states import Status
-from redrive.errors import IdempotencyKeyReused
+from redrive.errors import IdempotencyKeyReused, IllegalTransition
 
 JSON = Any
 
@@ -84,7 +84,7 @@ class Job:
     @property
     def lease(self) -> Lease:
         if self.lease_token is None:
-            raise ValueError(f"job {self.id} is {self.status}, it holds no lease")
+            raise IllegalTransition(f"job {self.id} is {self.status}, it holds no lease")
         return Lease(job_id=self.id, token=self.lease_token)
 
 

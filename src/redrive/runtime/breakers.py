@@ -16,13 +16,15 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
-from redrive.app import App, Dependency
+from redrive.declarations import Dependency
 from redrive.core.breaker import Breaker, BreakerMode, Call, State, admit, probe_passed, record
 from redrive.core.job import Job
 from redrive.core.outcome import Failed, Retry, Succeeded
-from redrive.errors import StoreError
+from redrive.errors import StoreError, UnknownDependency
+from redrive.events import EventStream
+from redrive.store.port import Store
 
 log = logging.getLogger("redrive.breakers")
 
@@ -43,8 +45,11 @@ class Refusal:
 
 
 class BreakerGate:
-    def __init__(self, app: App, call: Callable[..., Any]) -> None:
-        self.app = app
+    def __init__(self, dependencies: Mapping[str, Dependency], store: Callable[[], Store],
+                 call: Callable[..., Any], *, events: EventStream | None = None) -> None:
+        self.dependencies = dependencies
+        self._events = events or EventStream()
+        self._store = store
         self._call = call  # runs a blocking store call off the event loop
         self._view: dict[str, Breaker] = {}
         self._clock_offset = 0.0  # database epoch minus local epoch
@@ -54,7 +59,13 @@ class BreakerGate:
 
     @property
     def active(self) -> bool:
-        return bool(self.app.dependencies)
+        return bool(self.dependencies)
+
+    def dependency(self, name: str) -> Dependency:
+        if name not in self.dependencies:
+            known = ", ".join(sorted(self.dependencies)) or "none"
+            raise UnknownDependency(f"no dependency named {name!r} is declared (known: {known})")
+        return self.dependencies[name]
 
     def _now(self) -> float:
         return time.time() + self._clock_offset
@@ -64,7 +75,7 @@ class BreakerGate:
     def blocked(self) -> list[str]:
         """Hold-mode dependencies whose jobs should not even be claimed."""
         now, names = self._now(), []
-        for name, dependency in self.app.dependencies.items():
+        for name, dependency in self.dependencies.items():
             b = self._view.get(name)
             if b is None or BreakerMode(dependency.mode) is not BreakerMode.HOLD:
                 continue
@@ -82,7 +93,7 @@ class BreakerGate:
     async def admit(self, job: Job) -> Refusal | None:
         trials = set()
         for name in job.dependencies:
-            dependency = self.app.dependencies.get(name)
+            dependency = self.dependencies.get(name)
             b = self._view.get(name)
             if dependency is None or b is None or b.state is State.CLOSED:
                 continue  # an undeclared dependency here has no breaker in this deploy
@@ -98,13 +109,13 @@ class BreakerGate:
     def admit_now(self, name: str) -> bool:
         """For a guarded call, from the handler's thread."""
         b = self._view.get(name)
-        return b is None or b.state is State.CLOSED or self._admit(self.app.dependencies[name])
+        return b is None or b.state is State.CLOSED or self._admit(self.dependencies[name])
 
     def note(self, name: str, ok: bool | None, duration_s: float) -> None:
         """One guarded call's result (None: it says nothing about the dependency)."""
         if ok is None:
             return
-        slow = self.app.dependencies[name].policy.slow_call
+        slow = self.dependencies[name].policy.slow_call
         if slow is not None and duration_s > slow.total_seconds():
             ok = False
         with self._pending_lock:
@@ -119,7 +130,7 @@ class BreakerGate:
             return after
 
         self._view[dependency.name] = self._logged(
-            dependency.name, self.app.store.breaker_update(name=dependency.name, change=change))
+            dependency.name, self._store().breaker_update(name=dependency.name, change=change))
         return granted[0]
 
     async def record(self, job: Job, outcome: Any, duration_s: float,
@@ -129,7 +140,7 @@ class BreakerGate:
         non-retryable failure (a 4xx we caused, a bug) counts for nothing."""
         trials = self._trials.pop(job.lease_token, set())
         for name in job.dependencies:
-            dependency = self.app.dependencies.get(name)
+            dependency = self.dependencies.get(name)
             if dependency is None or name in guarded:
                 continue
             ok = _verdict(outcome)
@@ -156,7 +167,7 @@ class BreakerGate:
             await asyncio.sleep(REFRESH_S)
 
     async def refresh(self) -> None:
-        breakers, now = await self._call(self.app.store.breakers_list)
+        breakers, now = await self._call(self._store().breakers_list)
         self._clock_offset = now - time.time()
         self._view = breakers
 
@@ -164,9 +175,9 @@ class BreakerGate:
         with self._pending_lock:
             pending, self._pending = self._pending, defaultdict(list)
         for name, calls in pending.items():
-            policy = self.app.dependencies[name].policy
+            policy = self.dependencies[name].policy
             try:
-                b = await self._call(self.app.store.breaker_update, name=name,
+                b = await self._call(self._store().breaker_update, name=name,
                                      change=lambda b, now, p=policy, c=calls: record(b, p, c, now))
             except StoreError:
                 with self._pending_lock:
@@ -175,7 +186,7 @@ class BreakerGate:
             self._view[name] = self._logged(name, b)
 
     async def _probe(self) -> None:
-        for name, dependency in self.app.dependencies.items():
+        for name, dependency in self.dependencies.items():
             b = self._view.get(name)
             if dependency.probe is None or b is None or b.state is not State.OPEN or b.forced:
                 continue
@@ -189,7 +200,7 @@ class BreakerGate:
                 log.info("health probe of %s failed: %s", name, exc)
                 healthy = False
             if healthy:
-                b = await self._call(self.app.store.breaker_update, name=name,
+                b = await self._call(self._store().breaker_update, name=name,
                                      change=lambda b, now: probe_passed(b, now))
                 self._view[name] = self._logged(name, b)
 
@@ -202,12 +213,14 @@ class BreakerGate:
             taken.append(due)
             return replace(b, probed_at=now) if due else b
 
-        self.app.store.breaker_update(name=dependency.name, change=change)
+        self._store().breaker_update(name=dependency.name, change=change)
         return taken[0]
 
     def _logged(self, name: str, b: Breaker) -> Breaker:
         for before, after, reason in b.changes:
             log.warning("breaker %s: %s -> %s (%s)", name, before, after, reason)
+            self._events.emit("breaker.changed", name=name, from_state=before.value, to_state=after.value,
+                              reason=reason)
         return b
 
 

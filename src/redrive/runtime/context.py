@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 from redrive.core.job import JSON, Job, StageDone, strict_json
 from redrive.core.stages import Stage, next_after, resume_at
 from redrive.errors import CircuitOpen, ConfigError, LeaseLost
+from redrive.events import EventStream
 from redrive.store.port import Store
 
 
@@ -36,6 +37,7 @@ class _Run:
     gate: Any = None  # the worker's BreakerGate, for guarded calls
     classifier: Any = None
     guarded: set[str] = field(default_factory=set)  # dependencies whose calls were wrapped
+    events: EventStream = field(default_factory=EventStream)  # where the outbox sender announces
 
     def declared(self, name: str) -> Stage:
         for stage in self.stages:
@@ -66,7 +68,7 @@ _current: ContextVar[_Run | None] = ContextVar("redrive_current_run", default=No
 def _run() -> _Run:
     run = _current.get()
     if run is None:
-        raise LookupError("only available inside a running task")
+        raise ConfigError("only available inside a running task (current_job, stage, add_context, deliver)")
     return run
 
 
@@ -123,8 +125,8 @@ def guarded(dependency: str) -> Iterator[None]:
     it), and the job's own outcome no longer counts for that dependency."""
     run = _run()
     if run.gate is None:
-        raise LookupError("guarded() needs a worker with the app's dependencies")
-    run.gate.app.dependency(dependency)  # an unknown name is a ConfigError here
+        raise ConfigError("guarded() needs a worker whose app declares dependencies")
+    run.gate.dependency(dependency)  # an unknown name is a ConfigError here
     run.guarded.add(dependency)
     if not run.gate.admit_now(dependency):
         raise CircuitOpen(f"dependency {dependency} is unavailable (circuit open)", dependency=dependency)
@@ -139,6 +141,6 @@ def guarded(dependency: str) -> Iterator[None]:
 
 
 def _save(run: _Run, item: StageDone) -> None:
-    if item.lease.job_id not in run.store.stages_save(items=[item]):
+    if item.lease not in run.store.stages_save(items=[item]):
         raise LeaseLost(f"job {run.job.id} lost its lease during stage {item.stage!r}")
 

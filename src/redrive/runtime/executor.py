@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from random import Random
 from typing import Any, Callable
 
-from redrive.app import Task
+from redrive.declarations import Task
 from redrive.core.backoff import FullJitter
 from redrive.core.classify import Classifier, Failure, one_line
 from redrive.core.job import JSON, Job, strict_json
@@ -23,6 +23,7 @@ from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
 from redrive.core.stages import Stage
 from redrive.errors import CircuitOpen, LeaseLost, Permanent, Transient
+from redrive.events import EventStream
 from redrive.runtime.context import _current, _Run
 from redrive.runtime.threads import DaemonThreadPool
 from redrive.store.port import Store
@@ -49,7 +50,7 @@ class Execution:
     skipped: bool = False  # the task's already_done found the result: the body did not run
 
 
-def stages_of(task: Task, job: Job) -> tuple[Stage, ...]:
+def stages_of(task: Task[Any, Any], job: Job) -> tuple[Stage, ...]:
     """A plain task is a one-stage pipeline with the job's budget and the task's backoff."""
     return task.stages or _one_stage(task.name, job.max_attempts, task.backoff)
 
@@ -60,7 +61,7 @@ def _one_stage(name: str, max_attempts: int, backoff: Any) -> tuple[Stage, ...]:
 
 
 async def execute(
-    task: Task | None,
+    task: Task[Any, Any] | None,
     job: Job,
     *,
     classifier: Classifier,
@@ -68,10 +69,11 @@ async def execute(
     rng: Random,
     store: Store,
     gate: Any = None,
+    events: EventStream | None = None,
 ) -> Execution:
     if task is None:
         # Another deploy may know this task: let it come back rather than lose it.
-        failure = Failure(UNKNOWN_TASK, True, f"no task named {job.task!r} in this worker")
+        failure = Failure(code=UNKNOWN_TASK, retryable=True, message=f"no task named {job.task!r} in this worker")
         unknown = Stage(job.task, max_attempts=job.max_attempts, backoff=_UNKNOWN_TASK_BACKOFF)
         return Execution(after_failure(failure, stage=unknown, stage_attempts=job.attempts,
                                        attempts=job.attempts, max_attempts=job.max_attempts, rng=rng))
@@ -79,16 +81,16 @@ async def execute(
     is_async = task.is_async
     run = _Run(job=job, stages=stages_of(task, job), is_async=is_async, store=store,
                checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts),
-               gate=gate, classifier=classifier)
+               gate=gate, classifier=classifier, events=events or EventStream())
     token = _current.set(run)
     try:
-        # A retry after a stalled status write may find the work done (seed 002 §8).
+        # A retry after a stalled status write may find the work done (the converter's rule: no second conversion).
         found = (await _call(task.already_done, job, threads,
                              inspect.iscoroutinefunction(task.already_done))
                  if task.already_done else None)
         result = found if found is not None else await _call(task.fn, job, threads, is_async)
     except CircuitOpen as exc:
-        return Execution(Retry(timedelta(0), Failure(exc.code, True, exc.message)),
+        return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
                          held_by=exc.dependency, guarded=frozenset(run.guarded))
     except Exception as exc:
         return replace(_failed(exc, run, classifier, rng), guarded=frozenset(run.guarded))
@@ -98,7 +100,8 @@ async def execute(
         if result is not None:  # most jobs return nothing: no encoder to run
             strict_json(result)
     except (TypeError, ValueError) as exc:
-        failure = Failure(RESULT_NOT_JSON, False, one_line(f"the result is not JSON: {exc}"))
+        failure = Failure(code=RESULT_NOT_JSON, retryable=False,
+                          message=one_line(f"the result is not JSON: {exc}"))
         return Execution(Failed(failure), context=_context(run, failure))
     return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=found is not None)
 
@@ -121,7 +124,8 @@ def _failed(exc: Exception, run: _Run, classifier: Classifier, rng: Random) -> E
         # A classifier that breaks must not lose the job: record it as unclassified.
         log.exception("job %s (%s): the classifier raised; recording %s", job.id, job.task,
                       classifier.unclassified)
-        failure = Failure(classifier.unclassified, False, one_line(f"{type(exc).__name__}: {exc}"))
+        failure = Failure(code=classifier.unclassified, retryable=False,
+                          message=one_line(f"{type(exc).__name__}: {exc}"))
     failure = replace(failure, message=redact_text(failure.message))
     if failure.code == classifier.unclassified and not isinstance(exc, (Transient, Permanent, LeaseLost)):
         log.error("job %s (%s) raised an unclassified error:\n%s", job.id, job.task, stack)

@@ -14,7 +14,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Callable, Sequence
 
-from redrive.app import App, JobRequest
+from redrive.client import Client, JobRequest
 from redrive.core.job import EnqueueResult
 from redrive.core.schedule import Firing, Schedule, missed
 from redrive.errors import RedriveError
@@ -27,23 +27,24 @@ _BATCH = 500
 class Scheduler:
     def __init__(
         self,
-        app: App,
+        client: Client,
         *,
         clock: Callable[[], datetime] | None = None,
         interval: timedelta = timedelta(seconds=1),
         grace: timedelta = timedelta(minutes=1),
     ) -> None:
-        """``clock`` defaults to the database's, so every scheduler agrees;
-        a firing older than ``grace`` when found counts as missed."""
-        self.app = app
-        self._clock = clock or (lambda: app.store.now())
+        """Enqueues the schedules of ``client``'s registry through it. ``clock``
+        defaults to the database's, so every scheduler agrees; a firing older
+        than ``grace`` when found counts as missed."""
+        self._client = client
+        self._clock = clock or (lambda: client.store.now())
         self.interval = interval
         self.grace = grace
         self._stopping = asyncio.Event()
 
     @property
     def schedules(self) -> Sequence[Schedule]:
-        return list(self.app.schedules.values())
+        return list(self._client.registry.schedules.values())
 
     def tick(self, now: datetime | None = None) -> list[EnqueueResult]:
         """Enqueue what is due; a schedule that fails is retried next tick."""
@@ -59,7 +60,7 @@ class Scheduler:
         return made
 
     def _fire(self, schedule: Schedule, now: datetime) -> list[EnqueueResult]:
-        store = self.app.store
+        store = self._client.store
         since = store.schedule_checkpoint(name=schedule.name, now=now)
         if now <= since:
             return []
@@ -68,9 +69,12 @@ class Scheduler:
         requests = [self._request(schedule, one) for firing in due for one in _per_entity(schedule, firing)]
         made = []
         for start in range(0, len(requests), _BATCH):
-            made += self.app.enqueue_many(requests[start:start + _BATCH])
+            made += self._client.enqueue_many(requests[start:start + _BATCH])
         store.schedule_advance(name=schedule.name, to=now)
         fresh = sum(not r.duplicate for r in made)
+        if due:
+            self._client.events.emit("schedule.fired", schedule=schedule.name, firings=len(due),
+                                     created=fresh, duplicates=len(made) - fresh)
         if made:
             log.info("schedule %s: %d firing(s), %d job(s) new, %d already there",
                      schedule.name, len(due), fresh, len(made) - fresh)

@@ -21,19 +21,21 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from random import Random
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar, assert_never
 from uuid import UUID
 
-from redrive.app import App
+from redrive.client import Client
 from redrive.core.classify import Failure
-from redrive.core.job import Completion, FailNow, Job, RetryLater
+from redrive.core.job import Completion, FailNow, Job, Lease, RetryLater
 from redrive.core.outcome import Failed, Retry, Succeeded
-from redrive.errors import StoreError
+from redrive.errors import ConfigError, StoreError
+from redrive.events import EventStream
 from redrive.runtime import eager
 from redrive.runtime.breakers import BreakerGate, Refusal
 from redrive.runtime.executor import Execution, execute
 from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.threads import DaemonThreadPool
+from redrive.store.port import Store
 
 log = logging.getLogger("redrive.worker")
 
@@ -57,7 +59,7 @@ class _Running:
 class Worker:
     def __init__(
         self,
-        app: App,
+        client: Client,
         *,
         queues: Sequence[str] = ("default",),
         concurrency: int | None = None,
@@ -69,17 +71,21 @@ class Worker:
         schedules: bool = False,
         retention: timedelta | None = None,
     ) -> None:
-        """``schedules=True`` also runs the app's schedules (see ``Scheduler``).
-        With a ``retention`` (default: the ``job_retention`` setting) the worker
-        also prunes history older than that, a batch at a time."""
-        settings = app.settings.with_(
+        """A worker on ``client``'s store, running the tasks its registry
+        declares (``Worker(app.client)``). ``schedules=True`` also runs the
+        registry's schedules (see ``Scheduler``). With a ``retention``
+        (default: the ``job_retention`` setting) the worker also prunes history
+        older than that, a batch at a time."""
+        settings = client.settings.with_(
             worker_concurrency=concurrency, worker_lease_ttl=lease_ttl,
             worker_shutdown_grace=shutdown_grace, worker_poll_interval=poll_interval,
             job_retention=retention,
         )
         if not queues:
-            raise ValueError("a worker needs at least one queue")
-        self.app = app
+            raise ConfigError("a worker needs at least one queue")
+        self.registry = client.registry
+        self.events = client.events
+        self._client = client
         self.queues = list(queues)
         self.concurrency = settings.worker_concurrency
         self.lease_ttl = settings.worker_lease_ttl
@@ -98,9 +104,16 @@ class Worker:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()  # nothing running and no outcome left to write
-        self._completer = _Completer(self._call, lambda: self.app.store)
-        self._gate = BreakerGate(app, self._call)
-        self._scheduler = Scheduler(app) if schedules and app.schedules else None
+        self._store: Store | None = None  # opened on the database threads when the worker starts
+        self._completer = _Completer(self._call, lambda: self.store)
+        self._gate = BreakerGate(self.registry.dependencies, lambda: self.store, self._call, events=self.events)
+        self._scheduler = Scheduler(client) if schedules and self.registry.schedules else None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = self._client.store
+        return self._store
 
     # -- control ---------------------------------------------------------------
 
@@ -137,12 +150,14 @@ class Worker:
 
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
-        store = await self._call(lambda: self.app.store)
+        store = await self._call(lambda: self.store)
         unsubscribe = store.wakeups_subscribe(
             lambda _queue: self._loop.call_soon_threadsafe(self._wake.set)
         )
         log.info("worker %s started: queues=%s concurrency=%d lease_ttl=%ss",
                  self.id, ",".join(self.queues), self.concurrency, self.lease_ttl.total_seconds())
+        self.events.emit("worker.started", worker=self.id, queues=list(self.queues),
+                         concurrency=self.concurrency)
         services = [
             asyncio.create_task(self._completer.run(), name="completer"),
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
@@ -168,6 +183,7 @@ class Worker:
                 await self._call(unsubscribe)
             self._db.shutdown(wait=True)
             log.info("worker %s stopped", self.id)
+            self.events.emit("worker.stopped", worker=self.id)
 
     def _service_ended(self, service: asyncio.Task) -> None:
         # Without its heartbeat or completer a worker would hold leases it
@@ -178,7 +194,7 @@ class Worker:
             self._begin_stop()
 
     async def _claim_loop(self) -> None:
-        store = self.app.store
+        store = self.store
         while not self._stopping.is_set():
             self._wake.clear()
             free = self._free_slots()
@@ -194,6 +210,8 @@ class Worker:
                     await self._pause(_STORE_RETRY_PAUSE_S)
                     continue
                 for job in claimed:
+                    if self.events.active:
+                        self._announce_claim(job)
                     self._start(job)
             if free > 0 and len(claimed) == free:
                 continue  # the queue may hold more; claim again at once
@@ -230,12 +248,12 @@ class Worker:
             refusal = await self._admit(job)
             if refusal is None:
                 execution = await execute(
-                    self.app.tasks.get(job.task), job, classifier=self.app.classifier,
-                    threads=self._threads, rng=self._rng, store=self.app.store,
-                    gate=self._gate if self._gate.active else None,
+                    self.registry.tasks.get(job.task), job, classifier=self.registry.classifier,
+                    threads=self._threads, rng=self._rng, store=self.store,
+                    gate=self._gate if self._gate.active else None, events=self.events,
                 )
                 if execution.held_by is not None:  # a guarded call found its breaker open
-                    refusal = Refusal(self.app.dependencies[execution.held_by])
+                    refusal = Refusal(self.registry.dependencies[execution.held_by])
                 elif job.dependencies:
                     await self._gate.record(job, execution.outcome, self._loop.time() - started,
                                             execution.guarded)
@@ -248,20 +266,38 @@ class Worker:
             self._handled(running)
             if running.abandoned:
                 return
-            duration_ms = round((self._loop.time() - started) * 1000)
-            self._completer.submit(_item(job, execution, duration_ms),
-                                   partial(self._written, running, type(execution.outcome).__name__))
+            duration_s = self._loop.time() - started
+            item = _item(job, execution, round(duration_s * 1000))
+            self._completer.submit(item, partial(self._written, running, item, duration_s))
             submitted = True  # the slot is given back once the write lands
         finally:
             if not submitted:
                 self._release(running)
 
-    def _written(self, running: _Running, outcome: str, applied: bool) -> None:
+    def _written(self, running: _Running, item: Completion | RetryLater | FailNow, duration_s: float,
+                 applied: bool) -> None:
+        job = running.job
         if not applied:
-            job = running.job
             log.warning("lost the lease on job %s (%s, attempt %d): dropping its %s",
-                        job.id, job.task, job.attempts, outcome.lower())
+                        job.id, job.task, job.attempts, _OUTCOME_NAMES[type(item)])
+            if not running.lost:
+                self._lost(running)
+        elif self.events.active:
+            _announce_outcome(self.events, job, item, duration_s)
         self._release(running)
+
+    def _lost(self, running: _Running) -> None:
+        running.lost = True
+        job = running.job
+        self.events.emit("job.lease_lost", job_id=str(job.id), task=job.task, queue=job.queue,
+                         lease_token=str(job.lease_token), worker=self.id)
+
+    def _announce_claim(self, job: Job) -> None:
+        # The wait counts on the database's clock: from due to leased.
+        leased = job.lease_expires_at - self.lease_ttl if job.lease_expires_at else job.run_at
+        self.events.emit("job.claimed", job_id=str(job.id), task=job.task, queue=job.queue,
+                         attempt=job.attempts, worker=self.id, lease_token=str(job.lease_token),
+                         wait_s=max(0.0, (leased - job.run_at).total_seconds()))
 
     def _release(self, running: _Running) -> None:
         self._running.pop(running.job.lease_token, None)
@@ -277,20 +313,21 @@ class Worker:
         except StoreError as exc:
             # Without the shared state a permit cannot be given: hold the job.
             log.warning("breaker check for job %s failed: %s", job.id, exc)
-            declared = [n for n in job.dependencies if n in self.app.dependencies]
-            return Refusal(self.app.dependencies[declared[0]])
+            declared = [n for n in job.dependencies if n in self.registry.dependencies]
+            return Refusal(self.registry.dependencies[declared[0]])
 
     async def _hold(self, job: Job, refusal: Refusal) -> None:
         """Hold-queue: back to queued, no attempt spent, due again shortly."""
         name = refusal.dependency.name
         log.info("job %s (%s) held: dependency %s is open", job.id, job.task, name)
+        self.events.emit("job.held", job_id=str(job.id), task=job.task, queue=job.queue, dependency=name)
         await self._requeue([job.lease], meta={"reason": "breaker_open", "dependency": name},
                             delay=_HOLD_DELAY)
 
     # -- leases ------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        store = self.app.store
+        store = self.store
         while True:
             await asyncio.sleep(self.lease_ttl.total_seconds() / 3)
             live = [r for r in self._running.values() if not (r.finishing or r.lost or r.abandoned)]
@@ -304,13 +341,13 @@ class Worker:
                 log.warning("heartbeat failed, retrying: %s", exc)
                 continue
             for r in live:
-                if r.job.id not in held and not r.finishing:
-                    r.lost = True
+                if r.job.lease not in held and not r.finishing:
+                    self._lost(r)
                     log.warning("lost the lease on job %s (%s): another worker may run it",
                                 r.job.id, r.job.task)
 
     async def _reclaim(self) -> None:
-        store = self.app.store
+        store = self.store
         while True:
             try:
                 reclaimed = await self._call(store.jobs_reclaim)
@@ -319,6 +356,8 @@ class Worker:
             else:
                 if reclaimed:
                     log.info("reclaimed %d jobs whose lease expired", len(reclaimed))
+                    for job_id in reclaimed:
+                        self.events.emit("job.reclaimed", job_id=str(job_id))
                     self._wake.set()
             # Jitter keeps many workers from reclaiming in lockstep.
             await asyncio.sleep(self.lease_ttl.total_seconds() / 2 * self._rng.uniform(0.5, 1.0))
@@ -327,7 +366,7 @@ class Worker:
         """History older than the retention goes in small batches, so a big
         first prune never holds the store for long; every worker may prune,
         and concurrent prunes skip each other's rows."""
-        store = self.app.store
+        store = self.store
         while True:
             try:
                 pruned = await self._call(store.jobs_prune, older_than=self.retention, limit=_PRUNE_BATCH)
@@ -354,7 +393,7 @@ class Worker:
             leases = [r.job.lease for r in unfinished if not r.lost]
             requeued = await self._requeue(leases)
             log.info("requeued %d unfinished jobs: %s", len(requeued),
-                     ", ".join(str(job_id) for job_id in requeued))
+                     ", ".join(str(lease.job_id) for lease in requeued))
             for r in unfinished:
                 r.future.cancel()
         # Jobs already finishing are writing their outcome: let the writes land
@@ -366,10 +405,10 @@ class Worker:
             except TimeoutError:
                 log.warning("%d outcomes were not written before their leases ran out", len(self._running))
 
-    async def _requeue(self, leases: list, **how: Any) -> set[UUID]:
+    async def _requeue(self, leases: list[Lease], **how: Any) -> set[Lease]:
         while True:
             try:
-                return await self._call(self.app.store.jobs_requeue, leases=leases, **how)
+                return await self._call(self.store.jobs_requeue, leases=leases, **how)
             except StoreError as exc:
                 # Without this write the jobs wait for their leases to expire:
                 # keep trying while the leases are still ours to give back.
@@ -410,11 +449,11 @@ class _Completer:
                 self._ready.set()
                 continue
             for item, written in batch:
-                written(item.lease.job_id in applied)
+                written(item.lease in applied)
 
-    async def _write(self, items: list[Completion | RetryLater | FailNow]) -> set[UUID]:
+    async def _write(self, items: list[Completion | RetryLater | FailNow]) -> set[Lease]:
         store = self._store()
-        applied: set[UUID] = set()
+        applied: set[Lease] = set()
         for kind, write in (
             (Completion, store.jobs_complete), (RetryLater, store.jobs_retry), (FailNow, store.jobs_fail),
         ):
@@ -422,6 +461,26 @@ class _Completer:
             if group:
                 applied |= await self._call(write, items=group)
         return applied
+
+
+_OUTCOME_NAMES = {Completion: "success", RetryLater: "retry", FailNow: "failure"}
+
+
+def _announce_outcome(events: EventStream, job: Job, item: Completion | RetryLater | FailNow,
+                      duration_s: float) -> None:
+    base = {"job_id": str(job.id), "task": job.task, "queue": job.queue, "attempt": job.attempts}
+    match item:
+        case Completion():
+            events.emit("job.succeeded", **base, duration_s=duration_s)
+        case RetryLater():
+            events.emit("job.retry_scheduled", **base, stage=item.stage or job.stage,
+                        error_code=item.error_code, delay_s=item.delay.total_seconds(), duration_s=duration_s)
+        case FailNow():
+            stage, error_class = item.stage or job.stage, item.error_class or item.error_code
+            events.emit("job.failed", **base, stage=stage, error_code=item.error_code,
+                        error_class=error_class, retryable=item.retryable, duration_s=duration_s)
+            events.emit("job.dead_lettered", job_id=base["job_id"], task=job.task, queue=job.queue,
+                        stage=stage, error_class=error_class)
 
 
 def _item(job: Job, execution: Execution, duration_ms: int) -> Completion | RetryLater | FailNow:
@@ -444,13 +503,14 @@ def _item(job: Job, execution: Execution, duration_ms: int) -> Completion | Retr
                 stage_attempts=execution.stage_attempts, error_class=failure.error_class,
                 retryable=failure.retryable, stack=execution.stack, context=execution.context,
             )
-    raise TypeError(f"not an outcome: {execution.outcome!r}")
+    assert_never(execution.outcome)
 
 
 def _fail_fast(refusal: Refusal) -> Execution:
     name = refusal.dependency.name
     # Dependency() refuses a fail-fast declaration without a fail_code.
-    failure = Failure(refusal.dependency.fail_code, False, f"dependency {name} is unavailable (circuit open)")
+    failure = Failure(code=refusal.dependency.fail_code, retryable=False,
+                      message=f"dependency {name} is unavailable (circuit open)")
     return Execution(Failed(failure), context={"dependency": name, "breaker": "open"})
 
 

@@ -150,17 +150,21 @@ class MemoryStore:
             return job
         return None
 
-    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[UUID]:
+    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:
         with self._lock:
             now = self._clock()
             held = set()
             for lease in leases:
                 if job := self._held(lease):
                     self._jobs[job.id] = replace(job, lease_expires_at=now + lease_ttl)
-                    held.add(job.id)
+                    held.add(lease)
             return held
 
-    def _fenced(self, items: Sequence[Any], apply: Callable[[Job, Any, datetime], None]) -> set[UUID]:
+    def lease_check(self, *, lease: Lease, conn: Any = None) -> bool:
+        with self._lock:
+            return self._held(lease) is not None
+
+    def _fenced(self, items: Sequence[Any], apply: Callable[[Job, Any, datetime], None]) -> set[Lease]:
         with self._lock:
             now = self._clock()
             applied = set()
@@ -168,19 +172,19 @@ class MemoryStore:
                 lease = item if isinstance(item, Lease) else item.lease
                 if job := self._held(lease):
                     apply(job, item, now)
-                    applied.add(job.id)
+                    applied.add(lease)
             return applied
 
     _NO_LEASE = {"lease_token": None, "lease_owner": None, "lease_expires_at": None}
 
-    def jobs_complete(self, *, items: Sequence[Completion]) -> set[UUID]:
+    def jobs_complete(self, *, items: Sequence[Completion]) -> set[Lease]:
         def apply(job: Job, item: Completion, now: datetime) -> None:
             self._move(job, Status.SUCCEEDED, now, result=item.result, finished_at=now,
                        meta=dict(item.meta), **self._NO_LEASE)
 
         return self._fenced(items, apply)
 
-    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[UUID]:
+    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[Lease]:
         def apply(job: Job, item: RetryLater, now: datetime) -> None:
             stage = item.stage or job.stage
             self._move(
@@ -199,7 +203,7 @@ class MemoryStore:
 
         return self._fenced(items, apply)
 
-    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
+    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
         return self._fenced(items, self._fail)
 
     def _fail(self, job: Job, item: FailNow, now: datetime) -> None:
@@ -232,7 +236,7 @@ class MemoryStore:
             **self._NO_LEASE,
         )
 
-    def stages_save(self, *, items: Sequence[StageDone]) -> set[UUID]:
+    def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         def apply(job: Job, item: StageDone, now: datetime) -> None:
             self._jobs[job.id] = replace(
                 job, checkpoint={**job.checkpoint, item.stage: item.output},
@@ -289,7 +293,7 @@ class MemoryStore:
     def jobs_requeue(
         self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
         delay: timedelta = timedelta(0),
-    ) -> set[UUID]:
+    ) -> set[Lease]:
         def apply(job: Job, _: Lease, now: datetime) -> None:
             self._move(job, Status.QUEUED, now, run_at=now + delay, attempts=job.attempts - 1,
                        meta=dict(meta or SHUTDOWN), **self._NO_LEASE)
@@ -438,6 +442,7 @@ class MemoryStore:
         statuses: Sequence[Status] | None = None,
         queue: str | None = None,
         task: str | None = None,
+        owner: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
         with self._lock:
@@ -446,6 +451,7 @@ class MemoryStore:
                 if (statuses is None or j.status in statuses)
                 and (queue is None or j.queue == queue)
                 and (task is None or j.task == task)
+                and (owner is None or j.owner == owner)
             ]
         found.sort(key=lambda j: (j.created_at, str(j.id)), reverse=True)
         return found[:limit]

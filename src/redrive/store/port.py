@@ -3,9 +3,11 @@
 Semantics every implementation keeps:
 
 - Every state change writes a ``JobEvent`` in the same transaction.
-- Writes about a running job (complete, retry, fail, requeue, heartbeat) are
-  fenced on its lease: an item whose token no longer matches changes nothing
-  and is left out of the returned set of applied job ids.
+- Writes about a running job (complete, retry, fail, requeue, heartbeat,
+  stage output) are fenced on its lease: an item whose token no longer
+  matches changes nothing and is left out of the returned set of the leases
+  that applied. Leases, not job ids: one worker may hold an old run and a new
+  run of the same job, and must tell which of them still holds the job.
 - Times that decide who may run what (run_at, lease expiry) come from the
   database's clock, never a worker's.
 - Finished jobs (succeeded, failed, cancelled) leave the table the claim reads
@@ -34,8 +36,9 @@ LEASE_EXPIRED = "LEASE_EXPIRED"
 LEASE_EXPIRED_MESSAGE = "its worker stopped renewing the lease and no attempt was left"
 
 
-# Why a job went back to the queue when nobody says otherwise.
 ANY_QUEUE = "*"  # a wake-up that does not know which queue has new jobs
+
+# Why a job went back to the queue when nobody says otherwise.
 SHUTDOWN = {"reason": "shutdown"}
 
 
@@ -83,27 +86,33 @@ class Store(Protocol):
         """Take up to ``limit`` due jobs by priority then run_at, each with a fresh
         lease, skipping jobs that need any of the ``blocked`` dependencies."""
 
-    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[UUID]:
-        """Heartbeat: push the expiry of held leases; return the jobs still held."""
+    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:
+        """Heartbeat: push the expiry of held leases; return the leases still held."""
 
-    def jobs_complete(self, *, items: Sequence[Completion]) -> set[UUID]:
+    def lease_check(self, *, lease: Lease, conn: Any = None) -> bool:
+        """Whether ``lease`` still holds its job. With ``conn`` (the caller's
+        connection, in a transaction of theirs) to this store's own database,
+        the check runs inside that transaction and keeps the job's row from
+        changing hands until the caller commits; otherwise it asks the store."""
+
+    def jobs_complete(self, *, items: Sequence[Completion]) -> set[Lease]:
         """running -> succeeded with a result."""
 
-    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[UUID]:
+    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[Lease]:
         """running -> queued, due after a delay, lease cleared, last error kept."""
 
-    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
+    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
         """running -> failed with an error code and message, and in the same
         transaction a dead letter (escalated when the job's previous letter was
         replayed and this is the same non-retryable error_class)."""
 
-    def stages_save(self, *, items: Sequence[StageDone]) -> set[UUID]:
+    def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         """Record finished stages' output and counts on running jobs (fenced)."""
 
     def jobs_requeue(
         self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
         delay: timedelta = timedelta(0),
-    ) -> set[UUID]:
+    ) -> set[Lease]:
         """running -> queued (due after ``delay``) without counting the dispatch:
         on shutdown, or when a breaker holds the job back. ``meta`` says why
         (default ``SHUTDOWN``)."""
@@ -177,6 +186,7 @@ class Store(Protocol):
         statuses: Sequence[Status] | None = None,
         queue: str | None = None,
         task: str | None = None,
+        owner: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
         """Newest first, active and finished jobs alike."""

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from redrive.errors import ConfigError
+
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
@@ -16,7 +18,7 @@ def load_queries(package: str) -> dict[str, str]:
     # parts = [preamble, name1, body1, name2, body2, ...]
     queries = {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
     if len(queries) != len(parts[1::2]):
-        raise RuntimeError(f"{package}/queries.sql names a query twice")
+        raise ConfigError(f"{package}/queries.sql names a query twice")
     return queries
 
 
@@ -35,5 +37,5 @@ def load_migrations(package: str) -> list[Migration]:
             found.append(Migration(int(m[1]), m[2], entry.read_text()))
     found.sort(key=lambda m: m.version)
     if [m.version for m in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"{package} migrations are not numbered 1..n without gaps")
+        raise ConfigError(f"{package} migrations are not numbered 1..n without gaps")
     return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from urllib.parse import urlsplit
 
 from redrive.errors import ConfigError
@@ -10,11 +11,13 @@ from redrive.store.port import Store
 SCHEMES = ("sqlite", "postgresql", "postgres", "memory")
 
 
-def open_store(url: str, *, check_schema: bool = True) -> Store:
+def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False) -> Store:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``postgresql://…``, ``memory://``.
 
     SQLite migrates itself on open; PostgreSQL refuses a schema older than the
-    code unless ``check_schema`` is off (for ``redrive migrate``).
+    code unless ``check_schema`` is off (for ``redrive migrate``). With
+    ``must_exist`` (operators reading a database) a SQLite file that does not
+    exist is an error rather than a new, empty database.
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
@@ -23,6 +26,8 @@ def open_store(url: str, *, check_schema: bool = True) -> Store:
             raise ConfigError(
                 f"malformed SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////absolute.db"
             )
+        if must_exist and not os.path.exists(path):
+            raise ConfigError(f"there is no SQLite database at {path} (check the path, or --database-url)")
         from redrive.store.sqlite.store import SQLiteStore
 
         return SQLiteStore(path)

@@ -140,12 +140,19 @@ WITH doomed AS (
 )
 SELECT count(*) AS pruned FROM jobs;
 
+-- name: schema_present
+-- Whether a connection of the caller's is to a database redrive uses.
+SELECT to_regclass('redrive_job') IS NOT NULL AS present;
+
+-- name: lease_lock
+SELECT 1 AS held FROM redrive_job WHERE id = %(id)s AND lease_token = %(token)s FOR SHARE;
+
 -- name: leases_extend
 UPDATE redrive_job AS j
 SET lease_expires_at = now() + %(lease_ttl)s
 FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS l(id, token)
 WHERE j.id = l.id AND j.lease_token = l.token
-RETURNING j.id;
+RETURNING j.id, j.lease_token;
 
 -- name: jobs_complete
 WITH input AS (
@@ -170,7 +177,7 @@ WITH input AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT id, now(), 'running', 'succeeded', attempts, event_meta FROM moved
 )
-SELECT id FROM moved;
+SELECT id, lease_token FROM moved;
 
 -- name: jobs_fail
 -- The job moves to history as failed and its dead letter is written in the
@@ -225,7 +232,7 @@ WITH input AS (
                               'escalated', l.escalated) || m.event_meta
     FROM moved AS m JOIN letters AS l ON l.job_id = m.id
 )
-SELECT id FROM moved;
+SELECT id, lease_token FROM moved;
 
 -- name: jobs_retry
 WITH input AS (
@@ -244,7 +251,7 @@ WITH input AS (
         updated_at = now()
     FROM input AS i
     WHERE j.id = i.id AND j.lease_token = i.token
-    RETURNING j.id, j.attempts, j.stage, i.error_code, i.delay_s, i.meta
+    RETURNING j.id, i.token AS lease_token, j.attempts, j.stage, i.error_code, i.delay_s, i.meta
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT id, now(), 'running', 'queued', attempts,
@@ -252,7 +259,7 @@ WITH input AS (
                               'stage', stage) || meta
     FROM retried
 )
-SELECT id FROM retried;
+SELECT id, lease_token FROM retried;
 
 -- name: jobs_requeue
 WITH requeued AS (
@@ -262,7 +269,7 @@ WITH requeued AS (
         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
     FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS l(id, token)
     WHERE j.id = l.id AND j.lease_token = l.token
-    RETURNING j.id, j.attempts, j.queue
+    RETURNING j.id, l.token AS lease_token, j.attempts, j.queue
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT id, now(), 'running', 'queued', attempts, %(meta)s::jsonb
@@ -270,7 +277,7 @@ WITH requeued AS (
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM requeued) AS q
 )
-SELECT id, (SELECT count(*) FROM wake) AS woken FROM requeued;
+SELECT id, lease_token, (SELECT count(*) FROM wake) AS woken FROM requeued;
 
 -- name: jobs_reclaim
 -- Expired leases with attempts left go back to queued here; those without are
@@ -344,6 +351,7 @@ SELECT * FROM (
 WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
 ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s;
 
@@ -367,7 +375,7 @@ SET checkpoint = j.checkpoint || jsonb_build_object(i.stage, i.output),
     updated_at = now()
 FROM input AS i
 WHERE j.id = i.id AND j.lease_token = i.token
-RETURNING j.id;
+RETURNING j.id, j.lease_token;
 
 -- name: job_revive
 -- failed -> queued for a manual retry or a replay: a fresh set of attempts,

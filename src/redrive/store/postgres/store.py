@@ -236,18 +236,24 @@ class PostgresStore:
         }, rows=tuple_row)  # positional: no dict per row, no 32 keywords per job
         return [_claimed(row) for row in rows]
 
-    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[UUID]:
+    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:
         if not leases:
             return set()
-        rows = self._run("leases_extend", {**_leases(leases), "lease_ttl": lease_ttl})
-        return {row["id"] for row in rows}
+        return _applied(self._run("leases_extend", {**_leases(leases), "lease_ttl": lease_ttl}))
 
-    def jobs_complete(self, *, items: Sequence[Completion]) -> set[UUID]:
+    def lease_check(self, *, lease: Lease, conn: Any = None) -> bool:
+        params = {"id": lease.job_id, "token": lease.token}
+        if isinstance(conn, psycopg.Connection) and self._run("schema_present", conn=conn)[0]["present"]:
+            # FOR SHARE: the job cannot change hands until the caller's transaction ends
+            return bool(self._run("lease_lock", params, conn=conn))
+        return bool(self._run("lease_lock", params))
+
+    def jobs_complete(self, *, items: Sequence[Completion]) -> set[Lease]:
         return self._fenced("jobs_complete", [
             {**_lease_json(i.lease), "result": i.result, "meta": dict(i.meta)} for i in items
         ])
 
-    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[UUID]:
+    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[Lease]:
         return self._fenced("jobs_retry", [
             {**_lease_json(i.lease), "delay_s": i.delay.total_seconds(),
              "error_code": i.error_code, "error_message": i.error_message, "meta": dict(i.meta),
@@ -255,7 +261,7 @@ class PostgresStore:
             for i in items
         ])
 
-    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
+    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
         return self._fenced("jobs_fail", [
             {**_lease_json(i.lease), "error_code": i.error_code,
              "error_message": i.error_message, "meta": dict(i.meta),
@@ -265,27 +271,27 @@ class PostgresStore:
             for i in items
         ])
 
-    def stages_save(self, *, items: Sequence[StageDone]) -> set[UUID]:
+    def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         return self._fenced("stages_save", [
             {**_lease_json(i.lease), "stage": i.stage, "output": i.output,
              "stage_attempts": dict(i.stage_attempts), "next_stage": i.next_stage}
             for i in items
         ])
 
-    def _fenced(self, name: str, items: list[dict]) -> set[UUID]:
+    def _fenced(self, name: str, items: list[dict]) -> set[Lease]:
         if not items:
             return set()
-        return {row["id"] for row in self._run(name, {"items": Jsonb(items)})}
+        return _applied(self._run(name, {"items": Jsonb(items)}))
 
     def jobs_requeue(
         self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
         delay: timedelta = timedelta(0),
-    ) -> set[UUID]:
+    ) -> set[Lease]:
         if not leases:
             return set()
-        return {row["id"] for row in self._run("jobs_requeue", {
+        return _applied(self._run("jobs_requeue", {
             **_leases(leases), "meta": Jsonb(dict(meta or SHUTDOWN)), "delay_s": delay.total_seconds(),
-        })}
+        }))
 
     def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
         rows = self._run("jobs_reclaim", {"limit": limit})
@@ -393,11 +399,12 @@ class PostgresStore:
         statuses: Sequence[Status] | None = None,
         queue: str | None = None,
         task: str | None = None,
+        owner: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
         rows = self._run("jobs_list", {
             "statuses": None if statuses is None else [str(s) for s in statuses],
-            "queue": queue, "task": task, "limit": limit,
+            "queue": queue, "task": task, "owner": owner, "limit": limit,
         })
         return [_job(row) for row in rows]
 
@@ -541,6 +548,11 @@ def _new_job_json(job: NewJob) -> dict[str, Any]:
             nonce=str(uuid4()),  # tells this enqueue's key rows from earlier ones
         )
     return out
+
+
+def _applied(rows: list[dict]) -> set[Lease]:
+    """The leases a fenced write applied, from rows of (id, lease_token)."""
+    return {Lease(row["id"], row["lease_token"]) for row in rows}
 
 
 def _lease_json(lease: Lease) -> dict[str, str]:

@@ -109,7 +109,8 @@ FROM json_each(:items) AS i
 JOIN redrive_job AS j ON j.id = json_extract(i.value, '$.id') AND j.lease_token = json_extract(i.value, '$.token');
 
 -- name: jobs_remove
-DELETE FROM redrive_job WHERE id IN (SELECT value FROM json_each(:ids));
+DELETE FROM redrive_job WHERE id IN (SELECT value FROM json_each(:ids))
+RETURNING id, lease_token;
 
 -- name: job_take_waiting
 DELETE FROM redrive_job WHERE id = :id AND status IN ('scheduled', 'queued') RETURNING *;
@@ -261,6 +262,7 @@ SELECT * FROM (
 WHERE (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
   AND (:queue IS NULL OR queue = :queue)
   AND (:task IS NULL OR task = :task)
+  AND (:owner IS NULL OR owner = :owner)
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
@@ -293,6 +295,10 @@ WHERE name = :name ORDER BY id;
 
 -- name: lease_held
 SELECT 1 AS held FROM redrive_job WHERE id = :id AND lease_token = :token;
+
+-- name: schema_present
+-- Whether a connection of the caller's is to a database redrive uses.
+SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'redrive_job';
 
 -- name: outbox_create
 INSERT INTO redrive_outbox (key, token, status, job_id, created_at, updated_at)

@@ -243,16 +243,23 @@ class SQLiteStore:
 
         return self._write(body)
 
-    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[UUID]:
-        def body(conn: sqlite3.Connection, now: float) -> set[UUID]:
+    def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:
+        def body(conn: sqlite3.Connection, now: float) -> set[Lease]:
             return {
-                lease.job_id for lease in leases
+                lease for lease in leases
                 if conn.execute(self._queries["lease_extend"], {
                     **_lease(lease), "now": now, "lease_ttl_s": lease_ttl.total_seconds(),
                 }).fetchone()
             }
 
         return self._write(body) if leases else set()
+
+    def lease_check(self, *, lease: Lease, conn: Any = None) -> bool:
+        params = _lease(lease)
+        if isinstance(conn, sqlite3.Connection) and conn.execute(self._queries["schema_present"]).fetchone():
+            # the caller holds the write lock (BEGIN IMMEDIATE): nobody can take the job until it commits
+            return conn.execute(self._queries["lease_held"], params).fetchone() is not None
+        return bool(self._read("lease_held", params))
 
     def _finish(
         self, conn: sqlite3.Connection, taken: sqlite3.Row | None, status: str, now: float,
@@ -268,22 +275,22 @@ class SQLiteStore:
         self._event(conn, row["id"], taken["status"], status, row["attempts"], now, meta)
         return True
 
-    def _fenced(self, items: Sequence[Any], apply: Callable[[sqlite3.Connection, Any, float], bool]) -> set[UUID]:
+    def _fenced(self, items: Sequence[Any], apply: Callable[[sqlite3.Connection, Any, float], bool]) -> set[Lease]:
         if not items:
             return set()
         return self._write(lambda conn, now: {
-            (item if isinstance(item, Lease) else item.lease).job_id
+            item if isinstance(item, Lease) else item.lease
             for item in items if apply(conn, item, now)
         })
 
     def _take(self, conn: sqlite3.Connection, lease: Lease) -> sqlite3.Row | None:
         return conn.execute(self._queries["job_take_running"], _lease(lease)).fetchone()
 
-    def jobs_complete(self, *, items: Sequence[Completion]) -> set[UUID]:
+    def jobs_complete(self, *, items: Sequence[Completion]) -> set[Lease]:
         if not items:
             return set()
 
-        def body(conn: sqlite3.Connection, now: float) -> set[UUID]:
+        def body(conn: sqlite3.Connection, now: float) -> set[Lease]:
             once = {item.lease: item for item in reversed(items)}  # a job is moved once: the first wins
             params = {"now": now, "items": json.dumps([{
                 **_lease(item.lease), "meta": json.dumps(dict(item.meta)),
@@ -291,12 +298,13 @@ class SQLiteStore:
             } for item in once.values()])}
             moved = [row["id"] for row in conn.execute(self._queries["jobs_complete_copy"], params)]
             conn.execute(self._queries["jobs_complete_events"], params)
-            conn.execute(self._queries["jobs_remove"], {"ids": json.dumps(moved)})
-            return {UUID(job_id) for job_id in moved}
+            # the rows removed from the hot table still carry the lease that applied
+            removed = conn.execute(self._queries["jobs_remove"], {"ids": json.dumps(moved)})
+            return {Lease(UUID(job_id), UUID(token)) for job_id, token in removed}
 
         return self._write(body)
 
-    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[UUID]:
+    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
         return self._fenced(items, lambda conn, item, now: self._fail(
             conn, self._take(conn, item.lease), item, now))
 
@@ -329,7 +337,7 @@ class SQLiteStore:
             stage=stage, stage_attempts=stage_attempts, first_failed_at=first_failed_at,
         )
 
-    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[UUID]:
+    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[Lease]:
         def apply(conn: sqlite3.Connection, item: RetryLater, now: float) -> bool:
             row = conn.execute(self._queries["job_retry"], {
                 **_lease(item.lease), "now": now, "delay_s": item.delay.total_seconds(),
@@ -347,7 +355,7 @@ class SQLiteStore:
 
         return self._fenced(items, apply)
 
-    def stages_save(self, *, items: Sequence[StageDone]) -> set[UUID]:
+    def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         return self._fenced(items, lambda conn, item, now: conn.execute(self._queries["stage_save"], {
             **_lease(item.lease), "now": now, "stage": item.stage, "output": json.dumps(item.output),
             "stage_attempts": json.dumps(dict(item.stage_attempts)), "next_stage": item.next_stage,
@@ -365,7 +373,7 @@ class SQLiteStore:
     def jobs_requeue(
         self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
         delay: timedelta = timedelta(0),
-    ) -> set[UUID]:
+    ) -> set[Lease]:
         return self._fenced(leases, lambda conn, lease, now: self._requeue(
             conn, lease, now, 1, dict(meta or SHUTDOWN), delay))
 
@@ -515,11 +523,12 @@ class SQLiteStore:
         statuses: Sequence[Status] | None = None,
         queue: str | None = None,
         task: str | None = None,
+        owner: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
         rows = self._read("jobs_list", {
             "statuses": None if statuses is None else json.dumps([str(s) for s in statuses]),
-            "queue": queue, "task": task, "limit": limit,
+            "queue": queue, "task": task, "owner": owner, "limit": limit,
         })
         return [_job(row) for row in rows]
 

@@ -1,0 +1,328 @@
+"""The operator API: what a person or a service may do to jobs, dead letters
+and breakers, acting as one principal.
+
+Every authorization rule lives here, so the CLI, the HTTP API and the
+dashboard cannot disagree:
+
+- an **operator** may do everything;
+- an **owner** (a user whose jobs carry their ``owner``) may read, retry and
+  cancel their own jobs, and nothing of anyone else's: another owner's job
+  answers ``Forbidden``, with no data of it;
+- dead letters, breakers, the outbox and pruning are for operators only.
+
+Every action records who did it (``Actor.name``) in the job's events, the
+dead letter or the breaker's history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from types import TracebackType
+from typing import Callable, Sequence
+from uuid import UUID
+
+from redrive.client import read_job, read_jobs
+from redrive.core import checks
+from redrive.core.breaker import Breaker, failure_percent, force_closed, force_open, time_open
+from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, Job, JobEvent
+from redrive.core.outbox import OutboxRow, OutboxStatus
+from redrive.core.states import Status
+from redrive.declarations import Registry
+from redrive.events import EventStream
+from redrive.errors import (
+    ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, UnknownDependency,
+)
+from redrive.store.port import Store
+from redrive.store.url import open_store
+
+_NOTE_LIMIT = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who is acting: an operator, or someone acting for one ``owner``.
+    ``name`` goes into the audit trail (events, notes, breaker history)."""
+
+    name: str
+    owner: str | None = None  # None: an operator
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigError("an actor needs a name for the audit trail")
+        if self.owner is not None and (not isinstance(self.owner, str) or not self.owner):
+            raise ConfigError("an owner is a non-empty string")
+
+    @classmethod
+    def operator(cls, name: str) -> Actor:
+        return cls(name=name)
+
+    @classmethod
+    def acting_for(cls, owner: str, *, name: str | None = None) -> Actor:
+        """An owner acting on their own jobs (``name`` defaults to ``owner:<owner>``)."""
+        return cls(name=name or f"owner:{owner}", owner=owner)
+
+    @property
+    def is_operator(self) -> bool:
+        return self.owner is None
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerStatus:
+    """One breaker as an operator sees it, read at the database's clock."""
+
+    name: str
+    breaker: Breaker
+    at: float  # the database's clock when read (epoch seconds)
+
+    @property
+    def state(self) -> str:
+        return self.breaker.state.value
+
+    @property
+    def seconds_open(self) -> float:
+        return time_open(self.breaker, self.at)
+
+    def to_dict(self) -> dict[str, JSON]:
+        b = self.breaker
+        return {"name": self.name, "state": self.state, "forced": b.forced,
+                "failure_percent": round(failure_percent(b.window), 1), "calls_in_window": len(b.window),
+                "seconds_open": round(self.seconds_open, 3)}
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """What replaying one dead letter did."""
+
+    letter: DeadLetter
+    job: Job | None  # the queued job; None when the letter had been replayed already
+
+    @property
+    def replayed(self) -> bool:
+        return self.job is not None
+
+
+class Admin:
+    """Operator actions on one store, as ``actor``. Works from a database
+    alone (``Admin.open(url, actor=...)``); with the application's ``registry``
+    it also knows declared dependencies not used yet and each task's first
+    stage (a replay from the start then shows where it resumes)."""
+
+    def __init__(self, store: Store, *, actor: Actor, registry: Registry | None = None,
+                 events: EventStream | None = None) -> None:
+        if not isinstance(actor, Actor):
+            raise ConfigError("Admin acts as an Actor: Actor.operator(name) or Actor.acting_for(owner)")
+        self.store = store
+        self.actor = actor
+        self.registry = registry
+        self.events = events or EventStream()
+        self._owns_store = False
+
+    @classmethod
+    def open(cls, database_url: str, *, actor: Actor, registry: Registry | None = None) -> Admin:
+        """An admin on its own store, closed with it."""
+        admin = cls(open_store(database_url, must_exist=True), actor=actor, registry=registry)
+        admin._owns_store = True
+        return admin
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    # -- the rules -------------------------------------------------------------
+
+    def _operator_only(self, what: str) -> None:
+        if not self.actor.is_operator:
+            raise Forbidden(f"only an operator may {what}")
+
+    def _may_touch(self, job: Job) -> Job:
+        if not self.actor.is_operator and job.owner != self.actor.owner:
+            raise Forbidden(f"job {job.id} belongs to someone else; only its owner or an operator may act on it")
+        return job
+
+    # -- jobs ------------------------------------------------------------------
+
+    def job(self, job_id: UUID | str) -> Job:
+        return self._may_touch(read_job(self.store, job_id))
+
+    def jobs(
+        self,
+        *,
+        status: Status | Sequence[Status] | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        owner: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Newest first. An owner sees only their own jobs."""
+        if not self.actor.is_operator:
+            if owner is not None and owner != self.actor.owner:
+                raise Forbidden("an owner may list only their own jobs")
+            owner = self.actor.owner
+        return read_jobs(self.store, status=status, queue=queue, task=task, owner=owner, limit=limit)
+
+    def job_events(self, job_id: UUID | str) -> list[JobEvent]:
+        """The job's history, oldest first: one event per state change."""
+        job = self.job(job_id)
+        return self.store.job_events_list(job_id=job.id)
+
+    def retry(self, job_id: UUID | str) -> Job:
+        """Manual retry of a failed job: queued again with fresh attempts, at the
+        stage that failed."""
+        job = self.job(job_id)
+        if job.status is not Status.FAILED:
+            raise IllegalTransition(f"job {job.id} is {job.status}; only a failed job can be retried")
+        revived = self.store.job_revive(job_id=job.id, reason="manual_retry", by=self.actor.name)
+        if revived is None:
+            raise IllegalTransition(f"job {job.id} was retried or replayed by someone else just now")
+        self.events.emit("job.retried", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
+        return revived
+
+    def cancel(self, job_id: UUID | str) -> Job:
+        """A scheduled or queued job ends ``cancelled``."""
+        job = self.job(job_id)
+        cancelled = self.store.job_cancel(job_id=job.id)
+        self.events.emit("job.cancelled", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
+        return cancelled
+
+    # -- dead letters ------------------------------------------------------------
+
+    def dead_letters(
+        self,
+        *,
+        error_class: str | None = None,
+        stage: str | None = None,
+        task: str | None = None,
+        owner: str | None = None,
+        state: str | None = None,
+        older_than: timedelta | None = None,
+        newer_than: timedelta | None = None,
+        limit: int = 100,
+    ) -> list[DeadLetter]:
+        """Newest first. ``state``: "open", "replayed" or "escalated"; age is
+        measured from the last failure; ``owner`` filters by the job's owner."""
+        self._operator_only("read dead letters")
+        if state not in (None, "open", "replayed", "escalated"):
+            raise ConfigError(f"state must be open, replayed or escalated, not {state!r}")
+        if not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise ConfigError("limit must be an integer from 1 to 10000")
+        return self.store.dead_letters_list(where=DeadLetterFilter(
+            error_class=error_class, stage=stage, task=task, owner=owner, state=state,
+            older_than=older_than, newer_than=newer_than, limit=limit,
+        ))
+
+    def dead_letter(self, dead_letter_id: int | str) -> DeadLetter:
+        self._operator_only("read dead letters")
+        letter = self.store.dead_letter_get(id=checks.letter_id(dead_letter_id))
+        if letter is None:
+            raise DeadLetterNotFound(f"no dead letter has id {dead_letter_id}")
+        return letter
+
+    def note(self, dead_letter_id: int | str, text: str) -> DeadLetter:
+        """Add a resolution note to a dead letter."""
+        self._operator_only("annotate dead letters")
+        if not isinstance(text, str) or not text.strip() or len(text) > _NOTE_LIMIT:
+            raise ConfigError(f"a note must be non-empty text of at most {_NOTE_LIMIT} characters")
+        return self.store.dead_letter_note(id=checks.letter_id(dead_letter_id), text=text.strip(),
+                                           by=self.actor.name)
+
+    def replay(self, dead_letter_ids: Sequence[int | str], *, from_start: bool = False) -> list[Replay]:
+        """Queue the jobs of open dead letters again, resuming at the failed
+        stage (or from the first with ``from_start``), with fresh attempts. A
+        letter already replayed is left alone (``replayed=False``)."""
+        self._operator_only("replay dead letters")
+        letters = [self.dead_letter(i) for i in dead_letter_ids]  # every id checked before any replay
+        done = []
+        for letter in letters:
+            job = None
+            if letter.replayed_at is None:
+                job = self.store.job_revive(
+                    job_id=letter.job_id, reason="replay", by=self.actor.name, from_start=from_start,
+                    first_stage=self.registry.first_stage(letter.task) if self.registry else None,
+                    dead_letter_id=letter.id,
+                )
+                if job is not None:
+                    self.events.emit("job.replayed", job_id=str(job.id), task=job.task, queue=job.queue,
+                                     by=self.actor.name, dead_letter_id=letter.id,
+                                     replay_from="start" if from_start else "stage")
+            done.append(Replay(letter=self.dead_letter(letter.id), job=job))
+        return done
+
+    # -- circuit breakers ----------------------------------------------------------
+
+    def breakers(self) -> dict[str, BreakerStatus]:
+        """Every breaker the store knows, and the registry's declared ones not yet used."""
+        self._operator_only("see the breakers")
+        stored, now = self.store.breakers_list()
+        declared = set(self.registry.dependencies) if self.registry else set()
+        return {n: BreakerStatus(n, stored.get(n, Breaker()), now) for n in sorted(set(stored) | declared)}
+
+    def open_breaker(self, name: str) -> BreakerStatus:
+        """Force a breaker open: it stays open until closed by hand."""
+        return self._force(name, force_open)
+
+    def close_breaker(self, name: str) -> BreakerStatus:
+        """Close a breaker with a fresh window (and lift a forced open)."""
+        return self._force(name, force_closed)
+
+    def _force(self, name: str, change: Callable[[Breaker, float], Breaker]) -> BreakerStatus:
+        self._operator_only("force a breaker")
+        stored = self.store.breakers_list()[0]
+        if name not in stored:
+            if self.registry is not None:
+                self.registry.dependency(name)  # raises with the declared names
+            else:
+                known = ", ".join(sorted(stored)) or "none"
+                raise UnknownDependency(
+                    f"this database has no breaker named {name!r} (known: {known}); "
+                    "to force a declared dependency no job has used yet, pass --app")
+        now: list[float] = []
+
+        def apply(b: Breaker, at: float) -> Breaker:
+            now.append(at)
+            return change(b, at)
+
+        breaker = self.store.breaker_update(name=name, change=apply, by=self.actor.name)
+        for before, after, reason in breaker.changes:
+            self.events.emit("breaker.changed", name=name, from_state=before.value, to_state=after.value,
+                             reason=reason)
+        return BreakerStatus(name, breaker, now[0])
+
+    # -- outbox and history --------------------------------------------------------
+
+    def outbox(
+        self, *, status: OutboxStatus | str | None = None, job_id: UUID | str | None = None, limit: int = 100,
+    ) -> list[OutboxRow]:
+        """Outbox rows, oldest first: ``status="failed"`` lists what awaits an operator."""
+        self._operator_only("read the outbox")
+        try:
+            wanted = None if status is None else OutboxStatus(status)
+        except ValueError:
+            raise ConfigError(f"outbox status must be one of {', '.join(OutboxStatus)}, not {status!r}") from None
+        return self.store.outbox_list(
+            status=wanted, job_id=None if job_id is None else checks.job_uuid(job_id), limit=limit)
+
+    def prune(self, older_than: timedelta, *, batch: int = 10_000) -> int:
+        """Delete history: finished jobs that finished more than ``older_than``
+        ago, with their events, their handled dead letters and their
+        idempotency keys, so a key can be used afresh once its job is gone. A
+        failed job whose dead letter is still open is kept. Works in batches of
+        ``batch``; returns how many went."""
+        self._operator_only("prune history")
+        if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
+            raise ConfigError("prune needs a positive age (older_than, or the job_retention setting)")
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ConfigError("batch must be a positive integer")
+        total = 0
+        while (pruned := self.store.jobs_prune(older_than=older_than, limit=batch)):
+            total += pruned
+            if pruned < batch:
+                break
+        return total

@@ -1,0 +1,221 @@
+"""The client: enqueue jobs (also inside the caller's transaction) and read them.
+
+A ``Client`` is a store and the declarations that enqueue checks requests
+against. It is what application code holds (``app.client``, or ``app.enqueue``
+as a shortcut) and what a worker is built on. Operator actions (retry,
+cancel, replay, breakers) are on ``Admin``, which acts as one principal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Iterator, Mapping, Sequence
+from uuid import UUID
+
+from uuid_utils.compat import uuid7
+
+from redrive.core import checks, ids
+from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, JobKey, NewJob
+from redrive.core.states import Status
+from redrive.declarations import Registry, Task
+from redrive.errors import ConfigError, JobNotFound
+from redrive.events import EventStream
+from redrive.settings import Settings
+from redrive.store.port import Store
+from redrive.store.url import open_store
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """One job to enqueue. Unset options fall back to the task's, then the app's."""
+
+    task: str | Task[Any, Any]
+    args: Sequence[JSON] = ()
+    kwargs: Mapping[str, JSON] = field(default_factory=dict)
+    queue: str | None = None
+    priority: int | None = None
+    run_at: datetime | None = None
+    delay: timedelta | None = None
+    owner: str | None = None
+    max_attempts: int | None = None
+    idempotency_key: str | None = None
+    version: int = 1
+    dedupe: Sequence[JSON] | None = None
+
+
+class Client:
+    """Enqueues and reads jobs on one store. The store opens on first use
+    (from ``settings.database_url`` unless one is given) and closes with the
+    client, or at the end of a ``with`` block."""
+
+    def __init__(self, registry: Registry, *, settings: Settings | None = None,
+                 store: Store | None = None, events: EventStream | None = None) -> None:
+        """``events``: where what happens to the client's jobs is announced
+        (the app's stream; a worker built on this client emits there too)."""
+        self.registry = registry
+        self.settings = settings or Settings.load()
+        self.events = events or EventStream()
+        self._store = store
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.settings.database_url)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    # -- enqueue -------------------------------------------------------------
+
+    def enqueue(
+        self,
+        task: str | Task[Any, Any],
+        *,
+        args: Sequence[JSON] = (),
+        kwargs: Mapping[str, JSON] | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | None = None,
+        owner: str | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+        version: int = 1,
+        dedupe: Sequence[JSON] | None = None,
+        conn: Any = None,
+    ) -> EnqueueResult:
+        """Create one job. With ``conn`` (your open psycopg or sqlite3 connection)
+        the job exists if and only if your transaction commits.
+
+        ``idempotency_key`` (unique per owner and task, at most 255 characters)
+        makes the enqueue safe to repeat: the same key returns the existing job
+        (``duplicate=True``) whatever its state; the same key and version with
+        other arguments raises ``IdempotencyKeyReused``; a strictly higher
+        ``version`` is a new run under the key. The job's id is then the UUIDv5
+        of the key (``job_id_for``). ``dedupe`` (a tuple of values such as
+        owner, content hash and size) returns a queued, running or succeeded
+        twin instead of creating a job; a failed or cancelled twin gets a new run."""
+        request = JobRequest(
+            task=task, args=args, kwargs=kwargs or {}, queue=queue, priority=priority,
+            run_at=run_at, delay=delay, owner=owner, max_attempts=max_attempts,
+            idempotency_key=idempotency_key, version=version, dedupe=dedupe,
+        )
+        return self.enqueue_many([request], conn=conn)[0]
+
+    def enqueue_many(self, requests: Sequence[JobRequest], *, conn: Any = None) -> list[EnqueueResult]:
+        """Create many jobs in one transaction, in order: all of them or, if any
+        request is refused, none."""
+        # Checked as the store takes them: PostgreSQL inserts a big batch in
+        # pipelined parts while the rest is still being checked.
+        return self.store.jobs_insert(jobs=self._new_jobs(requests), conn=conn)
+
+    def _new_jobs(self, requests: Sequence[JobRequest]) -> Iterator[NewJob]:
+        keys = set()
+        for request in requests:
+            new = self._new_job(request)
+            if new.key:
+                name = (new.task, new.owner, new.key.key)
+                if name in keys:
+                    raise ConfigError("a batch may use each idempotency key (or dedupe tuple) once")
+                keys.add(name)
+            yield new
+
+    def _new_job(self, request: JobRequest) -> NewJob:
+        task = self.registry.task(request.task)
+        if request.run_at is not None and request.delay is not None:
+            raise ConfigError("give run_at or delay, not both")
+        if request.run_at is not None and request.run_at.tzinfo is None:
+            raise ConfigError("run_at must be timezone-aware (for example datetime.now(timezone.utc))")
+        if request.delay is not None and request.delay < timedelta(0):
+            raise ConfigError("delay cannot be negative")
+        max_attempts = request.max_attempts or task.max_attempts or self.settings.retry_max_attempts
+        args = checks.json_value(list(request.args), "args")
+        kwargs = checks.json_value(dict(request.kwargs), "kwargs")
+        key = _job_key(request, args, kwargs)
+        return NewJob(
+            # time-ordered (UUIDv7), so a new job lands at the right edge of every
+            # index on job ids (the job tables' keys, the event index), not on a random page
+            id=ids.job_id_for(task.name, key.key, key.version, request.owner)
+            if key and key.kind == "key" else uuid7(),
+            task=task.name,
+            queue=checks.queue_name(request.queue or task.queue),
+            args=args,
+            kwargs=kwargs,
+            priority=checks.priority(task.priority if request.priority is None else request.priority),
+            max_attempts=checks.max_attempts(max_attempts) or 1,
+            owner=request.owner,
+            run_at=request.run_at,
+            delay=request.delay,
+            stage=task.first_stage,
+            dependencies=task.dependencies,
+            key=key,
+        )
+
+    # -- reading -------------------------------------------------------------
+
+    def job(self, job_id: UUID | str) -> Job:
+        return read_job(self.store, job_id)
+
+    def jobs(
+        self,
+        *,
+        status: Status | Sequence[Status] | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        owner: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Newest first, active and finished alike."""
+        return read_jobs(self.store, status=status, queue=queue, task=task, owner=owner, limit=limit)
+
+    def job_events(self, job_id: UUID | str) -> list[JobEvent]:
+        """The job's history, oldest first: one event per state change."""
+        return self.store.job_events_list(job_id=checks.job_uuid(job_id))
+
+
+def read_job(store: Store, job_id: UUID | str) -> Job:
+    job = store.job_get(job_id=checks.job_uuid(job_id))
+    if job is None:
+        raise JobNotFound(f"no job has id {job_id}")
+    return job
+
+
+def read_jobs(
+    store: Store, *, status: Status | Sequence[Status] | None, queue: str | None, task: str | None,
+    owner: str | None, limit: int,
+) -> list[Job]:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise ConfigError("limit must be an integer from 1 to 10000")
+    statuses = [status] if isinstance(status, str) else status
+    try:
+        wanted = None if statuses is None else [Status(s) for s in statuses]
+    except ValueError:
+        raise ConfigError(f"a status is one of {', '.join(Status)}") from None
+    return store.jobs_list(statuses=wanted, queue=queue, task=task, owner=owner, limit=limit)
+
+
+def _job_key(request: JobRequest, args: list[JSON], kwargs: dict[str, JSON]) -> JobKey | None:
+    version = ids.version(request.version)
+    if request.idempotency_key is not None and request.dedupe is not None:
+        raise ConfigError("give an idempotency_key or a dedupe tuple, not both")
+    if request.dedupe is not None:
+        if version != 1:
+            raise ConfigError("versions go with idempotency keys, not with dedupe")
+        return JobKey(ids.content_key(request.dedupe), 1, ids.fingerprint(args, kwargs), kind="content")
+    if request.idempotency_key is None:
+        if version != 1:
+            raise ConfigError("a version needs an idempotency_key to belong to")
+        return None
+    return JobKey(ids.idempotency_key(request.idempotency_key), version, ids.fingerprint(args, kwargs))

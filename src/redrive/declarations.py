@@ -1,0 +1,125 @@
+"""What an application declares: its tasks, the dependencies behind circuit
+breakers, its schedules and its classifier, held in one ``Registry``.
+
+The runtime, the client and the operator API each receive the registry (or
+nothing, when they work from a database URL alone), never the ``App`` that
+built it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, Generic, ParamSpec, TypeVar
+
+from redrive.core.backoff import Backoff, FullJitter
+from redrive.core.breaker import BreakerMode, BreakerPolicy
+from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
+from redrive.core.schedule import Schedule
+from redrive.core.stages import Stage
+from redrive.errors import ConfigError, UnknownDependency, UnknownTask
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_DEPENDENCY_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """A downstream service behind a circuit breaker shared by every worker.
+
+    ``mode``: HOLD keeps jobs that need it queued while it is open (no attempt
+    spent); FAIL_FAST fails them at once with ``fail_code``. ``probe``, called
+    by the workers while it is open (one worker per ``probe_interval``), returns
+    True when the service looks healthy; without one, the policy's wait decides."""
+
+    name: str
+    policy: BreakerPolicy = field(default_factory=BreakerPolicy)
+    mode: BreakerMode = BreakerMode.HOLD
+    fail_code: str | None = None
+    probe: Callable[[], Any] | None = None
+    probe_interval: timedelta = timedelta(seconds=5)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _DEPENDENCY_NAME.match(self.name):
+            raise ConfigError(f"dependency name {self.name!r} must be 1-64 letters, digits, '-', '_' or '.'")
+        if BreakerMode(self.mode) is BreakerMode.FAIL_FAST and not self.fail_code:
+            raise ConfigError(f"dependency {self.name!r} fails fast: give it a fail_code (such as GW_5XX)")
+        if self.probe_interval <= timedelta(0):
+            raise ConfigError("probe_interval must be longer than zero")
+
+
+@dataclass(frozen=True, slots=True)
+class Task(Generic[P, R]):
+    """A function registered with an app; calling it runs the function directly."""
+
+    name: str
+    fn: Callable[P, R]
+    queue: str = "default"
+    priority: int = 0
+    max_attempts: int | None = None
+    backoff: Backoff = field(default_factory=FullJitter)
+    classifier: Classifier | None = None  # None: the app's
+    stages: tuple[Stage, ...] = ()  # empty: a plain task, one stage named after it
+    dependencies: tuple[str, ...] = ()  # breakers its calls go through
+    already_done: Callable[..., Any] | None = None  # the job's arguments -> its result if the work exists, else None
+    # Known once: asking inspect costs a few µs, and the worker asks for every job.
+    is_async: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
+
+    @property
+    def first_stage(self) -> str:
+        return self.stages[0].name if self.stages else self.name
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+
+class Registry:
+    """The declarations of one application, looked up by name."""
+
+    def __init__(self, *, classifier: Classifier = DEFAULT_CLASSIFIER) -> None:
+        self.classifier = classifier
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.dependencies: dict[str, Dependency] = {}
+        self.schedules: dict[str, Schedule] = {}
+
+    def task(self, task: str | Task[Any, Any]) -> Task[Any, Any]:
+        name = task.name if isinstance(task, Task) else task
+        if name not in self.tasks:
+            known = ", ".join(sorted(self.tasks)) or "none"
+            raise UnknownTask(f"no task named {name!r} is registered (known: {known})", task=name)
+        return self.tasks[name]
+
+    def dependency(self, name: str) -> Dependency:
+        if name not in self.dependencies:
+            known = ", ".join(sorted(self.dependencies)) or "none"
+            raise UnknownDependency(f"no dependency named {name!r} is declared (known: {known})")
+        return self.dependencies[name]
+
+    def add_task(self, task: Task[Any, Any]) -> None:
+        if task.name in self.tasks and self.tasks[task.name].fn is not task.fn:
+            raise ConfigError(f"two tasks are named {task.name!r}; pass name= to tell them apart")
+        self.tasks[task.name] = task
+
+    def add_dependency(self, dependency: Dependency) -> None:
+        if dependency.name in self.dependencies:
+            raise ConfigError(f"dependency {dependency.name!r} is declared twice")
+        if dependency.fail_code:
+            self.classifier.taxonomy.require(dependency.fail_code)
+        self.dependencies[dependency.name] = dependency
+
+    def add_schedule(self, schedule: Schedule) -> None:
+        if schedule.name in self.schedules:
+            raise ConfigError(f"schedule {schedule.name!r} is declared twice")
+        self.schedules[schedule.name] = schedule
+
+    def first_stage(self, task: str) -> str | None:
+        """Where a job of ``task`` starts; None when this registry does not know the task."""
+        declared = self.tasks.get(task)
+        return declared.first_stage if declared else None

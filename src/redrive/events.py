@@ -1,0 +1,105 @@
+"""The event stream: one place where redrive announces what happened.
+
+Metrics, notifiers, structured logs and tests subscribe to an application's
+stream (``app.events``) instead of reading log text. The worker, the
+scheduler, the outbox sender and the operator API all emit on it. Every
+event has a name and a payload whose keys are fixed by ``CATALOGUE`` below;
+payloads hold ids, names, codes, counts and durations, never job arguments
+or results.
+
+Handlers run synchronously on the thread that emits (the worker's event
+loop, a handler thread, a database thread): keep them quick and
+thread-safe, and hand slow work to a queue of your own. A handler that
+raises is logged and never affects the job.
+
+The stream is per application, not process-wide: two apps in one process
+have two streams.
+
+The catalogue, with when each event fires, is ``docs/events.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from redrive.errors import ConfigError
+
+log = logging.getLogger("redrive.events")
+
+# The payload keys of each event, exactly: a test holds every emitted event to them.
+CATALOGUE: Mapping[str, frozenset[str]] = {
+    name: frozenset(keys.split())
+    for name, keys in {
+        "worker.started": "worker queues concurrency",
+        "worker.stopped": "worker",
+        "job.claimed": "job_id task queue attempt worker lease_token wait_s",
+        "job.succeeded": "job_id task queue attempt duration_s",
+        "job.retry_scheduled": "job_id task queue attempt stage error_code delay_s duration_s",
+        "job.failed": "job_id task queue attempt stage error_code error_class retryable duration_s",
+        "job.dead_lettered": "job_id task queue stage error_class",
+        "job.held": "job_id task queue dependency",
+        "job.lease_lost": "job_id task queue lease_token worker",
+        "job.reclaimed": "job_id",
+        "job.retried": "job_id task queue by",
+        "job.replayed": "job_id task queue by dead_letter_id replay_from",
+        "job.cancelled": "job_id task queue by",
+        "breaker.changed": "name from_state to_state reason",
+        "outbox.sent": "job_id key provider_id",
+        "outbox.reconciled": "job_id key provider_id found",
+        "schedule.fired": "schedule firings created duplicates",
+    }.items()
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    name: str
+    data: Mapping[str, Any]
+    at: float = field(default_factory=time.time)  # this process's wall clock, epoch seconds
+
+
+Handler = Callable[[Event], None]
+
+
+class EventStream:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._handlers: tuple[tuple[Handler, frozenset[str] | None], ...] = ()
+
+    def subscribe(self, handler: Handler, *, names: Iterable[str] | None = None) -> Callable[[], None]:
+        """Call ``handler(event)`` for every event (or those ``names``);
+        returns the function that unsubscribes it."""
+        wanted = None if names is None else frozenset(names)
+        if wanted is not None and not wanted <= set(CATALOGUE):
+            raise ConfigError(f"no such event: {', '.join(sorted(wanted - set(CATALOGUE)))}")
+        entry = (handler, wanted)
+        with self._lock:
+            self._handlers = (*self._handlers, entry)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._handlers = tuple(h for h in self._handlers if h is not entry)
+
+        return unsubscribe
+
+    @property
+    def active(self) -> bool:
+        """Whether anyone listens: emitters skip building payloads when nobody does."""
+        return bool(self._handlers)
+
+    def emit(self, name: str, /, **data: Any) -> None:
+        handlers = self._handlers  # a snapshot: subscribing meanwhile is safe
+        if not handlers:
+            return
+        event = Event(name, data)
+        for handler, wanted in handlers:
+            if wanted is not None and name not in wanted:
+                continue
+            try:
+                handler(event)
+            except Exception:
+                log.exception("an event handler failed on %s; the event is dropped for it", name)
