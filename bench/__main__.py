@@ -9,15 +9,16 @@ drift hits them alike. See docs/performance.md.
 from __future__ import annotations
 
 import argparse
+import itertools
 import platform
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from bench.harness import ROOT, BenchError, Workers, throughput
 from bench.report import Report
@@ -175,7 +176,7 @@ def _backlog_run(system, backlog: int, marks: list[int], *, until: int | None = 
 
 def _rates(seen: dict, bounds: list[int]) -> list[float]:
     """Jobs/s between consecutive bounds."""
-    return [(b - a) / (seen[b][0] - seen[a][0]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [(b - a) / (seen[b][0] - seen[a][0]) for a, b in itertools.pairwise(bounds)]
 
 
 def _positive(text: str) -> int:
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = PROFILES[args.profile]
     repeats = args.repeats or profile.repeats
     names = args.systems
-    when = datetime.now(timezone.utc)
+    when = datetime.now(UTC)
     out = args.out or ROOT / "bench" / "results" / f"{when:%Y-%m-%d}-{profile.name}.md"
     _writable(out)
     started = time.monotonic()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import psycopg
 import pytest

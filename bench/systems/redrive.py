@@ -6,11 +6,10 @@ import os
 import sys
 from pathlib import Path
 
-from redrive import App, JobRequest
-from redrive.store.url import open_store
-
 from bench.systems.base import fresh_database
 from bench.systems.redrive_jobs import make_app
+from redrive import App, JobRequest
+from redrive.store.url import open_store
 
 CONCURRENCY = 500  # in-flight no-ops per worker process (claims come in batches up to this); the best of 50-2000
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 
-from redrive import App, Dependency
-
 from bench import probe
+from redrive import App, Dependency
 
 
 def make_app(url: str | None, profile: str) -> App:

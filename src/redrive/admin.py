@@ -16,10 +16,10 @@ dead letter or the breaker's history.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
-from typing import Callable, Sequence
 from uuid import UUID
 
 from redrive.client import read_job, read_jobs
@@ -29,10 +29,8 @@ from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, Job, JobEvent
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.states import Status
 from redrive.declarations import Registry
+from redrive.errors import ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, UnknownDependency
 from redrive.events import EventStream
-from redrive.errors import (
-    ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, UnknownDependency,
-)
 from redrive.store.port import Store
 from redrive.store.url import open_store
 

@@ -8,8 +8,9 @@ API, and a worker is built on the client (``Worker(app.client)``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Callable, Iterable, Mapping, Sequence, overload
+from typing import Any, overload
 
 from redrive.admin import Actor, Admin
 from redrive.client import Client, JobRequest
@@ -125,7 +126,7 @@ class App:
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
     @overload
     def task(
-        self, *, name: str | None = None, queue: str = "default", priority: int = 0,
+        self, fn: None = None, /, *, name: str | None = None, queue: str = "default", priority: int = 0,
         max_attempts: int | None = None, backoff: Backoff | None = None,
         classifier: Classifier | None = None, stages: Sequence[Stage | str] | None = None,
         dependencies: Sequence[str] = (), already_done: Callable[..., Any] | None = None,

@@ -15,9 +15,10 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from redrive.admin import Actor, Admin
 from redrive.app import App
@@ -329,7 +330,7 @@ def _jobs_list(args: argparse.Namespace) -> int:
         return 0
     print(f"{'id':36}  {'task':20}  {'queue':10}  {'status':9}  {'tries':>5}  error")
     for job in jobs:
-        print(f"{str(job.id):36}  {job.task[:20]:20}  {job.queue[:10]:10}  {job.status.value:9}  "
+        print(f"{job.id!s:36}  {job.task[:20]:20}  {job.queue[:10]:10}  {job.status.value:9}  "
               f"{job.attempts:>2}/{job.max_attempts:<2}  {job.error_code or job.last_error_code or ''}")
     return 0
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from redrive.errors import ConfigError
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
-from typing import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakes.server import local_server

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 from tests.fakes.server import local_server

@@ -107,6 +107,6 @@ def test_an_unknown_dependency_is_refused_at_once(sqlite_url, declare) -> None:
     from redrive import UnknownDependency
 
     app = load_app(GATEWAY, sqlite_url)
-    with pytest.raises(UnknownDependency, match="no dependency named 'nope'.*gateway"):
+    with pytest.raises(UnknownDependency, match=r"no dependency named 'nope'.*gateway"):
         declare(app)
     app.close()

@@ -112,5 +112,5 @@ def test_a_handler_that_raises_does_not_touch_the_job_and_unknown_names_are_refu
     app.events.subscribe(broken)
     job = app.enqueue("ok").job
     asyncio.run(_run_until(app, lambda: app.client.job(job.id).status is Status.SUCCEEDED))
-    with pytest.raises(ConfigError, match="no such event: job.finished"):
+    with pytest.raises(ConfigError, match=r"no such event: job\.finished"):
         app.events.subscribe(broken, names=["job.finished"])

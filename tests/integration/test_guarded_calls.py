@@ -6,9 +6,7 @@ import asyncio
 import time
 from datetime import timedelta
 
-from redrive import (
-    Actor, App, BreakerPolicy, Dependency, Fixed, MemoryStore, Status, Transient, current_job, guarded,
-)
+from redrive import Actor, App, BreakerPolicy, Dependency, Fixed, MemoryStore, Status, Transient, current_job, guarded
 from tests.integration.test_worker_in_process import _run_until
 
 ONE_STRIKE = BreakerPolicy(failure_rate=100, window_calls=5, min_calls=1, wait=timedelta(hours=1))

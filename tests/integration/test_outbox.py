@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from typing import Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest

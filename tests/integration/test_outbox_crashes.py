@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from redrive import App, OutboxStatus, Status
+from redrive import Actor, Admin, Client, OutboxStatus, Settings, Status
 from redrive.core.ids import canonical, outbox_token
 from tests.apps.notify import app as notify_app
 from tests.fakes import mail
@@ -23,8 +23,7 @@ TEAM = ["ann@example.com", "bob@example.com", "cy@example.com"]
 
 @pytest.mark.parametrize("crash_at", ["before_send", "after_send", "after_record"])
 def test_every_intent_is_applied_once_whatever_the_crash_point(db_url, tmp_path, workers, crash_at) -> None:
-    client = App(db_url)
-    client.tasks.update(notify_app.tasks)
+    client = Client(notify_app.registry, settings=Settings.load(database_url=db_url))
     jobs = [client.enqueue("notify_review", kwargs={"changelist": cl, "version": 2, "recipients": TEAM}).job
             for cl in CHANGELISTS]
     with mail.serving() as provider:
@@ -53,7 +52,7 @@ def test_every_intent_is_applied_once_whatever_the_crash_point(db_url, tmp_path,
         for recipient in TEAM:
             token = outbox_token((cl, recipient, 2))
             assert provider.posts[token] == 1, (cl, recipient)  # applied once, never even resent
-    rows = {r.key: r for r in client.outbox(limit=100)}
+    rows = {r.key: r for r in Admin(client.store, actor=Actor.operator("test")).outbox(limit=100)}
     assert {r.status for r in rows.values()} == {OutboxStatus.SENT}
 
     for job in jobs:

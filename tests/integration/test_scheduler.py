@@ -4,6 +4,7 @@ restarts and two schedulers at once, catch-up after downtime, and two
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -19,8 +20,6 @@ import pytest
 from redrive import App, Scheduler, job_id_for
 from tests.apps.scheduled import USERS, ZONES, with_offers
 from tests.integration.processes import REPO
-
-UTC = timezone.utc
 
 
 def _offers(app: App) -> list:
@@ -101,7 +100,7 @@ def test_two_scheduler_processes_create_no_duplicate(db_url: str, tmp_path) -> N
     per_zone = Counter(k.rsplit(":", 1)[-1] for k in keys)
     assert per_zone.keys() == {"UTC", "Asia/Kolkata"} and min(per_zone.values()) >= 2
     slots = sorted(datetime.fromisoformat(k.split(":", 1)[1].rsplit(":", 1)[0]) for k in keys if k.endswith("UTC"))
-    assert all(b - a == timedelta(seconds=2) for a, b in zip(slots, slots[1:], strict=False))
+    assert all(b - a == timedelta(seconds=2) for a, b in itertools.pairwise(slots))
     assert all("scheduler started with 2 schedule(s)" in log for log in logs)  # both were running
     app.close()
 

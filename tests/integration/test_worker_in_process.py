@@ -10,7 +10,16 @@ from datetime import timedelta
 import pytest
 
 from redrive import (
-    App, Classifier, FullJitter, JobRequest, MemoryStore, Permanent, Status, Transient, Worker, current_job,
+    App,
+    Classifier,
+    FullJitter,
+    JobRequest,
+    MemoryStore,
+    Permanent,
+    Status,
+    Transient,
+    Worker,
+    current_job,
 )
 
 FAST = FullJitter(initial=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
@@ -220,7 +229,7 @@ def test_a_worker_with_a_retention_prunes_old_history(app: App) -> None:
     old = [app.enqueue("add", args=[1, i]).job.id for i in range(3)]
     asyncio.run(_run_until(app, _finished(app, old)))
     time.sleep(0.2)
-    gone = lambda: all(app.store.job_get(job_id=i) is None for i in old)  # noqa: E731
+    gone = lambda: all(app.store.job_get(job_id=i) is None for i in old)
     assert not gone()
     asyncio.run(_run_until(app, gone, retention=timedelta(milliseconds=100)))
 

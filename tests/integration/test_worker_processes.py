@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from redrive import App, JobRequest, Status
+from redrive import Client, JobRequest, Settings, Status
 from redrive.store.url import open_store
 from tests.apps.drain import app as drain_app
 from tests.conftest import wait_until
@@ -16,10 +16,9 @@ from tests.integration.processes import WorkerProcess, executions
 pytestmark = pytest.mark.slow
 
 
-def _client(url: str) -> App:
-    client = App(url)
-    client.tasks.update(drain_app.tasks)
-    return client
+def _client(url: str) -> Client:
+    """This process enqueues and reads with the declarations the workers run."""
+    return Client(drain_app.registry, settings=Settings.load(database_url=url))
 
 
 def _start(workers: list, url: str, tmp_path, *options: str) -> WorkerProcess:
@@ -62,7 +61,7 @@ def test_two_sqlite_workers_drain_1000_jobs_without_lock_errors(tmp_path, worker
         assert "locked" not in worker.log and "Traceback" not in worker.log, worker.log
 
 
-def _running_on(client: App, job_id, worker: WorkerProcess) -> bool:
+def _running_on(client: Client, job_id, worker: WorkerProcess) -> bool:
     job = client.job(job_id)
     return job.status is Status.RUNNING and f":{worker.pid}:" in job.lease_owner
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -21,10 +22,10 @@ def conn_factory(request, db_url: str, tmp_path) -> Iterator[Any]:
     """Connections to the application's database: redrive's own, or another."""
     if db_url.startswith("postgres"):
         url = db_url if request.param == "same database" else request.getfixturevalue("pg_empty_url")
-        factory = lambda: psycopg.connect(url)  # noqa: E731
+        factory = lambda: psycopg.connect(url)
     else:
         path = db_url.removeprefix("sqlite:///") if request.param == "same database" else str(tmp_path / "app.db")
-        factory = lambda: sqlite3.connect(path)  # noqa: E731
+        factory = lambda: sqlite3.connect(path)
     conn = factory()
     for statement in ["CREATE TABLE document (id integer PRIMARY KEY, cluster_id integer)",
                       "CREATE TABLE document_match (document_a_id integer, document_b_id integer)",

@@ -6,9 +6,10 @@ breakers, the outbox and pruning are for operators; every refusal is
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -3,15 +3,14 @@ obeyed and capped, garbage or past Retry-After ignored."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from random import Random
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from redrive.core.backoff import (
-    MAX_DELAY, AdditiveJitter, Fixed, FullJitter, ProportionalJitter, effective_delay,
-)
+from redrive.core.backoff import MAX_DELAY, AdditiveJitter, Fixed, FullJitter, ProportionalJitter, effective_delay
 from redrive.core.classify import parse_retry_after
 from redrive.errors import ConfigError
 
@@ -72,7 +71,7 @@ def test_a_long_fixed_schedule_is_not_cut_by_the_retry_after_ceiling() -> None:
     assert effective_delay(policy, 1, rng=Random(1), retry_after=timedelta(hours=2)) == timedelta(minutes=30)
 
 
-NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(

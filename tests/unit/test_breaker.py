@@ -6,12 +6,22 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from redrive.core.breaker import (
-    Breaker, BreakerPolicy, Call, State, _record_one, admit, force_closed, force_open, probe_passed,
-    record, time_open,
+    Breaker,
+    BreakerPolicy,
+    Call,
+    State,
+    _record_one,
+    admit,
+    force_closed,
+    force_open,
+    probe_passed,
+    record,
+    time_open,
 )
 from redrive.errors import ConfigError
 

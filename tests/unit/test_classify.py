@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pydantic
@@ -15,7 +15,7 @@ from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Kind
 from redrive.core.taxonomy import ErrorCode, Taxonomy
 from redrive.errors import ConfigError
 
-NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 REQUEST = httpx.Request("POST", "http://127.0.0.1/llm")
 
 
@@ -47,7 +47,7 @@ def parse_error() -> json.JSONDecodeError:
 # (seed, case, exception, code, retryable)
 SEED_001 = [
     ("DNS failure", socket.gaierror(-3, "Temporary failure in name resolution"), "NETWORK_ERROR", True),
-    ("socket timeout", socket.timeout("timed out"), "NETWORK_TIMEOUT", True),
+    ("socket timeout", TimeoutError("timed out"), "NETWORK_TIMEOUT", True),
     ("TCP reset", ConnectionResetError(104, "Connection reset by peer"), "NETWORK_ERROR", True),
     ("httpx read timeout", httpx.ReadTimeout("read timed out", request=REQUEST), "NETWORK_TIMEOUT", True),
     ("502", status_error(502), "UPSTREAM_5XX", True),

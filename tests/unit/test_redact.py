@@ -3,7 +3,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from redrive.core.redact import REDACTED, redact, redact_text
 

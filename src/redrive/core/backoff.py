@@ -11,10 +11,11 @@ Each reference system's formula is one of these, with its own numbers:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from random import Random
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from redrive.errors import ConfigError
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import StrEnum
-from typing import Iterable
+from typing import Any
 
 from redrive.errors import ConfigError
 
@@ -90,7 +91,7 @@ class Breaker:
     probed_at: float | None = None  # the last health probe, so one worker probes per interval
     changes: tuple[tuple[State, State, str], ...] = field(default=(), compare=False)
 
-    def _to(self, state: State, now: float, reason: str, **changes: object) -> Breaker:
+    def _to(self, state: State, now: float, reason: str, **changes: Any) -> Breaker:
         """Move to ``state``; time from opening until closing (or reopening)
         is added to ``open_seconds``, and reopening restarts the wait."""
         spent, opened_at = self.open_seconds, self.opened_at
@@ -203,7 +204,7 @@ def time_open(b: Breaker, now: float) -> float:
     return b.open_seconds + max(0.0, current)
 
 
-def to_json(b: Breaker) -> dict:
+def to_json(b: Breaker) -> dict[str, Any]:
     """The shared state as stored (state changes are stored as events instead)."""
     return {
         "state": b.state.value, "window": [[c.at, c.ok] for c in b.window],
@@ -212,7 +213,7 @@ def to_json(b: Breaker) -> dict:
     }
 
 
-def from_json(data: dict) -> Breaker:
+def from_json(data: dict[str, Any]) -> Breaker:
     return Breaker(
         state=State(data["state"]), window=tuple(Call(at, ok) for at, ok in data["window"]),
         opened_at=data["opened_at"], trials_started=data["trials_started"],

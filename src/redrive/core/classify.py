@@ -10,15 +10,15 @@ recognised by their class names, so the core imports neither.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any
 
 from redrive.core.taxonomy import DEFAULT_TAXONOMY, Taxonomy
 from redrive.errors import ConfigError, Permanent, Transient
-
 
 MESSAGE_LIMIT = 500
 
@@ -102,9 +102,10 @@ def kind_of_exception(exc: BaseException) -> Kind | None:
 
 def _text(response: Any) -> str | None:
     try:
-        return response.text
+        text = response.text
     except Exception:  # a streamed or undecodable body tells us nothing more
         return None
+    return text if isinstance(text, str) else None
 
 
 def parse_retry_after(value: str | None, *, now: datetime) -> timedelta | None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from uuid import UUID, uuid5
 
 from redrive.errors import ConfigError

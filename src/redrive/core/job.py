@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 from uuid import UUID
 
 from redrive.core.redact import redact

@@ -11,7 +11,8 @@ PEM blocks.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 REDACTED = "[REDACTED]"
 
@@ -33,13 +34,13 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _card(match: re.Match) -> str:
+def _card(match: re.Match[str]) -> str:
     digits = re.sub(r"\D", "", match.group(0))
     return "[CARD]" if 13 <= len(digits) <= 19 and _luhn(digits) else match.group(0)
 
 
 # (pattern, replacement) in order: whole blocks before the tokens inside them.
-_PATTERNS: tuple[tuple[re.Pattern, str | Callable[[re.Match], str]], ...] = (
+_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), "[PEM]"),
     (re.compile(r"-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----", re.S), "[PEM]"),
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]+=*"), "Bearer " + REDACTED),

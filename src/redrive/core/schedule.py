@@ -12,9 +12,10 @@ schedulers compute it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -127,21 +128,21 @@ def _wall(instant: datetime, info: ZoneInfo) -> datetime:
 def resolve(local: datetime, info: ZoneInfo) -> datetime:
     """The instant a nominal local time fires: its first occurrence, or the
     end of the gap when the clocks skip it."""
-    first = local.replace(tzinfo=info, fold=0).astimezone(timezone.utc)
+    first = local.replace(tzinfo=info, fold=0).astimezone(UTC)
     if first.astimezone(info).replace(tzinfo=None) == local:
         return first
     # In a gap, fold=0 maps with the offset before the jump (an instant after
     # it) and fold=1 with the offset after (an instant before it).
-    low = int(local.replace(tzinfo=info, fold=1).astimezone(timezone.utc).timestamp())
+    low = int(local.replace(tzinfo=info, fold=1).astimezone(UTC).timestamp())
     high = int(first.timestamp())
     after_jump = first.astimezone(info).utcoffset()
     while low < high:  # the first second on the far side of the jump
         mid = (low + high) // 2
-        if datetime.fromtimestamp(mid, timezone.utc).astimezone(info).utcoffset() == after_jump:
+        if datetime.fromtimestamp(mid, UTC).astimezone(info).utcoffset() == after_jump:
             high = mid
         else:
             low = mid + 1
-    return datetime.fromtimestamp(high, timezone.utc)
+    return datetime.fromtimestamp(high, UTC)
 
 
 def _granularity(expression: str) -> tuple[bool, bool]:

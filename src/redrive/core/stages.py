@@ -8,8 +8,8 @@ the job's ``max_attempts``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from redrive.core.backoff import Backoff, FullJitter
 from redrive.errors import ConfigError

@@ -8,8 +8,8 @@ as ``GW_5XX``). The engine's own codes are in every taxonomy.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from redrive.errors import ConfigError
 
@@ -74,7 +74,7 @@ class Taxonomy:
     def __contains__(self, name: object) -> bool:
         return name in self._codes or name in self._aliases
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ErrorCode]:
         return iter(self._codes.values())
 
     def public(self, name: str) -> ErrorCode | None:

@@ -15,13 +15,14 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
-from redrive.declarations import Dependency
 from redrive.core.breaker import Breaker, BreakerMode, Call, State, admit, probe_passed, record
 from redrive.core.job import Job
 from redrive.core.outcome import Failed, Retry, Succeeded
+from redrive.declarations import Dependency
 from redrive.errors import StoreError, UnknownDependency
 from redrive.events import EventStream
 from redrive.store.port import Store

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 from redrive.core.job import JSON, Job, StageDone, strict_json
 from redrive.core.stages import Stage, next_after, resume_at
@@ -134,7 +135,7 @@ def guarded(dependency: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        failure = run.classifier.exception(exc, now=datetime.now(timezone.utc))
+        failure = run.classifier.exception(exc, now=datetime.now(UTC))
         run.gate.note(dependency, False if failure.retryable else None, time.monotonic() - started)
         raise
     run.gate.note(dependency, True, time.monotonic() - started)

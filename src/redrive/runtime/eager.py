@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import sys
-from collections.abc import Coroutine
-from typing import Any, Generator, TypeVar
+from collections.abc import Coroutine, Generator
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 

@@ -8,13 +8,13 @@ import inspect
 import json
 import logging
 import traceback
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from datetime import datetime, timedelta, timezone
 from random import Random
-from typing import Any, Callable
+from typing import Any, cast
 
-from redrive.declarations import Task
 from redrive.core.backoff import FullJitter
 from redrive.core.classify import Classifier, Failure, one_line
 from redrive.core.job import JSON, Job, strict_json
@@ -22,6 +22,7 @@ from redrive.core.outcome import Failed, Outcome, Retry, Succeeded
 from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
 from redrive.core.stages import Stage
+from redrive.declarations import Task
 from redrive.errors import CircuitOpen, LeaseLost, Permanent, Transient
 from redrive.events import EventStream
 from redrive.runtime.context import _current, _Run
@@ -52,7 +53,7 @@ class Execution:
 
 def stages_of(task: Task[Any, Any], job: Job) -> tuple[Stage, ...]:
     """A plain task is a one-stage pipeline with the job's budget and the task's backoff."""
-    return task.stages or _one_stage(task.name, job.max_attempts, task.backoff)
+    return task.stages or _one_stage(task.name, job.max_attempts, cast(Hashable, task.backoff))
 
 
 @lru_cache(maxsize=1024)  # the same few pipelines for every job of a plain task
@@ -119,7 +120,7 @@ def _failed(exc: Exception, run: _Run, classifier: Classifier, rng: Random) -> E
     job = run.job
     stack = redact_text("".join(traceback.format_exception(exc)))[-_STACK_LIMIT:]
     try:
-        failure = classifier.exception(exc, now=datetime.now(timezone.utc))
+        failure = classifier.exception(exc, now=datetime.now(UTC))
     except Exception:
         # A classifier that breaks must not lose the job: record it as unclassified.
         log.exception("job %s (%s): the classifier raised; recording %s", job.id, job.task,

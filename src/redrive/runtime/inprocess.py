@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from random import Random
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 from redrive.core.backoff import Backoff, Fixed, effective_delay
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Failure
@@ -41,7 +42,7 @@ class InProcessRetry:
                                retry_after=failure.retry_after).total_seconds()
 
     def _classify(self, exc: Exception) -> Failure:
-        return self.classifier.exception(exc, now=datetime.now(timezone.utc))
+        return self.classifier.exception(exc, now=datetime.now(UTC))
 
     def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         attempt = 1

@@ -16,16 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from redrive.core.ids import canonical, outbox_token
 from redrive.core.job import JSON
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus, Step, next_step
 from redrive.core.redact import redact_text
 from redrive.errors import ConfigError, LeaseLost
-from redrive.runtime.context import _run, _Run
+from redrive.runtime.context import _Run, _run
 
 log = logging.getLogger("redrive.outbox")
 
@@ -100,6 +101,7 @@ def _deliver(run: _Run, intent: Intent, row: OutboxRow) -> Delivery:
     key, token = row.key, outbox_token(intent.key)  # the token is the key's, whatever the row says
     step = next_step(row)
     if step is Step.SKIP:
+        assert row.provider_id is not None  # next_step skips only rows with the provider's id
         return Delivery(intent.key, row.provider_id, "already_sent")
     if step is not Step.SEND:
         if step is Step.RECONCILE_MARKED:
@@ -140,4 +142,4 @@ def _fenced(run: _Run, row: OutboxRow | None) -> OutboxRow:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

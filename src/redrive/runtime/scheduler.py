@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Callable, Sequence
 
 from redrive.client import Client, JobRequest
 from redrive.core.job import EnqueueResult
@@ -92,7 +92,7 @@ class Scheduler:
             await asyncio.to_thread(self.tick)
             try:
                 await asyncio.wait_for(self._stopping.wait(), self.interval.total_seconds())
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         log.info("scheduler stopped")
 

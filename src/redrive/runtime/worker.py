@@ -16,17 +16,18 @@ import os
 import signal
 import socket
 import uuid
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from random import Random
-from typing import Any, Callable, Sequence, TypeVar, assert_never
+from typing import Any, TypeVar, assert_never
 from uuid import UUID
 
 from redrive.client import Client
 from redrive.core.classify import Failure
-from redrive.core.job import Completion, FailNow, Job, Lease, RetryLater
+from redrive.core.job import JSON, Completion, FailNow, Job, Lease, RetryLater
 from redrive.core.outcome import Failed, Retry, Succeeded
 from redrive.errors import ConfigError, StoreError
 from redrive.events import EventStream
@@ -149,11 +150,13 @@ class Worker:
     # -- the loop ----------------------------------------------------------------
 
     async def run(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         store = await self._call(lambda: self.store)
-        unsubscribe = store.wakeups_subscribe(
-            lambda _queue: self._loop.call_soon_threadsafe(self._wake.set)
-        )
+
+        def woken(_queue: str) -> None:  # from the store's listening thread
+            loop.call_soon_threadsafe(self._wake.set)
+
+        unsubscribe = store.wakeups_subscribe(woken)
         log.info("worker %s started: queues=%s concurrency=%d lease_ttl=%ss",
                  self.id, ",".join(self.queues), self.concurrency, self.lease_ttl.total_seconds())
         self.events.emit("worker.started", worker=self.id, queues=list(self.queues),
@@ -237,12 +240,13 @@ class Worker:
 
     def _start(self, job: Job) -> None:
         running = _Running(job)
-        self._running[job.lease_token] = running
+        self._running[job.lease.token] = running
         running.future = eager.start(self._run_one(running))
 
     async def _run_one(self, running: _Running) -> None:
         job = running.job
-        started = self._loop.time()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         submitted = False
         try:
             refusal = await self._admit(job)
@@ -255,7 +259,7 @@ class Worker:
                 if execution.held_by is not None:  # a guarded call found its breaker open
                     refusal = Refusal(self.registry.dependencies[execution.held_by])
                 elif job.dependencies:
-                    await self._gate.record(job, execution.outcome, self._loop.time() - started,
+                    await self._gate.record(job, execution.outcome, loop.time() - started,
                                             execution.guarded)
             if refusal is not None:
                 if not refusal.fails_fast:
@@ -266,7 +270,7 @@ class Worker:
             self._handled(running)
             if running.abandoned:
                 return
-            duration_s = self._loop.time() - started
+            duration_s = loop.time() - started
             item = _item(job, execution, round(duration_s * 1000))
             self._completer.submit(item, partial(self._written, running, item, duration_s))
             submitted = True  # the slot is given back once the write lands
@@ -300,7 +304,7 @@ class Worker:
                          wait_s=max(0.0, (leased - job.run_at).total_seconds()))
 
     def _release(self, running: _Running) -> None:
-        self._running.pop(running.job.lease_token, None)
+        self._running.pop(running.job.lease.token, None)
         self._wake.set()
         if not self._running:
             self._idle.set()
@@ -381,7 +385,7 @@ class Worker:
     # -- shutdown ----------------------------------------------------------------
 
     async def _drain(self) -> None:
-        in_flight = [r.future for r in self._running.values()]
+        in_flight = [r.future for r in self._running.values() if r.future is not None]
         if in_flight:
             log.info("waiting up to %ss for %d in-flight jobs",
                      self.shutdown_grace.total_seconds(), len(in_flight))
@@ -395,7 +399,8 @@ class Worker:
             log.info("requeued %d unfinished jobs: %s", len(requeued),
                      ", ".join(str(lease.job_id) for lease in requeued))
             for r in unfinished:
-                r.future.cancel()
+                if r.future is not None:
+                    r.future.cancel()
         # Jobs already finishing are writing their outcome: let the writes land
         # while their leases last (after that the writes would be refused anyway).
         if self._running:
@@ -509,13 +514,14 @@ def _item(job: Job, execution: Execution, duration_ms: int) -> Completion | Retr
 def _fail_fast(refusal: Refusal) -> Execution:
     name = refusal.dependency.name
     # Dependency() refuses a fail-fast declaration without a fail_code.
+    assert refusal.dependency.fail_code is not None
     failure = Failure(code=refusal.dependency.fail_code, retryable=False,
                       message=f"dependency {name} is unavailable (circuit open)")
     return Execution(Failed(failure), context={"dependency": name, "breaker": "open"})
 
 
-def _failure_meta(meta: dict, failure: Failure) -> dict:
-    extra = {"error_class": failure.error_class}
+def _failure_meta(meta: dict[str, JSON], failure: Failure) -> dict[str, JSON]:
+    extra: dict[str, JSON] = {"error_class": failure.error_class}
     if failure.upstream_status is not None:
         extra["upstream_status"] = failure.upstream_status
     return {**meta, **extra}

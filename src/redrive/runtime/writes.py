@@ -14,8 +14,9 @@ before the commit otherwise.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from redrive.errors import ConfigError, LeaseLost
 from redrive.runtime.context import _current, _Run

@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
 from uuid import UUID
 
 from redrive.core.breaker import Breaker
 from redrive.core.job import (
-    Completion, DeadLetter, DeadLetterFilter, EnqueueResult, FailNow, Job, JobEvent, Lease, NewJob,
-    RetryLater, StageDone, refuse_reuse, takes_over,
+    Completion,
+    DeadLetter,
+    DeadLetterFilter,
+    EnqueueResult,
+    FailNow,
+    Job,
+    JobEvent,
+    Lease,
+    NewJob,
+    RetryLater,
+    StageDone,
+    refuse_reuse,
+    takes_over,
 )
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import TERMINAL, Status, check_transition
@@ -26,7 +38,7 @@ def _counts(given: Any, job: Job) -> dict[str, int]:
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class MemoryStore:
@@ -175,7 +187,7 @@ class MemoryStore:
                     applied.add(lease)
             return applied
 
-    _NO_LEASE = {"lease_token": None, "lease_owner": None, "lease_expires_at": None}
+    _NO_LEASE: ClassVar[Mapping[str, None]] = {"lease_token": None, "lease_owner": None, "lease_expires_at": None}
 
     def jobs_complete(self, *, items: Sequence[Completion]) -> set[Lease]:
         def apply(job: Job, item: Completion, now: datetime) -> None:
@@ -305,7 +317,7 @@ class MemoryStore:
             now = self._clock()
             expired = [
                 j for j in self._jobs.values()
-                if j.status is Status.RUNNING and j.lease_expires_at <= now
+                if j.status is Status.RUNNING and j.lease_expires_at is not None and j.lease_expires_at <= now
             ][:limit]
             for job in expired:
                 if job.attempts >= job.max_attempts:
@@ -319,11 +331,9 @@ class MemoryStore:
         with self._lock:
             before = self._clock() - older_than
             held = {d.job_id for d in self._letters.values() if d.replayed_at is None}
-            doomed = sorted(
-                (j for j in self._jobs.values()
-                 if j.status in TERMINAL and j.finished_at < before and j.id not in held),
-                key=lambda j: j.finished_at,
-            )[:limit]
+            finished = [(j.finished_at, j) for j in self._jobs.values()
+                        if j.status in TERMINAL and j.finished_at is not None and j.id not in held]
+            doomed = [j for at, j in sorted(finished, key=lambda pair: pair[0]) if at < before][:limit]
             gone = {j.id for j in doomed}
             for job_id in gone:
                 del self._jobs[job_id]

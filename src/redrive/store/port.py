@@ -16,15 +16,25 @@ Semantics every implementation keeps:
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 from uuid import UUID
 
 from redrive.core.breaker import Breaker
 from redrive.core.job import (
-    Completion, DeadLetter, DeadLetterFilter, EnqueueResult, FailNow, Job, JobEvent, Lease, NewJob,
-    RetryLater, StageDone,
+    Completion,
+    DeadLetter,
+    DeadLetterFilter,
+    EnqueueResult,
+    FailNow,
+    Job,
+    JobEvent,
+    Lease,
+    NewJob,
+    RetryLater,
+    StageDone,
 )
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import Status

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from itertools import chain, islice
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 from uuid import UUID, uuid4
-from contextlib import contextmanager
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -25,13 +26,30 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from redrive.core.breaker import Breaker, from_json, to_json
 from redrive.core.job import (
-    DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, EnqueueResult,
-    FailNow, Job, JobEvent, Lease, NewJob, RetryLater, StageDone, refuse_reuse,
+    DEAD_LETTER_COLUMNS,
+    JOB_COLUMNS,
+    Completion,
+    DeadLetter,
+    DeadLetterFilter,
+    EnqueueResult,
+    FailNow,
+    Job,
+    JobEvent,
+    Lease,
+    NewJob,
+    RetryLater,
+    StageDone,
+    refuse_reuse,
 )
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import Status
 from redrive.errors import (
-    ConfigError, DeadLetterNotFound, IllegalTransition, JobNotFound, SchemaOutdated, StoreError,
+    ConfigError,
+    DeadLetterNotFound,
+    IllegalTransition,
+    JobNotFound,
+    SchemaOutdated,
+    StoreError,
     StoreUnavailable,
 )
 from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
@@ -76,7 +94,7 @@ class PostgresStore:
 
     # -- connections and errors ----------------------------------------------
 
-    def _connect(self) -> psycopg.Connection:
+    def _connect(self) -> psycopg.Connection[dict[str, Any]]:
         try:
             return psycopg.connect(
                 self.url, autocommit=True, row_factory=dict_row,
@@ -102,7 +120,7 @@ class PostgresStore:
 
     def _run(
         self, name: str, params: dict[str, Any] | None = None, *, conn: Any = None,
-        rows: RowFactory = dict_row,
+        rows: RowFactory[Any] = dict_row,
     ) -> list:
         sql = self._queries[name]
         with self._errors():
@@ -116,10 +134,10 @@ class PostgresStore:
 
     # -- schema --------------------------------------------------------------
 
-    def _schema_version(self, conn: psycopg.Connection) -> int:
-        if not conn.execute(self._queries["migration_table_exists"]).fetchone()["present"]:
+    def _schema_version(self, conn: psycopg.Connection[dict[str, Any]]) -> int:
+        if not self._run("migration_table_exists", conn=conn)[0]["present"]:
             return 0
-        return conn.execute(self._queries["migration_version"]).fetchone()["version"]
+        return int(self._run("migration_version", conn=conn)[0]["version"])
 
     def _check_schema(self) -> None:
         with self._connect() as conn, self._errors():
@@ -214,7 +232,7 @@ class PostgresStore:
         sql = self._queries["jobs_insert"]
         with conn.pipeline():
             while chunk := list(islice(pending, _INSERT_CHUNK)):
-                plain = []
+                plain: list[dict[str, Any]] = []
                 for job in chunk:
                     doc = _new_job_json(job)
                     docs.append(doc)
@@ -455,7 +473,7 @@ class PostgresStore:
         self._pool.close()
 
 
-def _savepoint(conn: psycopg.Connection) -> psycopg.Transaction:
+def _savepoint(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
     """A savepoint in the caller's transaction. On an idle connection outside
     autocommit, psycopg's ``transaction()`` would begin a transaction of its own
     and commit it at the end of the block; a first statement starts the

@@ -14,19 +14,38 @@ import logging
 import sqlite3
 import threading
 import time
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar, overload
 from uuid import UUID
 
 from redrive.core.breaker import Breaker, from_json, to_json
 from redrive.core.job import (
-    DEAD_LETTER_COLUMNS, JOB_COLUMNS, Completion, DeadLetter, DeadLetterFilter, EnqueueResult,
-    FailNow, Job, JobEvent, Lease, NewJob, RetryLater, StageDone, refuse_reuse, takes_over,
+    DEAD_LETTER_COLUMNS,
+    JOB_COLUMNS,
+    Completion,
+    DeadLetter,
+    DeadLetterFilter,
+    EnqueueResult,
+    FailNow,
+    Job,
+    JobEvent,
+    Lease,
+    NewJob,
+    RetryLater,
+    StageDone,
+    refuse_reuse,
+    takes_over,
 )
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import Status
 from redrive.errors import (
-    ConfigError, DeadLetterNotFound, IllegalTransition, JobNotFound, StoreBusy, StoreError,
+    ConfigError,
+    DeadLetterNotFound,
+    IllegalTransition,
+    JobNotFound,
+    StoreBusy,
+    StoreError,
     StoreUnavailable,
 )
 from redrive.store.port import ANY_QUEUE, SHUTDOWN, BreakerEvent, lease_expired
@@ -114,7 +133,7 @@ class SQLiteStore:
 
         return self._retrying(attempt)
 
-    def _now(self, conn: sqlite3.Connection) -> float:
+    def _now(self, conn: sqlite3.Connection | sqlite3.Cursor) -> float:
         return conn.execute(self._queries["now"]).fetchone()["now"]
 
     # -- schema ----------------------------------------------------------------
@@ -652,8 +671,12 @@ def _statements(script: str) -> Iterator[str]:
         raise StoreError("a migration ends with an incomplete statement")
 
 
+@overload
+def _time(value: float) -> datetime: ...
+@overload
+def _time(value: None) -> None: ...
 def _time(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, timezone.utc)
+    return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
 def _lease(lease: Lease) -> dict[str, str]:
