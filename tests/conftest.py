@@ -7,7 +7,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -30,6 +30,17 @@ def wait_until(condition: Callable[[], T], *, timeout: float = 10.0, every: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s: {condition}")
         time.sleep(every)
+
+
+def every_job(client: Any, **where: Any) -> list:
+    """All the jobs a filter matches, page after page (a page holds at most 1,000)."""
+    jobs, after = [], None
+    while True:
+        page = client.jobs(after=after, limit=1000, **where)
+        jobs += page.items
+        if not page.more:
+            return jobs
+        after = page.next_cursor
 
 
 def _admin() -> psycopg.Connection:

@@ -18,20 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
+from typing import Any
 from uuid import UUID
 
-from redrive.client import read_job, read_jobs
+from redrive.client import job_filter, read_job
 from redrive.core import checks
-from redrive.core.breaker import Breaker, failure_percent, force_closed, force_open, time_open
-from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, Job, JobEvent
+from redrive.core.breaker import Breaker, force_closed, force_open, time_open
+from redrive.core.job import DeadLetter, DeadLetterFilter, Job, JobEvent
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.states import Status
 from redrive.declarations import Registry
 from redrive.errors import ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, UnknownDependency
 from redrive.events import EventStream
-from redrive.store.port import Store
+from redrive.store.port import BreakerEvent
+from redrive.store.reads import DeadLetterFacets, Page, QueueStats, Reads, ScheduleState
 from redrive.store.url import open_store
 
 _NOTE_LIMIT = 2000
@@ -81,12 +83,6 @@ class BreakerStatus:
     def seconds_open(self) -> float:
         return time_open(self.breaker, self.at)
 
-    def to_dict(self) -> dict[str, JSON]:
-        b = self.breaker
-        return {"name": self.name, "state": self.state, "forced": b.forced,
-                "failure_percent": round(failure_percent(b.window), 1), "calls_in_window": len(b.window),
-                "seconds_open": round(self.seconds_open, 3)}
-
 
 @dataclass(frozen=True, slots=True)
 class Replay:
@@ -106,7 +102,7 @@ class Admin:
     it also knows declared dependencies not used yet and each task's first
     stage (a replay from the start then shows where it resumes)."""
 
-    def __init__(self, store: Store, *, actor: Actor, registry: Registry | None = None,
+    def __init__(self, store: Reads, *, actor: Actor, registry: Registry | None = None,
                  events: EventStream | None = None) -> None:
         if not isinstance(actor, Actor):
             raise ConfigError("Admin acts as an Actor: Actor.operator(name) or Actor.acting_for(owner)")
@@ -157,14 +153,28 @@ class Admin:
         queue: str | None = None,
         task: str | None = None,
         owner: str | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        """Newest first. An owner sees only their own jobs."""
+        error_code: str | None = None,
+        idempotency_key: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> Page[Job]:
+        """A page of jobs, newest first (``after``: the previous page's
+        ``next_cursor``). An owner sees only their own jobs."""
         if not self.actor.is_operator:
             if owner is not None and owner != self.actor.owner:
                 raise Forbidden("an owner may list only their own jobs")
             owner = self.actor.owner
-        return read_jobs(self.store, status=status, queue=queue, task=task, owner=owner, limit=limit)
+        where = job_filter(status=status, queue=queue, task=task, owner=owner, error_code=error_code,
+                           idempotency_key=idempotency_key, created_after=created_after,
+                           created_before=created_before)
+        return self.store.jobs_page(where=where, after=after, limit=limit)
+
+    def queues(self) -> list[QueueStats]:
+        """Each queue's active jobs by state and its oldest due job's wait."""
+        self._operator_only("see the queues")
+        return self.store.queues_stats()
 
     def job_events(self, job_id: UUID | str) -> list[JobEvent]:
         """The job's history, oldest first: one event per state change."""
@@ -202,19 +212,33 @@ class Admin:
         state: str | None = None,
         older_than: timedelta | None = None,
         newer_than: timedelta | None = None,
-        limit: int = 100,
-    ) -> list[DeadLetter]:
-        """Newest first. ``state``: "open", "replayed" or "escalated"; age is
-        measured from the last failure; ``owner`` filters by the job's owner."""
+        after: str | None = None,
+        limit: int = 50,
+    ) -> Page[DeadLetter]:
+        """A page of dead letters, newest first. ``state``: "open", "replayed"
+        or "escalated"; age is measured from the last failure; ``owner``
+        filters by the job's owner."""
         self._operator_only("read dead letters")
-        if state not in (None, "open", "replayed", "escalated"):
-            raise ConfigError(f"state must be open, replayed or escalated, not {state!r}")
-        if not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise ConfigError("limit must be an integer from 1 to 10000")
-        return self.store.dead_letters_list(where=DeadLetterFilter(
-            error_class=error_class, stage=stage, task=task, owner=owner, state=state,
-            older_than=older_than, newer_than=newer_than, limit=limit,
-        ))
+        where = _letter_filter(error_class=error_class, stage=stage, task=task, owner=owner, state=state,
+                               older_than=older_than, newer_than=newer_than)
+        return self.store.dead_letters_page(where=where, after=after, limit=limit)
+
+    def dead_letter_facets(
+        self,
+        *,
+        error_class: str | None = None,
+        stage: str | None = None,
+        task: str | None = None,
+        owner: str | None = None,
+        state: str | None = None,
+        older_than: timedelta | None = None,
+        newer_than: timedelta | None = None,
+    ) -> DeadLetterFacets:
+        """How many dead letters match, by error class and by stage."""
+        self._operator_only("read dead letters")
+        where = _letter_filter(error_class=error_class, stage=stage, task=task, owner=owner, state=state,
+                               older_than=older_than, newer_than=newer_than)
+        return self.store.dead_letter_facets(where=where)
 
     def dead_letter(self, dead_letter_id: int | str) -> DeadLetter:
         self._operator_only("read dead letters")
@@ -262,6 +286,11 @@ class Admin:
         declared = set(self.registry.dependencies) if self.registry else set()
         return {n: BreakerStatus(n, stored.get(n, Breaker()), now) for n in sorted(set(stored) | declared)}
 
+    def breaker_history(self, name: str) -> list[BreakerEvent]:
+        """A breaker's state changes, oldest first: when it opened and closed, why, and who forced it."""
+        self._operator_only("see the breakers")
+        return self.store.breaker_events_list(name=name)
+
     def open_breaker(self, name: str) -> BreakerStatus:
         """Force a breaker open: it stays open until closed by hand."""
         return self._force(name, force_open)
@@ -296,16 +325,22 @@ class Admin:
     # -- outbox and history --------------------------------------------------------
 
     def outbox(
-        self, *, status: OutboxStatus | str | None = None, job_id: UUID | str | None = None, limit: int = 100,
-    ) -> list[OutboxRow]:
-        """Outbox rows, oldest first: ``status="failed"`` lists what awaits an operator."""
+        self, *, status: OutboxStatus | str | None = None, job_id: UUID | str | None = None,
+        after: str | None = None, limit: int = 50,
+    ) -> Page[OutboxRow]:
+        """A page of outbox rows, oldest first: ``status="failed"`` lists what awaits an operator."""
         self._operator_only("read the outbox")
         try:
             wanted = None if status is None else OutboxStatus(status)
         except ValueError:
             raise ConfigError(f"outbox status must be one of {', '.join(OutboxStatus)}, not {status!r}") from None
-        return self.store.outbox_list(
-            status=wanted, job_id=None if job_id is None else checks.job_uuid(job_id), limit=limit)
+        return self.store.outbox_page(
+            status=wanted, job_id=None if job_id is None else checks.job_uuid(job_id), after=after, limit=limit)
+
+    def schedules(self) -> list[ScheduleState]:
+        """How far each schedule has fired."""
+        self._operator_only("see the schedules")
+        return self.store.schedules_list()
 
     def prune(self, older_than: timedelta, *, batch: int = 10_000) -> int:
         """Delete history: finished jobs that finished more than ``older_than``
@@ -324,3 +359,9 @@ class Admin:
             if pruned < batch:
                 break
         return total
+
+
+def _letter_filter(*, state: str | None, **fields: Any) -> DeadLetterFilter:
+    if state not in (None, "open", "replayed", "escalated"):
+        raise ConfigError(f"state must be open, replayed or escalated, not {state!r}")
+    return DeadLetterFilter(state=state, **fields)

@@ -24,7 +24,7 @@ from redrive.declarations import Dependency, P, R, Registry, Task
 from redrive.errors import ConfigError
 from redrive.events import EventStream
 from redrive.settings import Settings
-from redrive.store.port import Store
+from redrive.store.reads import Reads
 
 
 class App:
@@ -35,7 +35,7 @@ class App:
         database_url: str | None = None,
         *,
         settings: Settings | None = None,
-        store: Store | None = None,
+        store: Reads | None = None,
         classifier: Classifier = DEFAULT_CLASSIFIER,
         dependencies: Sequence[Dependency] = (),
     ) -> None:
@@ -83,7 +83,7 @@ class App:
         return self._client
 
     @property
-    def store(self) -> Store:
+    def store(self) -> Reads:
         return self.client.store
 
     def admin(self, actor: Actor) -> Admin:

@@ -20,12 +20,14 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
+from redrive import views
 from redrive.admin import Actor, Admin
 from redrive.app import App
 from redrive.core.redact import redact_text
-from redrive.core.states import Status
+from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import ConfigError, RedriveError
 from redrive.settings import Settings
+from redrive.store.reads import Page
 from redrive.store.url import open_store
 
 EXIT_ERROR = 2
@@ -119,7 +121,11 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--status", action="append", choices=[s.value for s in Status])
     listing.add_argument("--queue")
     listing.add_argument("--task")
-    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--owner")
+    listing.add_argument("--error-code")
+    listing.add_argument("--idempotency-key")
+    listing.add_argument("--limit", type=int, default=50, help="jobs per page (default 50)")
+    listing.add_argument("--after", help="the cursor a previous page printed, for the next page")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     show = operator("show", _jobs_show, "Show one job and its events.", jobs_commands)
     show.add_argument("job_id")
@@ -140,7 +146,8 @@ def _parser() -> argparse.ArgumentParser:
     letters.add_argument("--state", choices=["open", "replayed", "escalated"])
     letters.add_argument("--older-than", type=_seconds, help="seconds since the last failure")
     letters.add_argument("--newer-than", type=_seconds, help="seconds since the last failure")
-    letters.add_argument("--limit", type=int, default=50)
+    letters.add_argument("--limit", type=int, default=50, help="letters per page (default 50)")
+    letters.add_argument("--after", help="the cursor a previous page printed, for the next page")
     letters.add_argument("--json", action="store_true", help="one JSON object per line")
     letter = operator("show", _dead_show, "Show one dead letter.", dead_commands)
     letter.add_argument("id")
@@ -167,6 +174,9 @@ def _parser() -> argparse.ArgumentParser:
         forced = operator(name, handler, text, breaker_commands)
         forced.add_argument("name", help="the dependency")
         forced.add_argument("--by", help="who does it, for the record (default: your login)")
+
+    queues = operator("queues", _queues, "Count each queue's active jobs by state, with the oldest due job's wait.")
+    queues.add_argument("--json", action="store_true", help="one JSON object per line")
 
     demo = command("demo", _demo, "Run the demo: a worker draining jobs on SQLite.")
     demo.add_argument("--jobs", type=int, default=40)
@@ -323,16 +333,26 @@ def _scheduler(args: argparse.Namespace) -> int:
 
 def _jobs_list(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
-        jobs = admin.jobs(status=args.status, queue=args.queue, task=args.task, limit=args.limit)
+        jobs = admin.jobs(status=args.status, queue=args.queue, task=args.task, owner=args.owner,
+                          error_code=args.error_code, idempotency_key=args.idempotency_key,
+                          after=args.after, limit=args.limit)
     if args.json:
         for job in jobs:
-            print(json.dumps(job.to_dict()))
-        return 0
-    print(f"{'id':36}  {'task':20}  {'queue':10}  {'status':9}  {'tries':>5}  error")
-    for job in jobs:
-        print(f"{job.id!s:36}  {job.task[:20]:20}  {job.queue[:10]:10}  {job.status.value:9}  "
-              f"{job.attempts:>2}/{job.max_attempts:<2}  {job.error_code or job.last_error_code or ''}")
+            print(json.dumps(views.job_view(job)))
+    else:
+        print(f"{'id':36}  {'task':20}  {'queue':10}  {'status':9}  {'tries':>5}  error")
+        for job in jobs:
+            print(f"{job.id!s:36}  {job.task[:20]:20}  {job.queue[:10]:10}  {job.status.value:9}  "
+                  f"{job.attempts:>2}/{job.max_attempts:<2}  {job.error_code or job.last_error_code or ''}")
+    _more(jobs)
     return 0
+
+
+def _more(page: Page[Any]) -> None:
+    """A list is never cut silently: say how to get the next page (on stderr,
+    so --json output stays one object per line)."""
+    if page.next_cursor is not None:
+        print(f"more: repeat with --after {page.next_cursor}", file=sys.stderr)
 
 
 def _jobs_show(args: argparse.Namespace) -> int:
@@ -340,9 +360,9 @@ def _jobs_show(args: argparse.Namespace) -> int:
         job = admin.job(args.job_id)
         events = admin.job_events(job.id)
     if args.json:
-        print(json.dumps({**job.to_dict(), "events": [e.to_dict() for e in events]}))
+        print(json.dumps({**views.job_view(job), "events": [views.event_view(e) for e in events]}))
         return 0
-    _print_record(job.to_dict())
+    _print_record(views.job_view(job))
     print("events:")
     for e in events:
         meta = f" {json.dumps(e.meta)}" if e.meta else ""
@@ -376,27 +396,29 @@ def _dead_list(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         letters = admin.dead_letters(
             error_class=args.error_class, stage=args.stage, task=args.task, owner=args.owner,
-            state=args.state, older_than=args.older_than, newer_than=args.newer_than, limit=args.limit,
+            state=args.state, older_than=args.older_than, newer_than=args.newer_than,
+            after=args.after, limit=args.limit,
         )
     if args.json:
         for d in letters:
-            print(json.dumps(d.to_dict()))
-        return 0
-    print(f"{'id':>6}  {'task':20}  {'stage':10}  {'error_class':20}  {'state':9}  last failure")
-    for d in letters:
-        state = "escalated" if d.escalated and d.state == "open" else d.state
-        print(f"{d.id:>6}  {d.task[:20]:20}  {(d.stage or '-')[:10]:10}  {d.error_class[:20]:20}  "
-              f"{state:9}  {d.last_failure_at.isoformat(timespec='seconds')}")
+            print(json.dumps(views.dead_letter_view(d)))
+    else:
+        print(f"{'id':>6}  {'task':20}  {'stage':10}  {'error_class':20}  {'state':9}  last failure")
+        for d in letters:
+            print(f"{d.id:>6}  {d.task[:20]:20}  {(d.stage or '-')[:10]:10}  {d.error_class[:20]:20}  "
+                  f"{views.dead_letter_state(d):9}  {d.last_failure_at.isoformat(timespec='seconds')}")
+    _more(letters)
     return 0
 
 
 def _dead_show(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         letter = admin.dead_letter(args.id)
+    shown = views.dead_letter_view(letter)
     if args.json:
-        print(json.dumps(letter.to_dict()))
+        print(json.dumps(shown))
         return 0
-    _print_record({k: v for k, v in letter.to_dict().items() if k not in ("last_stack", "notes")})
+    _print_record({k: v for k, v in shown.items() if k not in ("last_stack", "notes")})
     for n in letter.notes:
         print(f"note               {n['at']} {n['by'] or '-'}: {n['text']}")
     if letter.last_stack:
@@ -428,14 +450,29 @@ def _breakers_list(args: argparse.Namespace) -> int:
         statuses = admin.breakers()
     if args.json:
         for status in statuses.values():
-            print(json.dumps(status.to_dict()))
+            print(json.dumps(views.breaker_view(status)))
         return 0
     print(f"{'name':24}  {'state':9}  {'failures':>8}  {'calls':>5}  open for")
     for status in statuses.values():
-        row = status.to_dict()
+        row = views.breaker_view(status)
         state = f"{row['state']}{'*' if row['forced'] else ''}"
         print(f"{status.name[:24]:24}  {state:9}  {row['failure_percent']:>7}%  "
               f"{row['calls_in_window']:>5}  {row['seconds_open']:.1f}s")
+    return 0
+
+
+def _queues(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        queues = admin.queues()
+    if args.json:
+        for stats in queues:
+            print(json.dumps(views.queue_view(stats)))
+        return 0
+    print(f"{'queue':24}  " + "  ".join(f"{s.value:>9}" for s in ACTIVE_ORDER) + "  oldest due")
+    for stats in queues:
+        age = "-" if stats.oldest_due_age_s is None else f"{stats.oldest_due_age_s:.1f}s"
+        counts = "  ".join(f"{stats.counts.get(s, 0):>9}" for s in ACTIVE_ORDER)
+        print(f"{stats.queue[:24]:24}  {counts}  {age}")
     return 0
 
 

@@ -24,7 +24,7 @@ from redrive.declarations import Registry, Task
 from redrive.errors import ConfigError, JobNotFound
 from redrive.events import EventStream
 from redrive.settings import Settings
-from redrive.store.port import Store
+from redrive.store.reads import JobFilter, Page, Reads
 from redrive.store.url import open_store
 
 
@@ -52,7 +52,7 @@ class Client:
     client, or at the end of a ``with`` block."""
 
     def __init__(self, registry: Registry, *, settings: Settings | None = None,
-                 store: Store | None = None, events: EventStream | None = None) -> None:
+                 store: Reads | None = None, events: EventStream | None = None) -> None:
         """``events``: where what happens to the client's jobs is announced
         (the app's stream; a worker built on this client emits there too)."""
         self.registry = registry
@@ -61,7 +61,7 @@ class Client:
         self._store = store
 
     @property
-    def store(self) -> Store:
+    def store(self) -> Reads:
         if self._store is None:
             self._store = open_store(self.settings.database_url)
         return self._store
@@ -176,35 +176,46 @@ class Client:
         queue: str | None = None,
         task: str | None = None,
         owner: str | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        """Newest first, active and finished alike."""
-        return read_jobs(self.store, status=status, queue=queue, task=task, owner=owner, limit=limit)
+        error_code: str | None = None,
+        idempotency_key: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> Page[Job]:
+        """A page of jobs, newest first, active and finished alike; pass the
+        page's ``next_cursor`` as ``after`` for the next one (None: no more)."""
+        where = job_filter(status=status, queue=queue, task=task, owner=owner, error_code=error_code,
+                           idempotency_key=idempotency_key, created_after=created_after,
+                           created_before=created_before)
+        return self.store.jobs_page(where=where, after=after, limit=limit)
 
     def job_events(self, job_id: UUID | str) -> list[JobEvent]:
         """The job's history, oldest first: one event per state change."""
         return self.store.job_events_list(job_id=checks.job_uuid(job_id))
 
 
-def read_job(store: Store, job_id: UUID | str) -> Job:
+def read_job(store: Reads, job_id: UUID | str) -> Job:
     job = store.job_get(job_id=checks.job_uuid(job_id))
     if job is None:
         raise JobNotFound(f"no job has id {job_id}")
     return job
 
 
-def read_jobs(
-    store: Store, *, status: Status | Sequence[Status] | None, queue: str | None, task: str | None,
-    owner: str | None, limit: int,
-) -> list[Job]:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ConfigError("limit must be a positive integer")
+def job_filter(
+    *, status: Status | Sequence[Status] | None = None, created_after: datetime | None = None,
+    created_before: datetime | None = None, **equal: str | None,
+) -> JobFilter:
+    """A checked ``JobFilter``: known statuses, timezone-aware times."""
     statuses = [status] if isinstance(status, str) else status
     try:
-        wanted = None if statuses is None else [Status(s) for s in statuses]
+        wanted = None if statuses is None else tuple(Status(s) for s in statuses)
     except ValueError:
         raise ConfigError(f"a status is one of {', '.join(Status)}") from None
-    return store.jobs_list(statuses=wanted, queue=queue, task=task, owner=owner, limit=limit)
+    for when in (created_after, created_before):
+        if when is not None and (not isinstance(when, datetime) or when.tzinfo is None):
+            raise ConfigError("created_after and created_before are timezone-aware datetimes")
+    return JobFilter(statuses=wanted, created_after=created_after, created_before=created_before, **equal)
 
 
 def _job_key(request: JobRequest, args: list[JSON], kwargs: dict[str, JSON]) -> JobKey | None:

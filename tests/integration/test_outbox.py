@@ -132,7 +132,7 @@ def test_a_stale_worker_cannot_record_a_delivery(app: App, provider) -> None:
     job = app.enqueue("contested").job
     asyncio.run(_run_until(app, lambda: seen))
     assert "lost its lease" in seen[0]
-    assert app.admin(OPERATOR).outbox() == [] and provider.posts == {}  # fenced before anything was written or sent
+    assert app.admin(OPERATOR).outbox().items == [] and provider.posts == {}  # fenced before anything was written or sent
     assert app.client.job(job.id).status in (Status.QUEUED, Status.RUNNING)
 
 

@@ -19,11 +19,12 @@ import pytest
 
 from redrive import App, Scheduler, job_id_for
 from tests.apps.scheduled import USERS, ZONES, with_offers
+from tests.conftest import every_job
 from tests.integration.processes import REPO
 
 
 def _offers(app: App) -> list:
-    return [j for j in app.client.jobs(task="generate_offers", limit=100_000)]
+    return every_job(app.client, task="generate_offers")
 
 
 def test_a_year_of_ticks_fires_once_per_local_day_per_user_with_restarts_and_twins(sqlite_url: str) -> None:

@@ -14,6 +14,7 @@ from redrive.errors import IllegalTransition, JobNotFound
 from redrive.store.memory import MemoryStore
 from redrive.store.port import LEASE_EXPIRED, Store
 from redrive.store.postgres.store import PostgresStore
+from redrive.store.reads import JobFilter
 from redrive.store.sqlite.store import SQLiteStore
 from tests.conftest import wait_until
 
@@ -334,11 +335,11 @@ def test_list_and_count_see_active_and_finished_jobs(store: Store) -> None:
     store.jobs_insert(jobs=[new(task="a"), new(task="a", queue="other"), new(task="b")])
     job = claim_one(store)
     store.jobs_complete(items=[Completion(job.lease, None)])
-    assert len(store.jobs_list()) == 3
-    assert {j.task for j in store.jobs_list(task="a")} == {"a"}
-    assert [j.queue for j in store.jobs_list(queue="other")] == ["other"]
-    assert [j.id for j in store.jobs_list(statuses=[Status.SUCCEEDED])] == [job.id]
-    assert len(store.jobs_list(statuses=[Status.QUEUED, Status.SUCCEEDED], limit=2)) == 2
+    assert len(store.jobs_page(where=JobFilter())) == 3
+    assert {j.task for j in store.jobs_page(where=JobFilter(task="a"))} == {"a"}
+    assert [j.queue for j in store.jobs_page(where=JobFilter(queue="other"))] == ["other"]
+    assert [j.id for j in store.jobs_page(where=JobFilter(statuses=(Status.SUCCEEDED,)))] == [job.id]
+    assert len(store.jobs_page(where=JobFilter(statuses=(Status.QUEUED, Status.SUCCEEDED)), limit=2)) == 2
     counts = store.jobs_count()
     assert counts[Status.QUEUED] == 2 and counts[Status.SUCCEEDED] == 1
     assert store.job_get(job_id=uuid.uuid4()) is None

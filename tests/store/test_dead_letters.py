@@ -22,7 +22,7 @@ def fail(store: Store, job, code: str = "AUTH_DENIED", *, retryable: bool = Fals
 
 
 def letter_of(store: Store, job_id) -> object:
-    (letter,) = [d for d in store.dead_letters_list(where=DeadLetterFilter()) if d.job_id == job_id][:1]
+    (letter,) = [d for d in store.dead_letters_page(where=DeadLetterFilter()).items if d.job_id == job_id][:1]
     return letter
 
 
@@ -128,7 +128,7 @@ def test_the_same_non_retryable_failure_after_a_replay_is_escalated(store: Store
     escalated = letter_of(store, first.id)
     assert escalated.escalated and escalated.previous_id is not None
     assert not letter_of(store, second.id).escalated
-    assert [d.job_id for d in store.dead_letters_list(where=DeadLetterFilter(state="escalated"))] == [first.id]
+    assert [d.job_id for d in store.dead_letters_page(where=DeadLetterFilter(state="escalated")).items] == [first.id]
     assert assert_history(store, first.id)[-1].meta["escalated"] is True
 
 
@@ -138,15 +138,15 @@ def test_dead_letters_filter_and_take_notes(store: Store) -> None:
         fail(store, job, "NOT_FOUND" if job.task == "a" else "AUTH_DENIED",
              stage="fetch" if job.task == "a" else "notify")
     every = DeadLetterFilter()
-    assert len(store.dead_letters_list(where=every)) == 2
-    assert [d.task for d in store.dead_letters_list(where=DeadLetterFilter(error_class="NOT_FOUND"))] == ["a"]
-    assert [d.task for d in store.dead_letters_list(where=DeadLetterFilter(stage="notify"))] == ["b"]
-    assert [d.task for d in store.dead_letters_list(where=DeadLetterFilter(task="b"))] == ["b"]
-    assert store.dead_letters_list(where=DeadLetterFilter(owner="nobody")) == []
-    assert len(store.dead_letters_list(where=DeadLetterFilter(newer_than=timedelta(hours=1)))) == 2
-    assert store.dead_letters_list(where=DeadLetterFilter(older_than=timedelta(hours=1))) == []
-    assert len(store.dead_letters_list(where=DeadLetterFilter(state="open", limit=1))) == 1
-    letter = store.dead_letters_list(where=every)[0]
+    assert len(store.dead_letters_page(where=every)) == 2
+    assert [d.task for d in store.dead_letters_page(where=DeadLetterFilter(error_class="NOT_FOUND")).items] == ["a"]
+    assert [d.task for d in store.dead_letters_page(where=DeadLetterFilter(stage="notify")).items] == ["b"]
+    assert [d.task for d in store.dead_letters_page(where=DeadLetterFilter(task="b")).items] == ["b"]
+    assert store.dead_letters_page(where=DeadLetterFilter(owner="nobody")).items == []
+    assert len(store.dead_letters_page(where=DeadLetterFilter(newer_than=timedelta(hours=1)))) == 2
+    assert store.dead_letters_page(where=DeadLetterFilter(older_than=timedelta(hours=1))).items == []
+    assert len(store.dead_letters_page(where=DeadLetterFilter(state="open"), limit=1)) == 1
+    letter = store.dead_letters_page(where=every).items[0]
     store.dead_letter_note(id=letter.id, text="rotated the key", by="ops")
     noted = store.dead_letter_note(id=letter.id, text="replaying", by=None)
     assert [(n["by"], n["text"]) for n in noted.notes] == [("ops", "rotated the key"), (None, "replaying")]

@@ -51,7 +51,7 @@ def test_jobs_without_a_key_get_time_ordered_ids(app: App) -> None:
     made = one_by_one + batch
     assert {i.version for i in made} == {7}
     assert made == sorted(made) and len(set(made)) == 40
-    assert [j.id for j in app.store.jobs_list(limit=100)] == sorted(made, reverse=True)
+    assert [j.id for j in app.client.jobs(limit=100)] == sorted(made, reverse=True)
 
 
 def test_keys_are_unique_per_owner_and_task(app: App) -> None:

@@ -46,7 +46,7 @@ def test_only_history_older_than_the_age_goes_with_its_events_and_handled_letter
     for gone in (*old, handled.id):
         assert store.job_get(job_id=gone) is None
         assert store.job_events_list(job_id=gone) == []
-    assert store.dead_letters_list(where=DeadLetterFilter(state="replayed")) == []
+    assert store.dead_letters_page(where=DeadLetterFilter(state="replayed")).items == []
     # the failed job awaits an operator: it and its open letter stay
     assert store.job_get(job_id=failed.id).status is Status.FAILED
     assert letter_of(store, failed.id).replayed_at is None

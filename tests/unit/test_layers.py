@@ -19,6 +19,7 @@ LAYERS = {
     "redrive.client": 3,
     "redrive.admin": 3,
     "redrive.app": 3,
+    "redrive.views": 3,
     "redrive.runtime": 4,
     "redrive.demo": 5,
     "redrive.cli": 5,

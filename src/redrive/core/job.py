@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from redrive.core.redact import redact
 from redrive.core.states import Status
 from redrive.errors import IdempotencyKeyReused, IllegalTransition
 
@@ -19,8 +18,6 @@ JSON = Any
 # One shared encoder: json.dumps builds a new one per call when given options.
 strict_json = json.JSONEncoder(allow_nan=False).encode
 """A value that survives ``json.dumps``: dict, list, str, int, float, bool or None."""
-
-_PAYLOAD_COLUMNS = ("args", "kwargs", "result", "checkpoint", "last_error_message", "error_message")
 
 EVENT_COLUMNS: tuple[str, ...] = (
     "id",
@@ -73,15 +70,6 @@ class Job:
     idempotency_key: str | None  # unique per (owner, task) with the version
     version: int  # a higher version under the same key is a new run
 
-    def to_dict(self, *, redacted: bool = True) -> dict[str, JSON]:
-        """JSON-ready: ids and times as strings. What a job carries (arguments,
-        results, stage outputs) is shown redacted unless ``redacted=False``."""
-        out = {name: _plain(getattr(self, name)) for name in JOB_COLUMNS}
-        if redacted:
-            for name in _PAYLOAD_COLUMNS:
-                out[name] = redact(out[name])
-        return out
-
     @property
     def lease(self) -> Lease:
         if self.lease_token is None:
@@ -104,18 +92,6 @@ class JobEvent:
     to_status: Status
     attempt: int
     meta: dict[str, JSON]
-
-
-    def to_dict(self) -> dict[str, JSON]:
-        return {name: _plain(getattr(self, name)) for name in EVENT_COLUMNS}
-
-
-def _plain(value: Any) -> JSON:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, UUID):
-        return str(value)
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,12 +271,8 @@ class DeadLetter:
 
     @property
     def state(self) -> str:
+        """open or replayed (``redrive.views`` also tells escalated letters apart)."""
         return "replayed" if self.replayed_at else "open"
-
-    def to_dict(self) -> dict[str, JSON]:
-        out = {name: _plain(getattr(self, name)) for name in DEAD_LETTER_COLUMNS}
-        out["state"] = self.state
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,4 +284,3 @@ class DeadLetterFilter:
     state: str | None = None  # "open", "replayed", "escalated"
     older_than: timedelta | None = None
     newer_than: timedelta | None = None
-    limit: int = 100

@@ -15,8 +15,6 @@ from datetime import datetime
 from enum import StrEnum
 from uuid import UUID
 
-from redrive.core.job import JSON
-
 
 class OutboxStatus(StrEnum):
     PENDING = "pending"  # nothing sent yet
@@ -46,15 +44,6 @@ class OutboxRow:
     error_message: str | None
     created_at: datetime
     updated_at: datetime
-
-    def to_dict(self) -> dict[str, JSON]:
-        return {
-            "key": self.key, "token": self.token, "status": self.status.value,
-            "provider_id": self.provider_id,
-            "notified_at": self.notified_at.isoformat() if self.notified_at else None,
-            "job_id": str(self.job_id), "sends": self.sends, "reconciliations": self.reconciliations,
-            "error_code": self.error_code, "error_message": self.error_message,
-        }
 
 
 OUTBOX_COLUMNS = tuple(OutboxRow.__dataclass_fields__)

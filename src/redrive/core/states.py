@@ -19,6 +19,7 @@ class Status(StrEnum):
 # Jobs in these states live in the hot table the claim reads; the rest move to
 # the history table in the same statement that finishes them.
 ACTIVE = frozenset({Status.SCHEDULED, Status.QUEUED, Status.RUNNING})
+ACTIVE_ORDER = (Status.SCHEDULED, Status.QUEUED, Status.RUNNING)  # as a queue's counts are shown
 TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
 
 # ``None`` is "not yet a job": enqueue creates a job in one of its targets.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -28,13 +29,40 @@ from redrive.core.job import (
     takes_over,
 )
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
-from redrive.core.states import TERMINAL, Status, check_transition
+from redrive.core.states import ACTIVE, ACTIVE_ORDER, TERMINAL, Status, check_transition
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
 from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
+from redrive.store.reads import (
+    DeadLetterFacets,
+    JobFilter,
+    Page,
+    QueueStats,
+    ScheduleState,
+    decode_cursor,
+    encode_cursor,
+    page_size,
+    paged,
+)
 
 
 def _counts(given: Any, job: Job) -> dict[str, int]:
     return dict(job.stage_attempts) if given is None else dict(given)
+
+
+def _time_key(key: list[Any] | None) -> tuple[datetime, str] | None:
+    """A (time, text) cursor key of this store's, or a ConfigError."""
+    if key is None:
+        return None
+    try:
+        return datetime.fromisoformat(key[0]), str(key[1])
+    except (TypeError, ValueError):
+        raise ConfigError("that cursor is not one this list gave out") from None
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError("that cursor is not one this list gave out")
+    return value
 
 
 def _utcnow() -> datetime:
@@ -56,6 +84,7 @@ class MemoryStore:
         self._keys: dict[tuple[str, str, str], tuple[int, UUID, str]] = {}
         self._outbox: dict[str, OutboxRow] = {}
         self._schedules: dict[str, datetime] = {}
+        self._schedule_updated: dict[str, datetime] = {}
 
     def migrate(self) -> list[int]:
         return []
@@ -286,21 +315,16 @@ class MemoryStore:
                 job_id=lease.job_id, updated_at=now)
             return self._outbox[key]
 
-    def outbox_list(
-        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, limit: int = 100,
-    ) -> list[OutboxRow]:
-        with self._lock:
-            rows = [r for r in self._outbox.values()
-                    if (status is None or r.status == status) and (job_id is None or r.job_id == job_id)]
-        return sorted(rows, key=lambda r: (r.created_at, r.key))[:limit]
-
     def schedule_checkpoint(self, *, name: str, now: datetime) -> datetime:
         with self._lock:
+            if name not in self._schedules:
+                self._schedule_updated[name] = self._clock()
             return self._schedules.setdefault(name, now)
 
     def schedule_advance(self, *, name: str, to: datetime) -> None:
         with self._lock:
             self._schedules[name] = max(self._schedules.get(name, to), to)
+            self._schedule_updated[name] = self._clock()
 
     def jobs_requeue(
         self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
@@ -415,7 +439,8 @@ class MemoryStore:
         with self._lock:
             return self._letters.get(id)
 
-    def dead_letters_list(self, *, where: DeadLetterFilter) -> list[DeadLetter]:
+    def _letters_matching(self, where: DeadLetterFilter) -> list[DeadLetter]:
+        """Newest first."""
         now = self._clock()
         with self._lock:
             found = [
@@ -429,7 +454,7 @@ class MemoryStore:
                 and (where.older_than is None or d.last_failure_at <= now - where.older_than)
                 and (where.newer_than is None or d.last_failure_at > now - where.newer_than)
             ]
-        return sorted(found, key=lambda d: -d.id)[: where.limit]
+        return sorted(found, key=lambda d: -d.id)
 
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
         with self._lock:
@@ -440,31 +465,62 @@ class MemoryStore:
             self._letters[id] = replace(letter, notes=[*letter.notes, note])
             return self._letters[id]
 
+    # -- the read side (store/reads.py) ---------------------------------------
+
+    def jobs_page(self, *, where: JobFilter, after: str | None = None, limit: int = 50) -> Page[Job]:
+        size, bound = page_size(limit), _time_key(decode_cursor(after, 2))
+        with self._lock:
+            found = sorted(((j.created_at, str(j.id)), j) for j in self._jobs.values() if where.matches(j))
+        rows = [j for key, j in reversed(found) if bound is None or key < bound]
+        return paged(rows[: size + 1], size, lambda j: encode_cursor(j.created_at.isoformat(), str(j.id)))
+
+    def queues_stats(self) -> list[QueueStats]:
+        now = self._clock()
+        stats: dict[str, QueueStats] = {}
+        with self._lock:
+            for job in self._jobs.values():
+                if job.status not in ACTIVE:
+                    continue
+                queue = stats.setdefault(job.queue, QueueStats(job.queue, dict.fromkeys(ACTIVE_ORDER, 0)))
+                queue.counts[job.status] += 1
+                if job.status is not Status.RUNNING and job.run_at <= now:
+                    age = (now - job.run_at).total_seconds()
+                    if queue.oldest_due_age_s is None or age > queue.oldest_due_age_s:
+                        stats[job.queue] = replace(queue, oldest_due_age_s=age)
+        return [stats[name] for name in sorted(stats)]
+
+    def dead_letters_page(
+        self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,
+    ) -> Page[DeadLetter]:
+        size, key = page_size(limit), decode_cursor(after, 1)
+        rows = [d for d in self._letters_matching(where) if key is None or d.id < _int(key[0])]
+        return paged(rows[: size + 1], size, lambda d: encode_cursor(d.id))
+
+    def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
+        found = self._letters_matching(where)
+        return DeadLetterFacets(len(found), dict(Counter(d.error_class for d in found)),
+                                dict(Counter(d.stage or "" for d in found)))
+
+    def outbox_page(
+        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, after: str | None = None,
+        limit: int = 50,
+    ) -> Page[OutboxRow]:
+        size, bound = page_size(limit), _time_key(decode_cursor(after, 2))
+        with self._lock:
+            found = sorted(((r.created_at, r.key), r) for r in self._outbox.values()
+                           if (status is None or r.status == status) and (job_id is None or r.job_id == job_id))
+        rows = [r for key, r in found if bound is None or key > bound]
+        return paged(rows[: size + 1], size, lambda r: encode_cursor(r.created_at.isoformat(), r.key))
+
+    def schedules_list(self) -> list[ScheduleState]:
+        with self._lock:
+            return [ScheduleState(name, at, self._schedule_updated[name]) for name, at in sorted(self._schedules.items())]
+
     # -- reading -------------------------------------------------------------
 
     def job_get(self, *, job_id: UUID) -> Job | None:
         with self._lock:
             return self._jobs.get(job_id)
-
-    def jobs_list(
-        self,
-        *,
-        statuses: Sequence[Status] | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        owner: str | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        with self._lock:
-            found = [
-                j for j in self._jobs.values()
-                if (statuses is None or j.status in statuses)
-                and (queue is None or j.queue == queue)
-                and (task is None or j.task == task)
-                and (owner is None or j.owner == owner)
-            ]
-        found.sort(key=lambda j: (j.created_at, str(j.id)), reverse=True)
-        return found[:limit]
 
     def jobs_count(self) -> dict[Status, int]:
         counts = dict.fromkeys(Status, 0)

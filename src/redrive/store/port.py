@@ -11,7 +11,11 @@ Semantics every implementation keeps:
 - Times that decide who may run what (run_at, lease expiry) come from the
   database's clock, never a worker's.
 - Finished jobs (succeeded, failed, cancelled) leave the table the claim reads
-  but stay readable through ``job_get`` and ``jobs_list``.
+  but stay readable through ``job_get`` and the read side's ``jobs_page``.
+
+What operators read (pages of jobs, dead letters and outbox rows, queue
+counts, facets, schedules) is the read side, ``store/reads.py``; every store
+implements both protocols.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from redrive.core.breaker import Breaker
 from redrive.core.job import (
     Completion,
     DeadLetter,
-    DeadLetterFilter,
     EnqueueResult,
     FailNow,
     Job,
@@ -36,7 +39,7 @@ from redrive.core.job import (
     RetryLater,
     StageDone,
 )
-from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
+from redrive.core.outbox import OutboxChange, OutboxRow
 from redrive.core.states import Status
 
 # Shown on events and as the reason a job failed when its lease kept expiring.
@@ -151,9 +154,6 @@ class Store(Protocol):
 
     def dead_letter_get(self, *, id: int) -> DeadLetter | None: ...
 
-    def dead_letters_list(self, *, where: DeadLetterFilter) -> list[DeadLetter]:
-        """Newest first."""
-
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
         """Append a resolution note."""
 
@@ -176,11 +176,6 @@ class Store(Protocol):
     def outbox_update(self, *, lease: Lease, key: str, change: OutboxChange) -> OutboxRow | None:
         """Apply one change to an existing row in one write; None when the lease is gone."""
 
-    def outbox_list(
-        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, limit: int = 100,
-    ) -> list[OutboxRow]:
-        """Oldest first."""
-
     def schedule_checkpoint(self, *, name: str, now: datetime) -> datetime:
         """How far ``name`` has been fired; a schedule seen for the first time
         starts at ``now`` (nothing before it is caught up)."""
@@ -189,17 +184,6 @@ class Store(Protocol):
         """Move the checkpoint forward to ``to`` (never back)."""
 
     def job_get(self, *, job_id: UUID) -> Job | None: ...
-
-    def jobs_list(
-        self,
-        *,
-        statuses: Sequence[Status] | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        owner: str | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        """Newest first, active and finished jobs alike."""
 
     def jobs_count(self) -> dict[Status, int]: ...
 

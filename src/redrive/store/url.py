@@ -6,12 +6,12 @@ import os
 from urllib.parse import urlsplit
 
 from redrive.errors import ConfigError
-from redrive.store.port import Store
+from redrive.store.reads import Reads
 
 SCHEMES = ("sqlite", "postgresql", "postgres", "memory")
 
 
-def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False) -> Store:
+def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False) -> Reads:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``postgresql://…``, ``memory://``.
 
     SQLite migrates itself on open; PostgreSQL refuses a schema older than the

@@ -342,18 +342,49 @@ SELECT * FROM redrive_job WHERE id = %(id)s
 UNION ALL
 SELECT * FROM redrive_job_done WHERE id = %(id)s;
 
--- name: jobs_list
-SELECT * FROM (
-    SELECT * FROM redrive_job
-    UNION ALL
-    SELECT * FROM redrive_job_done
-) AS j
-WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-  AND (%(task)s::text IS NULL OR task = %(task)s::text)
-  AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
+-- name: jobs_page
+-- Newest first over both tables, a page past the cursor (after_at, after_id).
+-- Each table gives its own first rows in order (history by its (created_at,
+-- id) index), so a page never sorts the whole history.
+(SELECT * FROM redrive_job
+ WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
+          AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+          AND (%(task)s::text IS NULL OR task = %(task)s::text)
+          AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
+          AND (%(error_code)s::text IS NULL OR coalesce(error_code, last_error_code) = %(error_code)s::text)
+          AND (%(idempotency_key)s::text IS NULL OR idempotency_key = %(idempotency_key)s::text)
+          AND (%(created_after)s::timestamptz IS NULL OR created_at >= %(created_after)s::timestamptz)
+          AND (%(created_before)s::timestamptz IS NULL OR created_at < %(created_before)s::timestamptz)
+          AND (%(after_at)s::timestamptz IS NULL
+               OR (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
+UNION ALL
+(SELECT * FROM redrive_job_done
+ WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
+          AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+          AND (%(task)s::text IS NULL OR task = %(task)s::text)
+          AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
+          AND (%(error_code)s::text IS NULL OR coalesce(error_code, last_error_code) = %(error_code)s::text)
+          AND (%(idempotency_key)s::text IS NULL OR idempotency_key = %(idempotency_key)s::text)
+          AND (%(created_after)s::timestamptz IS NULL OR created_at >= %(created_after)s::timestamptz)
+          AND (%(created_before)s::timestamptz IS NULL OR created_at < %(created_before)s::timestamptz)
+          AND (%(after_at)s::timestamptz IS NULL
+               OR (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
 ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s;
+
+-- name: queues_stats
+-- Active jobs only: the hot table, never the history.
+SELECT queue, status, count(*) AS n,
+       extract(epoch FROM now() - min(run_at) FILTER (WHERE status <> 'running' AND run_at <= now()))::float8
+           AS oldest_due_age_s
+FROM redrive_job
+GROUP BY queue, status
+ORDER BY queue;
+
+-- name: schedules_list
+SELECT name, fired_until, updated_at FROM redrive_schedule ORDER BY name;
 
 -- name: jobs_count
 SELECT status, count(*) AS n FROM redrive_job GROUP BY status
@@ -429,7 +460,7 @@ SELECT revived.*, (SELECT count(*) FROM wake) AS woken FROM revived;
 -- name: dead_letter_get
 SELECT * FROM redrive_dead_letter WHERE id = %(id)s;
 
--- name: dead_letters_list
+-- name: dead_letters_page
 SELECT * FROM redrive_dead_letter
 WHERE (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
   AND (%(stage)s::text IS NULL OR stage = %(stage)s::text)
@@ -443,8 +474,29 @@ WHERE (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
        OR last_failure_at <= now() - make_interval(secs => %(older_than_s)s::float8))
   AND (%(newer_than_s)s::float8 IS NULL
        OR last_failure_at > now() - make_interval(secs => %(newer_than_s)s::float8))
+  AND (%(after_id)s::bigint IS NULL OR id < %(after_id)s::bigint)
 ORDER BY id DESC
 LIMIT %(limit)s;
+
+-- name: dead_letter_facets
+WITH matching AS (
+    SELECT error_class, stage FROM redrive_dead_letter
+    WHERE (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
+  AND (%(stage)s::text IS NULL OR stage = %(stage)s::text)
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
+  AND (%(state)s::text IS NULL
+       OR (%(state)s::text = 'open' AND replayed_at IS NULL)
+       OR (%(state)s::text = 'replayed' AND replayed_at IS NOT NULL)
+       OR (%(state)s::text = 'escalated' AND escalated))
+  AND (%(older_than_s)s::float8 IS NULL
+       OR last_failure_at <= now() - make_interval(secs => %(older_than_s)s::float8))
+  AND (%(newer_than_s)s::float8 IS NULL
+       OR last_failure_at > now() - make_interval(secs => %(newer_than_s)s::float8))
+)
+SELECT 'error_class' AS facet, error_class AS value, count(*) AS n FROM matching GROUP BY error_class
+UNION ALL
+SELECT 'stage', coalesce(stage, ''), count(*) FROM matching GROUP BY coalesce(stage, '');
 
 -- name: dead_letter_note
 UPDATE redrive_dead_letter
@@ -503,9 +555,10 @@ FROM fence
 WHERE o.key = %(key)s
 RETURNING o.*;
 
--- name: outbox_list
+-- name: outbox_page
 SELECT * FROM redrive_outbox
 WHERE (%(status)s::text IS NULL OR status = %(status)s) AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s)
+  AND (%(after_at)s::timestamptz IS NULL OR (created_at, key) > (%(after_at)s::timestamptz, %(after_key)s::text))
 ORDER BY created_at, key
 LIMIT %(limit)s;
 

@@ -12,6 +12,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from itertools import chain, islice
 from typing import Any
@@ -42,7 +43,7 @@ from redrive.core.job import (
     refuse_reuse,
 )
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
-from redrive.core.states import Status
+from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import (
     ConfigError,
     DeadLetterNotFound,
@@ -53,6 +54,17 @@ from redrive.errors import (
     StoreUnavailable,
 )
 from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
+from redrive.store.reads import (
+    DeadLetterFacets,
+    JobFilter,
+    Page,
+    QueueStats,
+    ScheduleState,
+    decode_cursor,
+    encode_cursor,
+    page_size,
+    paged,
+)
 from redrive.store.sql import load_migrations, load_queries
 
 log = logging.getLogger("redrive.store.postgres")
@@ -346,13 +358,20 @@ class PostgresStore:
         rows = self._run("dead_letter_get", {"id": id})
         return _dead_letter(rows[0]) if rows else None
 
-    def dead_letters_list(self, *, where: DeadLetterFilter) -> list[DeadLetter]:
-        rows = self._run("dead_letters_list", {
-            "error_class": where.error_class, "stage": where.stage, "task": where.task,
-            "owner": where.owner, "state": where.state, "limit": where.limit,
-            "older_than_s": _seconds(where.older_than), "newer_than_s": _seconds(where.newer_than),
-        })
-        return [_dead_letter(row) for row in rows]
+    def dead_letters_page(
+        self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,
+    ) -> Page[DeadLetter]:
+        size, key = page_size(limit), decode_cursor(after, 1)
+        rows = self._run("dead_letters_page", {**_letter_filter(where), "limit": size + 1,
+                                               "after_id": None if key is None else key[0]})
+        page = paged(rows, size, lambda row: encode_cursor(row["id"]))
+        return Page([_dead_letter(row) for row in page.items], page.next_cursor)
+
+    def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
+        rows = self._run("dead_letter_facets", _letter_filter(where))
+        classes = {row["value"]: row["n"] for row in rows if row["facet"] == "error_class"}
+        stages = {row["value"]: row["n"] for row in rows if row["facet"] == "stage"}
+        return DeadLetterFacets(sum(classes.values()), classes, stages)
 
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
         rows = self._run("dead_letter_note", {"id": id, "text": text, "by": by})
@@ -391,11 +410,16 @@ class PostgresStore:
         rows = self._run("outbox_update", {**_lease_json(lease), "key": key, **_outbox_change(change)})
         return _outbox_row(rows[0]) if rows else None
 
-    def outbox_list(
-        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, limit: int = 100,
-    ) -> list[OutboxRow]:
-        rows = self._run("outbox_list", {"status": status, "job_id": job_id, "limit": limit})
-        return [_outbox_row(row) for row in rows]
+    def outbox_page(
+        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, after: str | None = None,
+        limit: int = 50,
+    ) -> Page[OutboxRow]:
+        size, key = page_size(limit), decode_cursor(after, 2)
+        rows = self._run("outbox_page", {
+            "status": status, "job_id": job_id, "limit": size + 1,
+            "after_at": None if key is None else key[0], "after_key": None if key is None else key[1]})
+        page = paged(rows, size, lambda row: encode_cursor(row["created_at"].isoformat(), row["key"]))
+        return Page([_outbox_row(row) for row in page.items], page.next_cursor)
 
     def schedule_checkpoint(self, *, name: str, now: datetime) -> datetime:
         for _ in range(2):  # a row another scheduler created this instant is visible on the second try
@@ -411,20 +435,31 @@ class PostgresStore:
         rows = self._run("job_get", {"id": job_id})
         return _job(rows[0]) if rows else None
 
-    def jobs_list(
-        self,
-        *,
-        statuses: Sequence[Status] | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        owner: str | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        rows = self._run("jobs_list", {
-            "statuses": None if statuses is None else [str(s) for s in statuses],
-            "queue": queue, "task": task, "owner": owner, "limit": limit,
+    def jobs_page(self, *, where: JobFilter, after: str | None = None, limit: int = 50) -> Page[Job]:
+        size, key = page_size(limit), decode_cursor(after, 2)
+        rows = self._run("jobs_page", {
+            "statuses": None if where.statuses is None else [str(s) for s in where.statuses],
+            "queue": where.queue, "task": where.task, "owner": where.owner, "error_code": where.error_code,
+            "idempotency_key": where.idempotency_key, "created_after": where.created_after,
+            "created_before": where.created_before,
+            "after_at": None if key is None else key[0], "after_id": None if key is None else key[1],
+            "limit": size + 1,
         })
-        return [_job(row) for row in rows]
+        page = paged(rows, size, lambda row: encode_cursor(row["created_at"].isoformat(), str(row["id"])))
+        return Page([_job(row) for row in page.items], page.next_cursor)
+
+    def queues_stats(self) -> list[QueueStats]:
+        stats: dict[str, QueueStats] = {}
+        for row in self._run("queues_stats"):
+            queue = stats.setdefault(row["queue"], QueueStats(row["queue"], dict.fromkeys(ACTIVE_ORDER, 0)))
+            queue.counts[Status(row["status"])] = row["n"]
+            age = row["oldest_due_age_s"]
+            if age is not None and (queue.oldest_due_age_s is None or age > queue.oldest_due_age_s):
+                stats[row["queue"]] = replace(queue, oldest_due_age_s=age)
+        return list(stats.values())
+
+    def schedules_list(self) -> list[ScheduleState]:
+        return [ScheduleState(**row) for row in self._run("schedules_list")]
 
     def jobs_count(self) -> dict[Status, int]:
         counts = dict.fromkeys(Status, 0)
@@ -534,6 +569,13 @@ def _outbox_change(change: OutboxChange) -> dict[str, Any]:
 
 def _dead_letter(row: dict) -> DeadLetter:
     return DeadLetter(**{name: row[name] for name in DEAD_LETTER_COLUMNS})
+
+
+def _letter_filter(where: DeadLetterFilter) -> dict[str, Any]:
+    return {
+        "error_class": where.error_class, "stage": where.stage, "task": where.task, "owner": where.owner,
+        "state": where.state, "older_than_s": _seconds(where.older_than), "newer_than_s": _seconds(where.newer_than),
+    }
 
 
 def _optional(mapping: Any) -> Any:

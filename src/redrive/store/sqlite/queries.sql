@@ -191,7 +191,7 @@ RETURNING id;
 -- name: dead_letter_get
 SELECT * FROM redrive_dead_letter WHERE id = :id;
 
--- name: dead_letters_list
+-- name: dead_letters_page
 SELECT * FROM redrive_dead_letter
 WHERE (:error_class IS NULL OR error_class = :error_class)
   AND (:stage IS NULL OR stage = :stage)
@@ -205,6 +205,7 @@ WHERE (:error_class IS NULL OR error_class = :error_class)
        OR last_failure_at <= (julianday('now') - 2440587.5) * 86400.0 - :older_than_s)
   AND (:newer_than_s IS NULL
        OR last_failure_at > (julianday('now') - 2440587.5) * 86400.0 - :newer_than_s)
+  AND (:after_id IS NULL OR id < :after_id)
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -253,18 +254,68 @@ SELECT * FROM redrive_job WHERE id = :id
 UNION ALL
 SELECT * FROM redrive_job_done WHERE id = :id;
 
--- name: jobs_list
+-- name: jobs_page
+-- Newest first over both tables, a page past the cursor (:after_at, :after_id).
+-- Each table gives its own first :limit rows in order (history by its
+-- (created_at, id) index), so a page never sorts the whole history.
 SELECT * FROM (
-    SELECT * FROM redrive_job
+    SELECT * FROM (
+        SELECT * FROM redrive_job
+        WHERE (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+          AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
+          AND (:owner IS NULL OR owner = :owner)
+          AND (:error_code IS NULL OR coalesce(error_code, last_error_code) = :error_code)
+          AND (:idempotency_key IS NULL OR idempotency_key = :idempotency_key)
+          AND (:created_after IS NULL OR created_at >= :created_after)
+          AND (:created_before IS NULL OR created_at < :created_before)
+          AND (:after_at IS NULL OR (created_at, id) < (:after_at, :after_id))
+        ORDER BY created_at DESC, id DESC LIMIT :limit)
     UNION ALL
-    SELECT * FROM redrive_job_done
+    SELECT * FROM (
+        SELECT * FROM redrive_job_done
+        WHERE (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+          AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
+          AND (:owner IS NULL OR owner = :owner)
+          AND (:error_code IS NULL OR coalesce(error_code, last_error_code) = :error_code)
+          AND (:idempotency_key IS NULL OR idempotency_key = :idempotency_key)
+          AND (:created_after IS NULL OR created_at >= :created_after)
+          AND (:created_before IS NULL OR created_at < :created_before)
+          AND (:after_at IS NULL OR (created_at, id) < (:after_at, :after_id))
+        ORDER BY created_at DESC, id DESC LIMIT :limit)
 )
-WHERE (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
-  AND (:queue IS NULL OR queue = :queue)
-  AND (:task IS NULL OR task = :task)
-  AND (:owner IS NULL OR owner = :owner)
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
+
+-- name: queues_stats
+-- Active jobs only: the hot table, never the history.
+SELECT queue, status, count(*) AS n,
+       min(CASE WHEN status <> 'running' AND run_at <= :now THEN run_at END) AS oldest_due
+FROM redrive_job
+GROUP BY queue, status
+ORDER BY queue;
+
+-- name: dead_letter_facets
+WITH matching AS (
+    SELECT error_class, stage FROM redrive_dead_letter
+    WHERE (:error_class IS NULL OR error_class = :error_class)
+      AND (:stage IS NULL OR stage = :stage)
+      AND (:task IS NULL OR task = :task)
+      AND (:owner IS NULL OR owner = :owner)
+      AND (:state IS NULL
+           OR (:state = 'open' AND replayed_at IS NULL)
+           OR (:state = 'replayed' AND replayed_at IS NOT NULL)
+           OR (:state = 'escalated' AND escalated))
+      AND (:older_than_s IS NULL
+           OR last_failure_at <= (julianday('now') - 2440587.5) * 86400.0 - :older_than_s)
+      AND (:newer_than_s IS NULL
+           OR last_failure_at > (julianday('now') - 2440587.5) * 86400.0 - :newer_than_s)
+)
+SELECT 'error_class' AS facet, error_class AS value, count(*) AS n FROM matching GROUP BY error_class
+UNION ALL
+SELECT 'stage', coalesce(stage, ''), count(*) FROM matching GROUP BY coalesce(stage, '');
+
+-- name: schedules_list
+SELECT name, fired_until, updated_at FROM redrive_schedule ORDER BY name;
 
 -- name: jobs_count
 SELECT status, count(*) AS n FROM redrive_job GROUP BY status
@@ -319,9 +370,10 @@ SET status = :status,
 WHERE key = :key
 RETURNING *;
 
--- name: outbox_list
+-- name: outbox_page
 SELECT * FROM redrive_outbox
 WHERE (:status IS NULL OR status = :status) AND (:job_id IS NULL OR job_id = :job_id)
+  AND (:after_at IS NULL OR (created_at, key) > (:after_at, :after_key))
 ORDER BY created_at, key
 LIMIT :limit;
 

@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, overload
 from uuid import UUID
@@ -38,7 +39,7 @@ from redrive.core.job import (
     takes_over,
 )
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
-from redrive.core.states import Status
+from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import (
     ConfigError,
     DeadLetterNotFound,
@@ -49,6 +50,17 @@ from redrive.errors import (
     StoreUnavailable,
 )
 from redrive.store.port import ANY_QUEUE, SHUTDOWN, BreakerEvent, lease_expired
+from redrive.store.reads import (
+    DeadLetterFacets,
+    JobFilter,
+    Page,
+    QueueStats,
+    ScheduleState,
+    decode_cursor,
+    encode_cursor,
+    page_size,
+    paged,
+)
 from redrive.store.sql import load_migrations, load_queries
 
 T = TypeVar("T")
@@ -130,6 +142,15 @@ class SQLiteStore:
         def attempt() -> list[sqlite3.Row]:
             with self._lock:
                 return self._conn.execute(self._queries[name], params or {}).fetchall()
+
+        return self._retrying(attempt)
+
+    def _reading(self, body: Callable[[sqlite3.Connection, float], T]) -> T:
+        """Run ``body(conn, now)`` for a read that needs the database's clock."""
+
+        def attempt() -> T:
+            with self._lock:
+                return body(self._conn, self._now(self._conn))
 
         return self._retrying(attempt)
 
@@ -481,16 +502,20 @@ class SQLiteStore:
         rows = self._read("dead_letter_get", {"id": id})
         return _dead_letter(rows[0]) if rows else None
 
-    def dead_letters_list(self, *, where: DeadLetterFilter) -> list[DeadLetter]:
-        def seconds(delta: timedelta | None) -> float | None:
-            return None if delta is None else delta.total_seconds()
+    def dead_letters_page(
+        self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,
+    ) -> Page[DeadLetter]:
+        size, key = page_size(limit), decode_cursor(after, 1)
+        rows = self._read("dead_letters_page", {**_letter_filter(where), "limit": size + 1,
+                                                "after_id": None if key is None else key[0]})
+        page = paged(rows, size, lambda row: encode_cursor(row["id"]))
+        return Page([_dead_letter(row) for row in page.items], page.next_cursor)
 
-        rows = self._read("dead_letters_list", {
-            "error_class": where.error_class, "stage": where.stage, "task": where.task,
-            "owner": where.owner, "state": where.state, "limit": where.limit,
-            "older_than_s": seconds(where.older_than), "newer_than_s": seconds(where.newer_than),
-        })
-        return [_dead_letter(row) for row in rows]
+    def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
+        rows = self._read("dead_letter_facets", _letter_filter(where))
+        classes = {row["value"]: row["n"] for row in rows if row["facet"] == "error_class"}
+        stages = {row["value"]: row["n"] for row in rows if row["facet"] == "stage"}
+        return DeadLetterFacets(sum(classes.values()), classes, stages)
 
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
         row = self._write(lambda conn, now: conn.execute(self._queries["dead_letter_note"], {
@@ -536,20 +561,36 @@ class SQLiteStore:
         rows = self._read("job_get", {"id": str(job_id)})
         return _job(rows[0]) if rows else None
 
-    def jobs_list(
-        self,
-        *,
-        statuses: Sequence[Status] | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        owner: str | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        rows = self._read("jobs_list", {
-            "statuses": None if statuses is None else json.dumps([str(s) for s in statuses]),
-            "queue": queue, "task": task, "owner": owner, "limit": limit,
+    def jobs_page(self, *, where: JobFilter, after: str | None = None, limit: int = 50) -> Page[Job]:
+        size, key = page_size(limit), decode_cursor(after, 2)
+        rows = self._read("jobs_page", {
+            "statuses": None if where.statuses is None else json.dumps([str(s) for s in where.statuses]),
+            "queue": where.queue, "task": where.task, "owner": where.owner, "error_code": where.error_code,
+            "idempotency_key": where.idempotency_key,
+            "created_after": _epoch(where.created_after), "created_before": _epoch(where.created_before),
+            "after_at": None if key is None else key[0], "after_id": None if key is None else key[1],
+            "limit": size + 1,
         })
-        return [_job(row) for row in rows]
+        page = paged(rows, size, lambda row: encode_cursor(row["created_at"], row["id"]))
+        return Page([_job(row) for row in page.items], page.next_cursor)
+
+    def queues_stats(self) -> list[QueueStats]:
+        def body(conn: sqlite3.Connection, now: float) -> list[QueueStats]:
+            stats: dict[str, QueueStats] = {}
+            for row in conn.execute(self._queries["queues_stats"], {"now": now}):
+                queue = stats.setdefault(row["queue"], QueueStats(row["queue"], dict.fromkeys(ACTIVE_ORDER, 0)))
+                queue.counts[Status(row["status"])] = row["n"]
+                if row["oldest_due"] is not None:
+                    age = now - row["oldest_due"]
+                    if queue.oldest_due_age_s is None or age > queue.oldest_due_age_s:
+                        stats[row["queue"]] = replace(queue, oldest_due_age_s=age)
+            return list(stats.values())
+
+        return self._reading(body)
+
+    def schedules_list(self) -> list[ScheduleState]:
+        return [ScheduleState(row["name"], _time(row["fired_until"]), _time(row["updated_at"]))
+                for row in self._read("schedules_list")]
 
     def jobs_count(self) -> dict[Status, int]:
         counts = dict.fromkeys(Status, 0)
@@ -580,13 +621,17 @@ class SQLiteStore:
 
         return self._write(body)
 
-    def outbox_list(
-        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, limit: int = 100,
-    ) -> list[OutboxRow]:
-        rows = self._read("outbox_list", {
+    def outbox_page(
+        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, after: str | None = None,
+        limit: int = 50,
+    ) -> Page[OutboxRow]:
+        size, key = page_size(limit), decode_cursor(after, 2)
+        rows = self._read("outbox_page", {
             "status": status.value if status else None, "job_id": str(job_id) if job_id else None,
-            "limit": limit})
-        return [_outbox_row(row) for row in rows]
+            "after_at": None if key is None else key[0], "after_key": None if key is None else key[1],
+            "limit": size + 1})
+        page = paged(rows, size, lambda row: encode_cursor(row["created_at"], row["key"]))
+        return Page([_outbox_row(row) for row in page.items], page.next_cursor)
 
     def schedule_checkpoint(self, *, name: str, now: datetime) -> datetime:
         known = self._read("schedule_get", {"name": name})
@@ -677,6 +722,18 @@ def _time(value: float) -> datetime: ...
 def _time(value: None) -> None: ...
 def _time(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def _epoch(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def _letter_filter(where: DeadLetterFilter) -> dict[str, Any]:
+    return {
+        "error_class": where.error_class, "stage": where.stage, "task": where.task, "owner": where.owner,
+        "state": where.state, "older_than_s": None if where.older_than is None else where.older_than.total_seconds(),
+        "newer_than_s": None if where.newer_than is None else where.newer_than.total_seconds(),
+    }
 
 
 def _lease(lease: Lease) -> dict[str, str]:

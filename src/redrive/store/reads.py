@@ -1,0 +1,161 @@
+"""The read side: what operators, the API and the dashboard read, apart from
+the write seam the worker uses (``store/port.py``), as River UI's read
+driver sits on River's.
+
+Every list is a ``Page``: it says whether more exist and how to get them (a
+keyset cursor), so nothing is ever cut silently. Counts come from the table
+the claim reads (active jobs), never from a scan of finished history. Each
+store implements both protocols; ``tests/store/test_reads.py`` holds them to
+one behaviour.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+from uuid import UUID
+
+from redrive.core.job import DeadLetter, DeadLetterFilter, Job
+from redrive.core.outbox import OutboxRow, OutboxStatus
+from redrive.core.states import Status
+from redrive.errors import ConfigError
+from redrive.store.port import Store
+
+T = TypeVar("T")
+
+MAX_PAGE = 1000  # the most one page holds, whatever is asked
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """Some items of a list, in its order, and the cursor of the next page
+    (None when this page is the last). Iterates and indexes like its items."""
+
+    items: list[T]
+    next_cursor: str | None = None
+
+    @property
+    def more(self) -> bool:
+        return self.next_cursor is not None
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> T:
+        return self.items[index]
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs a list shows; every field left None matches all."""
+
+    statuses: tuple[Status, ...] | None = None
+    task: str | None = None
+    queue: str | None = None
+    owner: str | None = None
+    error_code: str | None = None  # the failure's code, or the last error of a job waiting to retry
+    idempotency_key: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+    def matches(self, job: Job) -> bool:
+        """The filter in Python: the memory store's, and the reference for the SQL ones."""
+        return ((self.statuses is None or job.status in self.statuses)
+                and (self.task is None or job.task == self.task)
+                and (self.queue is None or job.queue == self.queue)
+                and (self.owner is None or job.owner == self.owner)
+                and (self.error_code is None
+                     or (job.error_code or job.last_error_code) == self.error_code)
+                and (self.idempotency_key is None or job.idempotency_key == self.idempotency_key)
+                and (self.created_after is None or job.created_at >= self.created_after)
+                and (self.created_before is None or job.created_at < self.created_before))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue's active jobs by state, and how long its oldest due job has waited."""
+
+    queue: str
+    counts: dict[Status, int] = field(default_factory=dict)  # scheduled, queued and running
+    oldest_due_age_s: float | None = None  # None: nothing due is waiting
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterFacets:
+    """How many dead letters match a filter, by error class and by stage."""
+
+    total: int
+    error_classes: dict[str, int]
+    stages: dict[str, int]  # "" for letters without a stage
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleState:
+    name: str
+    fired_until: datetime  # every firing up to here has been enqueued
+    updated_at: datetime
+
+
+class Reads(Store, Protocol):
+    """A store with its read side (every store of redrive's is one)."""
+
+    def jobs_page(self, *, where: JobFilter, after: str | None = None, limit: int = 50) -> Page[Job]:
+        """Newest first (by creation, then id), active and finished alike."""
+
+    def queues_stats(self) -> list[QueueStats]:
+        """Every queue with active jobs, by name."""
+
+    def dead_letters_page(
+        self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,
+    ) -> Page[DeadLetter]:
+        """Newest first. ``where.limit`` is ignored: ``limit`` sizes the page."""
+
+    def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets: ...
+
+    def outbox_page(
+        self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, after: str | None = None,
+        limit: int = 50,
+    ) -> Page[OutboxRow]:
+        """Oldest first (by creation, then key)."""
+
+    def schedules_list(self) -> list[ScheduleState]:
+        """Every schedule's checkpoint, by name."""
+
+
+def page_size(limit: Any) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError("limit (the page size) must be a positive integer")
+    return min(limit, MAX_PAGE)
+
+
+def encode_cursor(*key: Any) -> str:
+    """An opaque cursor from the last item's sort key (JSON values)."""
+    return base64.urlsafe_b64encode(json.dumps(list(key), separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None, size: int) -> list[Any] | None:
+    """The sort key a cursor holds, or None for the first page."""
+    if cursor is None:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        key = json.loads(text)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        key = None
+    if not isinstance(key, list) or len(key) != size:
+        raise ConfigError("that cursor is not one this list gave out")
+    return key
+
+
+def paged(rows: Sequence[T], limit: int, cursor_of: Any) -> Page[T]:
+    """A page from up to ``limit + 1`` rows read: the extra one only says more exist."""
+    items = list(rows[:limit])
+    return Page(items, cursor_of(items[-1]) if len(rows) > limit and items else None)

@@ -1,0 +1,108 @@
+"""What the CLI, the HTTP API and the dashboard show: one JSON-ready,
+redacted dictionary per record, with the derived fields (a dead letter's
+``state`` counts escalation; a breaker's failure rate and time open), so the
+three surfaces cannot disagree.
+
+What a job carries (arguments, result, stage outputs, error messages) passes
+through redaction here; dead letters and outbox rows were redacted before
+they were stored and are redacted again, since redaction may have learnt new
+shapes since.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+from redrive.core.breaker import failure_percent, time_open
+from redrive.core.job import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, DeadLetter, Job, JobEvent
+from redrive.core.outbox import OutboxRow
+from redrive.core.redact import redact
+from redrive.store.port import BreakerEvent
+from redrive.store.reads import DeadLetterFacets, Page, QueueStats, ScheduleState
+
+T = TypeVar("T")
+JSONDict = dict[str, Any]
+
+# Never shown: a lease token is a credential of the worker that holds the job.
+_HIDDEN = frozenset({"lease_token"})
+_PAYLOADS = ("args", "kwargs", "result", "checkpoint", "last_error_message", "error_message")
+
+
+def plain(value: Any) -> Any:
+    """Times as ISO 8601 and ids as text; everything else as it is."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, UUID):
+        return str(value)
+    return value
+
+
+def job_view(job: Job) -> JSONDict:
+    out = {name: plain(getattr(job, name)) for name in JOB_COLUMNS if name not in _HIDDEN}
+    for name in _PAYLOADS:
+        out[name] = redact(out[name])
+    return out
+
+
+def event_view(event: JobEvent) -> JSONDict:
+    out = {name: plain(getattr(event, name)) for name in EVENT_COLUMNS}
+    out["meta"] = redact(out["meta"])
+    return out
+
+
+def dead_letter_state(letter: DeadLetter) -> str:
+    """open, replayed, or escalated: open again after a replay failed the same way."""
+    if letter.replayed_at is not None:
+        return "replayed"
+    return "escalated" if letter.escalated else "open"
+
+
+def dead_letter_view(letter: DeadLetter) -> JSONDict:
+    out = {name: plain(getattr(letter, name)) for name in DEAD_LETTER_COLUMNS}
+    for name in ("error_message", "last_stack", "context", "notes"):
+        out[name] = redact(out[name])
+    out["state"] = dead_letter_state(letter)
+    return out
+
+
+def facets_view(facets: DeadLetterFacets) -> JSONDict:
+    return {"total": facets.total, "error_classes": facets.error_classes, "stages": facets.stages}
+
+
+def breaker_view(status: Any) -> JSONDict:
+    """A ``BreakerStatus`` (redrive.admin) as shown."""
+    b = status.breaker
+    return {"name": status.name, "state": b.state.value, "forced": b.forced,
+            "failure_percent": round(failure_percent(b.window), 1), "calls_in_window": len(b.window),
+            "seconds_open": round(time_open(b, status.at), 3)}
+
+
+def breaker_event_view(event: BreakerEvent) -> JSONDict:
+    return {"name": event.name, "at": plain(event.at), "from_state": event.from_state,
+            "to_state": event.to_state, "reason": event.reason, "by": event.by}
+
+
+def outbox_view(row: OutboxRow) -> JSONDict:
+    return {
+        "key": redact(row.key), "status": row.status.value, "provider_id": row.provider_id,
+        "notified_at": plain(row.notified_at), "job_id": str(row.job_id), "sends": row.sends,
+        "reconciliations": row.reconciliations, "error_code": row.error_code,
+        "error_message": redact(row.error_message), "created_at": plain(row.created_at),
+        "updated_at": plain(row.updated_at),
+    }
+
+
+def queue_view(stats: QueueStats) -> JSONDict:
+    return {"queue": stats.queue, "counts": {str(s): n for s, n in stats.counts.items()},
+            "oldest_due_age_s": None if stats.oldest_due_age_s is None else round(stats.oldest_due_age_s, 3)}
+
+
+def schedule_view(state: ScheduleState) -> JSONDict:
+    return {"name": state.name, "fired_until": plain(state.fired_until), "updated_at": plain(state.updated_at)}
+
+
+def page_view(page: Page[T], view: Callable[[T], JSONDict]) -> JSONDict:
+    return {"items": [view(item) for item in page], "next_cursor": page.next_cursor, "more": page.more}
