@@ -26,6 +26,7 @@ from uuid import UUID
 from redrive.client import job_filter, read_job
 from redrive.core import checks
 from redrive.core.breaker import Breaker, force_closed, force_open, time_open
+from redrive.core.dead_letters import MANUAL_RETRY, REPLAY, revive_plan
 from redrive.core.job import DeadLetter, DeadLetterFilter, Job, JobEvent
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.states import Status
@@ -187,7 +188,8 @@ class Admin:
         job = self.job(job_id)
         if job.status is not Status.FAILED:
             raise IllegalTransition(f"job {job.id} is {job.status}; only a failed job can be retried")
-        revived = self.store.job_revive(job_id=job.id, reason="manual_retry", by=self.actor.name)
+        plan = revive_plan(job, reason=MANUAL_RETRY, by=self.actor.name)
+        revived = self.store.job_revive(job_id=job.id, plan=plan)
         if revived is None:
             raise IllegalTransition(f"job {job.id} was retried or replayed by someone else just now")
         self.events.emit("job.retried", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
@@ -264,12 +266,11 @@ class Admin:
         done = []
         for letter in letters:
             job = None
-            if letter.replayed_at is None:
-                job = self.store.job_revive(
-                    job_id=letter.job_id, reason="replay", by=self.actor.name, from_start=from_start,
-                    first_stage=self.registry.first_stage(letter.task) if self.registry else None,
-                    dead_letter_id=letter.id,
-                )
+            failed = self.store.job_get(job_id=letter.job_id) if letter.replayed_at is None else None
+            if failed is not None and failed.status is Status.FAILED:
+                plan = revive_plan(failed, reason=REPLAY, by=self.actor.name, from_start=from_start,
+                                   first_stage=self.registry.first_stage(letter.task) if self.registry else None)
+                job = self.store.job_revive(job_id=letter.job_id, plan=plan, dead_letter_id=letter.id)
                 if job is not None:
                     self.events.emit("job.replayed", job_id=str(job.id), task=job.task, queue=job.queue,
                                      by=self.actor.name, dead_letter_id=letter.id,

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -10,13 +12,42 @@ from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SQLiteStore
 
 
+class Clock:
+    """A clock a test moves by hand; every store can read it instead of the database's."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> None:
+        self.now += delta
+
+
+def _open(kind: str, request: pytest.FixtureRequest, tmp_path: Path, clock: Clock | None) -> Store:
+    if kind == "memory":
+        return MemoryStore(clock=clock) if clock else MemoryStore()
+    if kind == "sqlite":
+        return SQLiteStore(str(tmp_path / "redrive.db"), clock=clock)
+    return PostgresStore(request.getfixturevalue("pg_url"), clock=clock)
+
+
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request, tmp_path) -> Iterator[Store]:
-    if request.param == "memory":
-        made: Store = MemoryStore()
-    elif request.param == "sqlite":
-        made = SQLiteStore(str(tmp_path / "redrive.db"))
-    else:
-        made = PostgresStore(request.getfixturevalue("pg_url"))
+    made = _open(request.param, request, tmp_path, None)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def timed_store(request, tmp_path, clock: Clock) -> Iterator[Store]:
+    """A store on ``clock``: a test ages rows by moving it, never by sleeping."""
+    made = _open(request.param, request, tmp_path, clock)
     yield made
     made.close()

@@ -7,10 +7,12 @@ from datetime import timedelta
 
 import pytest
 
+from redrive.core.dead_letters import revive_plan
 from redrive.core.job import DeadLetterFilter, FailNow, Lease, RetryLater, StageDone
 from redrive.core.states import Status
 from redrive.errors import DeadLetterNotFound
 from redrive.store.port import LEASE_EXPIRED, Store
+from redrive.store.reads import JobFilter
 from tests.conftest import wait_until
 from tests.store.test_behaviour import assert_history, claim_one, new
 
@@ -19,6 +21,14 @@ def fail(store: Store, job, code: str = "AUTH_DENIED", *, retryable: bool = Fals
     item = FailNow(job.lease, code, f"{code} happened", error_class=extra.pop("error_class", code),
                    retryable=retryable, **extra)
     assert store.jobs_fail(items=[item]) == {job.lease}
+
+
+def revive(store: Store, job_id, reason: str, by: str | None, *, from_start: bool = False,
+           first_stage: str | None = None, dead_letter_id: int | None = None, job=None):
+    """Plan as the operator API does (from the job as read now), then apply."""
+    job = job or store.job_get(job_id=job_id)
+    plan = revive_plan(job, reason=reason, by=by, from_start=from_start, first_stage=first_stage)
+    return store.job_revive(job_id=job_id, plan=plan, dead_letter_id=dead_letter_id)
 
 
 def letter_of(store: Store, job_id) -> object:
@@ -75,7 +85,7 @@ def test_a_replay_resumes_at_the_failed_stage_and_happens_once(store: Store) -> 
     store.stages_save(items=[StageDone(job.lease, "fetch", "page", {"fetch": 1}, "llm")])
     fail(store, job, stage="llm", stage_attempts={"fetch": 1, "llm": 2})
     letter = letter_of(store, job.id)
-    revived = store.job_revive(job_id=job.id, reason="replay", by="ops", dead_letter_id=letter.id)
+    revived = revive(store, job.id, "replay", by="ops", dead_letter_id=letter.id)
     assert revived is not None and revived.status is Status.QUEUED
     assert (revived.stage, revived.checkpoint, revived.stage_attempts) == ("llm", {"fetch": "page"}, {"fetch": 1})
     assert (revived.attempts, revived.error_code, revived.failed_at) == (0, None, None)
@@ -83,7 +93,7 @@ def test_a_replay_resumes_at_the_failed_stage_and_happens_once(store: Store) -> 
     replayed = store.dead_letter_get(id=letter.id)
     assert (replayed.state, replayed.replayed_by, replayed.replay_from) == ("replayed", "ops", "stage")
     # A second replay of the same letter changes nothing
-    assert store.job_revive(job_id=job.id, reason="replay", by="ops", dead_letter_id=letter.id) is None
+    assert revive(store, job.id, "replay", by="ops", dead_letter_id=letter.id) is None
     event = assert_history(store, job.id)[-1]
     assert event.meta == {"reason": "replay", "by": "ops", "from": "stage", "stage": "llm",
                           "dead_letter_ids": [letter.id]}
@@ -95,7 +105,7 @@ def test_a_replay_from_the_start_drops_saved_output(store: Store) -> None:
     job = claim_one(store)
     store.stages_save(items=[StageDone(job.lease, "fetch", "page", {"fetch": 1}, "llm")])
     fail(store, job, stage="llm")
-    revived = store.job_revive(job_id=job.id, reason="replay", by=None, from_start=True, first_stage="fetch")
+    revived = revive(store, job.id, "replay", by=None, from_start=True, first_stage="fetch")
     assert (revived.stage, revived.checkpoint, revived.stage_attempts) == ("fetch", {}, {})
     assert letter_of(store, job.id).replay_from == "start"
 
@@ -104,10 +114,10 @@ def test_manual_retry_counts_and_only_revives_failed_jobs(store: Store) -> None:
     queued, running = [r.job for r in store.jobs_insert(jobs=[new(), new()])]
     job = claim_one(store)
     other = queued if job.id == running.id else running
-    assert store.job_revive(job_id=other.id, reason="manual_retry", by="alice") is None
-    assert store.job_revive(job_id=uuid.uuid4(), reason="manual_retry", by="alice") is None
+    assert revive(store, other.id, "manual_retry", by="alice") is None
+    assert revive(store, uuid.uuid4(), "manual_retry", by="alice", job=other) is None
     fail(store, job)
-    revived = store.job_revive(job_id=job.id, reason="manual_retry", by="alice")
+    revived = revive(store, job.id, "manual_retry", by="alice")
     assert revived.manual_retry_count == 1 and revived.status is Status.QUEUED
     # the job's dead letter is no longer open: it was retried
     assert letter_of(store, job.id).state == "replayed"
@@ -119,7 +129,7 @@ def test_the_same_non_retryable_failure_after_a_replay_is_escalated(store: Store
     first, second = claim_one(store), claim_one(store)
     for job in (first, second):
         fail(store, job, "VALIDATION_FAILED")
-        store.job_revive(job_id=job.id, reason="replay", by="ops",
+        revive(store, job.id, "replay", by="ops",
                          dead_letter_id=letter_of(store, job.id).id)
     again = [claim_one(store), claim_one(store)]
     by_id = {j.id: j for j in again}
@@ -162,3 +172,17 @@ def test_a_lease_that_expires_on_the_last_attempt_is_dead_lettered(store: Store)
     letter = letter_of(store, job.id)
     assert (letter.error_class, letter.stage, letter.retryable) == (LEASE_EXPIRED, "only", False)
     assert letter.context == {"worker": "w-test"}
+
+
+def test_a_plan_made_before_the_job_failed_again_is_refused(store: Store) -> None:
+    store.jobs_insert(jobs=[new()])
+    fail(store, claim_one(store))
+    (job,) = store.jobs_page(where=JobFilter()).items
+    stale = revive_plan(job, reason="manual_retry", by="alice")
+    # Given someone else retried it meanwhile, and it failed again
+    assert revive(store, job.id, "manual_retry", by="bob") is not None
+    fail(store, claim_one(store), "NOT_FOUND")
+    # Then the plan made from the first failure changes nothing
+    assert store.job_revive(job_id=job.id, plan=stale) is None
+    now = store.job_get(job_id=job.id)
+    assert (now.status, now.error_code, now.manual_retry_count) == (Status.FAILED, "NOT_FOUND", 1)

@@ -3,7 +3,6 @@ what is active, recent or still awaiting an operator stays."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -12,10 +11,11 @@ from redrive import Actor, App, ConfigError, JobRequest
 from redrive.core.job import Completion, DeadLetterFilter
 from redrive.core.states import Status
 from redrive.store.port import Store
+from tests.store.conftest import Clock
 from tests.store.test_behaviour import claim_one, new
-from tests.store.test_dead_letters import fail, letter_of
+from tests.store.test_dead_letters import fail, letter_of, revive
 
-AGE = timedelta(milliseconds=300)
+AGE = timedelta(days=30)  # any age: the tests move the stores' clock past it
 OPERATOR = Actor.operator("test")
 
 
@@ -25,7 +25,8 @@ def succeed(store: Store) -> object:
     return job.id
 
 
-def test_only_history_older_than_the_age_goes_with_its_events_and_handled_letters(store: Store) -> None:
+def test_only_history_older_than_the_age_goes_with_its_events_and_handled_letters(timed_store: Store, clock: Clock) -> None:
+    store = timed_store
     store.jobs_insert(jobs=[new(task="old") for _ in range(2)])
     old = [succeed(store) for _ in range(2)]
     store.jobs_insert(jobs=[new(task="failed")])
@@ -35,9 +36,9 @@ def test_only_history_older_than_the_age_goes_with_its_events_and_handled_letter
     handled = claim_one(store)
     fail(store, handled)
     letter = letter_of(store, handled.id)
-    assert store.job_revive(job_id=handled.id, reason="replay", by="ops", dead_letter_id=letter.id)
+    assert revive(store, handled.id, "replay", by="ops", dead_letter_id=letter.id)
     assert succeed(store) == handled.id
-    time.sleep(AGE.total_seconds() * 1.5)
+    clock.advance(AGE * 1.5)
     store.jobs_insert(jobs=[new(task="recent")])
     recent = succeed(store)
     store.jobs_insert(jobs=[new(task="waiting")])
@@ -57,37 +58,40 @@ def test_only_history_older_than_the_age_goes_with_its_events_and_handled_letter
     assert store.jobs_prune(older_than=AGE) == 0
 
 
-def test_pruning_goes_oldest_first_in_batches(store: Store) -> None:
+def test_pruning_goes_oldest_first_in_batches(timed_store: Store, clock: Clock) -> None:
+    store = timed_store
     store.jobs_insert(jobs=[new() for _ in range(5)])
     finished = []
     for _ in range(5):
         finished.append(succeed(store))
-        time.sleep(0.01)
-    time.sleep(AGE.total_seconds() * 1.5)
+        clock.advance(timedelta(milliseconds=10))
+    clock.advance(AGE * 1.5)
     assert store.jobs_prune(older_than=AGE, limit=2) == 2
     assert [store.job_get(job_id=i) is None for i in finished] == [True, True, False, False, False]
     assert store.jobs_prune(older_than=AGE, limit=2) == 2
     assert store.jobs_prune(older_than=AGE, limit=2) == 1
 
 
-def test_a_pruned_jobs_idempotency_key_can_be_used_afresh(store: Store) -> None:
+def test_a_pruned_jobs_idempotency_key_can_be_used_afresh(timed_store: Store, clock: Clock) -> None:
+    store = timed_store
     app = App(store=store)
     app.task(lambda n: None, name="mail")
     first = app.enqueue("mail", args=[1], idempotency_key="welcome:ann").job
     succeed(store)
     assert app.enqueue("mail", args=[1], idempotency_key="welcome:ann").duplicate
-    time.sleep(AGE.total_seconds() * 1.5)
+    clock.advance(AGE * 1.5)
     assert app.admin(OPERATOR).prune(AGE, batch=1) == 1
     again = app.enqueue("mail", args=[1], idempotency_key="welcome:ann")
     assert not again.duplicate and again.job.id == first.id  # the key's id, a new run
     assert app.client.job(first.id).status is Status.QUEUED
 
 
-def test_prune_refuses_an_age_it_cannot_use(store: Store) -> None:
+def test_prune_refuses_an_age_it_cannot_use(timed_store: Store, clock: Clock) -> None:
+    store = timed_store
     app = App(store=store)
     store.jobs_insert(jobs=[new()])
     kept = succeed(store)
-    time.sleep(AGE.total_seconds() * 1.5)
+    clock.advance(AGE * 1.5)
     with pytest.raises(ConfigError, match="positive age"):
         app.admin(OPERATOR).prune(app.settings.job_retention)  # no job_retention setting: history is kept forever
     with pytest.raises(ConfigError, match="positive age"):
@@ -97,12 +101,13 @@ def test_prune_refuses_an_age_it_cannot_use(store: Store) -> None:
     assert store.job_get(job_id=kept).status is Status.SUCCEEDED
 
 
-def test_app_prune_works_through_every_batch(store: Store) -> None:
+def test_app_prune_works_through_every_batch(timed_store: Store, clock: Clock) -> None:
+    store = timed_store
     app = App(store=store)
     app.task(lambda: None, name="t")
     app.enqueue_many([JobRequest("t")] * 7)
     for _ in range(7):
         succeed(store)
-    time.sleep(AGE.total_seconds() * 1.5)
+    clock.advance(AGE * 1.5)
     assert app.admin(OPERATOR).prune(AGE, batch=3) == 7
     assert not store.jobs_count().get(Status.SUCCEEDED)

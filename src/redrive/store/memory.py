@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from redrive.core.breaker import Breaker
+from redrive.core.dead_letters import RevivePlan, escalates, fail_meta, retry_meta
 from redrive.core.job import (
     Completion,
     DeadLetter,
@@ -236,9 +237,7 @@ class MemoryStore:
                 stage=stage,
                 stage_attempts=_counts(item.stage_attempts, job),
                 first_failed_at=job.first_failed_at or now,
-                meta={"error_code": item.error_code,
-                      "delay_ms": round(item.delay.total_seconds() * 1000), "stage": stage,
-                      **item.meta},
+                meta=retry_meta(error_code=item.error_code, delay=item.delay, stage=stage, extra=item.meta),
                 **self._NO_LEASE,
             )
 
@@ -260,8 +259,9 @@ class MemoryStore:
             error_message=item.error_message, retryable=item.retryable, stage=stage,
             stage_attempts=counts, attempts=job.attempts, last_stack=item.stack,
             context=dict(item.context), first_failure_at=first, last_failure_at=now,
-            escalated=bool(previous and previous.replayed_at and previous.error_class == error_class
-                           and not item.retryable),
+            escalated=escalates(previous_error_class=previous.error_class if previous else None,
+                                previous_replayed=bool(previous and previous.replayed_at),
+                                error_class=error_class, retryable=item.retryable),
             previous_id=previous.id if previous else None,
             replayed_at=None, replayed_by=None, replay_from=None, notes=[],
         )
@@ -272,8 +272,8 @@ class MemoryStore:
             last_error_code=item.error_code, last_error_message=item.error_message,
             finished_at=now, failed_at=now, stage=stage, stage_attempts=counts,
             first_failed_at=first,
-            meta={"error_code": item.error_code, "error_class": error_class, "stage": stage,
-                  "dead_letter_id": letter.id, "escalated": letter.escalated, **item.meta},
+            meta=fail_meta(error_code=item.error_code, error_class=error_class, stage=stage,
+                           dead_letter_id=letter.id, escalated=letter.escalated, extra=item.meta),
             **self._NO_LEASE,
         )
 
@@ -374,38 +374,28 @@ class MemoryStore:
             now = self._clock()
             return self._move(job, Status.CANCELLED, now, finished_at=now)
 
-    def job_revive(
-        self, *, job_id: UUID, reason: str, by: str | None, from_start: bool = False,
-        first_stage: str | None = None, dead_letter_id: int | None = None,
-    ) -> Job | None:
+    def job_revive(self, *, job_id: UUID, plan: RevivePlan, dead_letter_id: int | None = None) -> Job | None:
         with self._lock:
             job = self._jobs.get(job_id)
-            if job is None or job.status is not Status.FAILED:
+            if job is None or job.status is not Status.FAILED or job.failed_at != plan.failed_at:
                 return None
             letter = self._letters.get(dead_letter_id) if dead_letter_id is not None else None
             if dead_letter_id is not None and (letter is None or letter.job_id != job_id
                                                or letter.replayed_at is not None):
                 return None
             now = self._clock()
-            replay_from = "start" if from_start else "stage"
-            if from_start:
-                stage, checkpoint, counts = first_stage, {}, {}
-            else:
-                stage, checkpoint = job.stage, job.checkpoint
-                counts = {k: v for k, v in job.stage_attempts.items() if k != stage}
             marked = []
             for d in list(self._letters.values()):
                 if d.job_id == job_id and d.replayed_at is None:
-                    self._letters[d.id] = replace(d, replayed_at=now, replayed_by=by,
-                                                  replay_from=replay_from)
+                    self._letters[d.id] = replace(d, replayed_at=now, replayed_by=plan.by,
+                                                  replay_from=plan.replay_from)
                     marked.append(d.id)
             revived = self._move(
                 job, Status.QUEUED, now, run_at=now, attempts=0, error_code=None,
                 error_message=None, finished_at=None, failed_at=None, first_failed_at=None,
-                stage=stage, checkpoint=checkpoint, stage_attempts=counts,
-                manual_retry_count=job.manual_retry_count + (reason == "manual_retry"),
-                meta={"reason": reason, "by": by, "from": replay_from, "stage": stage,
-                      "dead_letter_ids": sorted(marked)},
+                stage=plan.stage, checkpoint=dict(job.checkpoint) if plan.keep_checkpoint else {},
+                stage_attempts=dict(plan.stage_attempts), manual_retry_count=plan.manual_retries,
+                meta=plan.meta(marked),
             )
             # The event records attempt 0: the revived job starts a fresh count.
             listeners = list(self._listeners)

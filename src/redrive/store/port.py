@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from redrive.core.breaker import Breaker
+from redrive.core.dead_letters import RevivePlan
 from redrive.core.job import (
     Completion,
     DeadLetter,
@@ -142,15 +143,12 @@ class Store(Protocol):
     def job_cancel(self, *, job_id: UUID) -> Job:
         """scheduled or queued -> cancelled."""
 
-    def job_revive(
-        self, *, job_id: UUID, reason: str, by: str | None, from_start: bool = False,
-        first_stage: str | None = None, dead_letter_id: int | None = None,
-    ) -> Job | None:
-        """failed -> queued (``reason``: "manual_retry" or "replay") with fresh
-        attempts, at the failed stage or from ``first_stage`` (None when the
-        caller does not know the task) with no saved output; the job's open
-        dead letters are marked replayed. None when the
-        job is not failed, or ``dead_letter_id`` is no longer open."""
+    def job_revive(self, *, job_id: UUID, plan: RevivePlan, dead_letter_id: int | None = None) -> Job | None:
+        """failed -> queued as ``plan`` says (``core.dead_letters.revive_plan``):
+        fresh attempts, its stage, counts and saved outputs; the job's open dead
+        letters are marked replayed. None when the job is no longer the failure
+        the plan was made from (``plan.failed_at``), or ``dead_letter_id`` is
+        no longer open: two operators acting at once revive it once."""
 
     def dead_letter_get(self, *, id: int) -> DeadLetter | None: ...
 

@@ -88,9 +88,9 @@ WHERE (k.task, k.owner, k.key) IN (
     SELECT * FROM jsonb_to_recordset(%(keys)s) AS x(task text, owner text, key text));
 
 -- name: jobs_claim
--- redrive_due (migration 0007) picks and locks the batch with a pinned plan.
+-- redrive_due (migrations 0007, 0012) picks and locks the batch with a pinned plan.
 WITH picked AS (
-    SELECT * FROM redrive_due(%(queues)s, %(limit)s, %(blocked)s::text[])
+    SELECT * FROM redrive_due(%(queues)s, %(limit)s, %(blocked)s::text[], now())
 ), claimed AS (
     UPDATE redrive_job AS j
     SET status = 'running',
@@ -409,13 +409,13 @@ WHERE j.id = i.id AND j.lease_token = i.token
 RETURNING j.id, j.lease_token;
 
 -- name: job_revive
--- failed -> queued for a manual retry or a replay: a fresh set of attempts,
--- resuming at the failed stage (its saved outputs kept) or from the start.
--- With a dead_letter_id it happens only while that letter is still open, so
--- two operators replaying at once revive the job once.
+-- failed -> queued as a revive plan (core/dead_letters.py) says, only while
+-- the job is still the failure the plan was made from; with a dead_letter_id,
+-- only while that letter is still open, so two operators replaying at once
+-- revive the job once.
 WITH moved AS (
     DELETE FROM redrive_job_done AS d
-    WHERE d.id = %(id)s AND d.status = 'failed'
+    WHERE d.id = %(id)s AND d.status = 'failed' AND d.failed_at = %(failed_at)s::timestamptz
       AND (%(dead_letter_id)s::bigint IS NULL OR EXISTS (
             SELECT 1 FROM redrive_dead_letter AS l
             WHERE l.id = %(dead_letter_id)s::bigint AND l.job_id = d.id
@@ -430,27 +430,21 @@ WITH moved AS (
     SELECT id, task, queue, args, kwargs, 'queued', priority, now(),
         0, max_attempts, owner, last_error_code, last_error_message,
         created_at, now(), started_at,
-        CASE WHEN %(from_start)s THEN %(first_stage)s::text ELSE stage END,
-        CASE WHEN %(from_start)s THEN '{}'::jsonb
-             ELSE stage_attempts - coalesce(stage, '') END,
-        CASE WHEN %(from_start)s THEN '{}'::jsonb ELSE checkpoint END,
-        manual_retry_count + CASE WHEN %(reason)s = 'manual_retry' THEN 1 ELSE 0 END,
-        NULL, dependencies, idempotency_key, version
+        %(stage)s::text, %(stage_attempts)s::jsonb,
+        CASE WHEN %(keep_checkpoint)s THEN checkpoint ELSE '{}'::jsonb END,
+        %(manual_retries)s, NULL, dependencies, idempotency_key, version
     FROM moved
     RETURNING *
 ), letters AS (
     UPDATE redrive_dead_letter
-    SET replayed_at = now(), replayed_by = %(by)s,
-        replay_from = CASE WHEN %(from_start)s THEN 'start' ELSE 'stage' END
+    SET replayed_at = now(), replayed_by = %(by)s, replay_from = %(replay_from)s
     WHERE job_id IN (SELECT id FROM revived) AND replayed_at IS NULL
     RETURNING id
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT id, now(), 'failed', 'queued', 0,
-           jsonb_build_object('reason', %(reason)s::text, 'by', %(by)s::text,
-                              'from', CASE WHEN %(from_start)s THEN 'start' ELSE 'stage' END,
-                              'stage', stage,
-                              'dead_letter_ids', (SELECT coalesce(jsonb_agg(id), '[]') FROM letters))
+           %(meta)s::jsonb || jsonb_build_object(
+               'dead_letter_ids', (SELECT coalesce(jsonb_agg(id ORDER BY id), '[]') FROM letters))
     FROM revived
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue) FROM revived

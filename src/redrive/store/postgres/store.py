@@ -9,6 +9,7 @@ requeue send a NOTIFY that idle workers LISTEN for (a hint: workers also poll).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -26,6 +27,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from redrive.core.breaker import Breaker, from_json, to_json
+from redrive.core.dead_letters import RevivePlan
 from redrive.core.job import (
     DEAD_LETTER_COLUMNS,
     JOB_COLUMNS,
@@ -79,11 +81,19 @@ _INSERT_CHUNK = 128
 class PostgresStore:
     dialect = "postgres"
 
-    def __init__(self, url: str, *, pool_size: int = 4, check_schema: bool = True) -> None:
-        """``check_schema=False`` is for ``redrive migrate``, which brings it up to date."""
+    def __init__(
+        self, url: str, *, pool_size: int = 4, check_schema: bool = True,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        """``check_schema=False`` is for ``redrive migrate``, which brings it up
+        to date. ``clock`` stands in for the database's ``now()`` in every
+        statement, so tests can move time instead of sleeping."""
         self.url = url
         self._where = _describe(url)
+        self._clock = clock
         self._queries = load_queries(_PACKAGE)
+        if clock is not None:
+            self._queries = {name: _on_clock(name, sql) for name, sql in self._queries.items()}
         self._migrations = load_migrations(_PACKAGE)
         if check_schema:
             self._check_schema()
@@ -135,6 +145,7 @@ class PostgresStore:
         rows: RowFactory[Any] = dict_row,
     ) -> list:
         sql = self._queries[name]
+        params = self._with_clock(params)
         with self._errors():
             if conn is not None:
                 with conn.cursor(row_factory=rows) as cur:
@@ -143,6 +154,9 @@ class PostgresStore:
             with self._pool.connection() as pooled, pooled.cursor(row_factory=rows) as cur:
                 cur.execute(sql, params)
                 return cur.fetchall() if cur.description else []
+
+    def _with_clock(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
+        return params if self._clock is None else {**(params or {}), "now": self._clock()}
 
     # -- schema --------------------------------------------------------------
 
@@ -251,9 +265,10 @@ class PostgresStore:
                     (keyed if job.key else plain).append(doc)
                 jobs += chunk
                 if plain:
-                    sent.append(conn.cursor(row_factory=tuple_row).execute(sql, {"jobs": Jsonb(plain)}))
+                    sent.append(conn.cursor(row_factory=tuple_row).execute(
+                        sql, self._with_clock({"jobs": Jsonb(plain)})))
             if keyed:
-                sent.append(conn.cursor(row_factory=tuple_row).execute(sql, {"jobs": Jsonb(keyed)}))
+                sent.append(conn.cursor(row_factory=tuple_row).execute(sql, self._with_clock({"jobs": Jsonb(keyed)})))
         return jobs, docs, [row for cur in sent for row in cur.fetchall()]
 
     def jobs_claim(
@@ -344,13 +359,12 @@ class PostgresStore:
         assert job is not None
         return job
 
-    def job_revive(
-        self, *, job_id: UUID, reason: str, by: str | None, from_start: bool = False,
-        first_stage: str | None = None, dead_letter_id: int | None = None,
-    ) -> Job | None:
+    def job_revive(self, *, job_id: UUID, plan: RevivePlan, dead_letter_id: int | None = None) -> Job | None:
         rows = self._run("job_revive", {
-            "id": job_id, "reason": reason, "by": by, "from_start": from_start,
-            "first_stage": first_stage, "dead_letter_id": dead_letter_id,
+            "id": job_id, "failed_at": plan.failed_at, "dead_letter_id": dead_letter_id, "by": plan.by,
+            "stage": plan.stage, "stage_attempts": Jsonb(plan.stage_attempts),
+            "keep_checkpoint": plan.keep_checkpoint, "manual_retries": plan.manual_retries,
+            "replay_from": plan.replay_from, "meta": Jsonb(plan.meta([])),
         })
         return _job(rows[0]) if rows else None
 
@@ -506,6 +520,13 @@ class PostgresStore:
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _on_clock(name: str, sql: str) -> str:
+    """A query that reads the given clock instead of the database's."""
+    if name.startswith("migration") or name == "wakeups_listen":
+        return sql  # run outside _run, on the database's own clock
+    return re.sub(r"\bnow\(\)", "%(now)s::timestamptz", sql)
 
 
 def _savepoint(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:

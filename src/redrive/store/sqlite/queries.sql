@@ -143,7 +143,11 @@ VALUES (:id, :task, :queue, :args, :kwargs, 'queued', :priority, :now,
 RETURNING *;
 
 -- name: job_take_failed
-DELETE FROM redrive_job_done WHERE id = :id AND status = 'failed' RETURNING *;
+-- Only the failure a revive plan was made from (its failed_at, within the
+-- microsecond a datetime keeps of SQLite's REAL seconds).
+DELETE FROM redrive_job_done
+WHERE id = :id AND status = 'failed' AND abs(failed_at - :failed_at) < 0.000002
+RETURNING *;
 
 -- name: job_retry
 UPDATE redrive_job
@@ -202,9 +206,9 @@ WHERE (:error_class IS NULL OR error_class = :error_class)
        OR (:state = 'replayed' AND replayed_at IS NOT NULL)
        OR (:state = 'escalated' AND escalated))
   AND (:older_than_s IS NULL
-       OR last_failure_at <= (julianday('now') - 2440587.5) * 86400.0 - :older_than_s)
+       OR last_failure_at <= :now - :older_than_s)
   AND (:newer_than_s IS NULL
-       OR last_failure_at > (julianday('now') - 2440587.5) * 86400.0 - :newer_than_s)
+       OR last_failure_at > :now - :newer_than_s)
   AND (:after_id IS NULL OR id < :after_id)
 ORDER BY id DESC
 LIMIT :limit;
@@ -306,9 +310,9 @@ WITH matching AS (
            OR (:state = 'replayed' AND replayed_at IS NOT NULL)
            OR (:state = 'escalated' AND escalated))
       AND (:older_than_s IS NULL
-           OR last_failure_at <= (julianday('now') - 2440587.5) * 86400.0 - :older_than_s)
+           OR last_failure_at <= :now - :older_than_s)
       AND (:newer_than_s IS NULL
-           OR last_failure_at > (julianday('now') - 2440587.5) * 86400.0 - :newer_than_s)
+           OR last_failure_at > :now - :newer_than_s)
 )
 SELECT 'error_class' AS facet, error_class AS value, count(*) AS n FROM matching GROUP BY error_class
 UNION ALL

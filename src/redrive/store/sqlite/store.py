@@ -21,6 +21,7 @@ from typing import Any, TypeVar, overload
 from uuid import UUID
 
 from redrive.core.breaker import Breaker, from_json, to_json
+from redrive.core.dead_letters import RevivePlan, escalates, fail_meta, retry_meta
 from redrive.core.job import (
     DEAD_LETTER_COLUMNS,
     JOB_COLUMNS,
@@ -82,8 +83,11 @@ _NO_LEASE = {"lease_token": None, "lease_owner": None, "lease_expires_at": None}
 class SQLiteStore:
     dialect = "sqlite"
 
-    def __init__(self, path: str = "redrive.db") -> None:
+    def __init__(self, path: str = "redrive.db", *, clock: Callable[[], datetime] | None = None) -> None:
+        """``clock`` stands in for SQLite's clock in every transaction, so
+        tests can move time instead of sleeping."""
         self.path = path
+        self._clock = clock
         self._queries = load_queries(_PACKAGE)
         self._migrations = load_migrations(_PACKAGE)
         self._lock = threading.RLock()
@@ -155,7 +159,9 @@ class SQLiteStore:
         return self._retrying(attempt)
 
     def _now(self, conn: sqlite3.Connection | sqlite3.Cursor) -> float:
-        return conn.execute(self._queries["now"]).fetchone()["now"]
+        if self._clock is not None:
+            return self._clock().timestamp()
+        return float(conn.execute(self._queries["now"]).fetchone()[0])
 
     # -- schema ----------------------------------------------------------------
 
@@ -175,7 +181,7 @@ class SQLiteStore:
         return self._write(body)
 
     def now(self) -> datetime:
-        return _time(self._read("now")[0]["now"])
+        return _time(self._reading(lambda conn, now: now))
 
     # -- jobs ------------------------------------------------------------------
 
@@ -357,8 +363,9 @@ class SQLiteStore:
                           else taken["stage_attempts"])
         first_failed_at = taken["first_failed_at"] or now
         previous = conn.execute(self._queries["dead_letter_previous"], {"job_id": taken["id"]}).fetchone()
-        escalated = bool(previous and previous["replayed_at"] is not None
-                         and previous["error_class"] == error_class and not item.retryable)
+        escalated = escalates(previous_error_class=previous["error_class"] if previous else None,
+                              previous_replayed=bool(previous and previous["replayed_at"] is not None),
+                              error_class=error_class, retryable=item.retryable)
         letter = conn.execute(self._queries["dead_letter_insert"], {
             "job_id": taken["id"], "task": taken["task"], "queue": taken["queue"],
             "owner": taken["owner"], "error_class": error_class, "error_code": item.error_code,
@@ -368,8 +375,8 @@ class SQLiteStore:
             "first_failure_at": first_failed_at, "last_failure_at": now,
             "escalated": escalated, "previous_id": previous["id"] if previous else None,
         }).fetchone()
-        meta = {"error_code": item.error_code, "error_class": error_class, "stage": stage,
-                "dead_letter_id": letter["id"], "escalated": escalated, **item.meta}
+        meta = fail_meta(error_code=item.error_code, error_class=error_class, stage=stage,
+                         dead_letter_id=letter["id"], escalated=escalated, extra=item.meta)
         return self._finish(
             conn, taken, "failed", now, meta,
             error_code=item.error_code, error_message=item.error_message,
@@ -386,11 +393,8 @@ class SQLiteStore:
                 "stage_attempts": None if item.stage_attempts is None else json.dumps(dict(item.stage_attempts)),
             }).fetchone()
             if row:
-                self._event(conn, str(item.lease.job_id), "running", "queued", row["attempts"], now, {
-                    "error_code": item.error_code,
-                    "delay_ms": round(item.delay.total_seconds() * 1000), "stage": row["stage"],
-                    **item.meta,
-                })
+                self._event(conn, str(item.lease.job_id), "running", "queued", row["attempts"], now, retry_meta(
+                    error_code=item.error_code, delay=item.delay, stage=row["stage"], extra=item.meta))
             return row is not None
 
         return self._fenced(items, apply)
@@ -459,38 +463,26 @@ class SQLiteStore:
         assert job is not None
         return job
 
-    def job_revive(
-        self, *, job_id: UUID, reason: str, by: str | None, from_start: bool = False,
-        first_stage: str | None = None, dead_letter_id: int | None = None,
-    ) -> Job | None:
+    def job_revive(self, *, job_id: UUID, plan: RevivePlan, dead_letter_id: int | None = None) -> Job | None:
         def body(conn: sqlite3.Connection, now: float) -> Job | None:
             if dead_letter_id is not None and conn.execute(self._queries["dead_letter_open_check"], {
                 "id": dead_letter_id, "job_id": str(job_id),
             }).fetchone() is None:
                 return None
-            taken = conn.execute(self._queries["job_take_failed"], {"id": str(job_id)}).fetchone()
+            taken = conn.execute(self._queries["job_take_failed"], {
+                "id": str(job_id), "failed_at": _epoch(plan.failed_at)}).fetchone()
             if taken is None:
                 return None
             old = dict(taken)
-            stage_attempts = json.loads(old["stage_attempts"])
-            if from_start:
-                stage, checkpoint, stage_attempts = first_stage, "{}", {}
-            else:
-                stage, checkpoint = old["stage"], old["checkpoint"]
-                stage_attempts.pop(stage, None)
             row = conn.execute(self._queries["job_revived_insert"], {
-                **old, "now": now, "stage": stage, "checkpoint": checkpoint,
-                "stage_attempts": json.dumps(stage_attempts),
-                "manual_retry_count": old["manual_retry_count"] + (reason == "manual_retry"),
+                **old, "now": now, "stage": plan.stage,
+                "checkpoint": old["checkpoint"] if plan.keep_checkpoint else "{}",
+                "stage_attempts": json.dumps(plan.stage_attempts), "manual_retry_count": plan.manual_retries,
             }).fetchone()
-            replay_from = "start" if from_start else "stage"
             letters = conn.execute(self._queries["dead_letters_mark_replayed"], {
-                "job_id": str(job_id), "now": now, "by": by, "replay_from": replay_from,
+                "job_id": str(job_id), "now": now, "by": plan.by, "replay_from": plan.replay_from,
             }).fetchall()
-            self._event(conn, str(job_id), "failed", "queued", 0, now, {
-                "reason": reason, "by": by, "from": replay_from, "stage": stage,
-                "dead_letter_ids": sorted(r["id"] for r in letters),
-            })
+            self._event(conn, str(job_id), "failed", "queued", 0, now, plan.meta([r["id"] for r in letters]))
             return _job(row)
 
         revived = self._write(body)
@@ -506,13 +498,15 @@ class SQLiteStore:
         self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,
     ) -> Page[DeadLetter]:
         size, key = page_size(limit), decode_cursor(after, 1)
-        rows = self._read("dead_letters_page", {**_letter_filter(where), "limit": size + 1,
-                                                "after_id": None if key is None else key[0]})
+        rows = self._reading(lambda conn, now: conn.execute(self._queries["dead_letters_page"], {
+            **_letter_filter(where), "now": now, "limit": size + 1,
+            "after_id": None if key is None else key[0]}).fetchall())
         page = paged(rows, size, lambda row: encode_cursor(row["id"]))
         return Page([_dead_letter(row) for row in page.items], page.next_cursor)
 
     def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
-        rows = self._read("dead_letter_facets", _letter_filter(where))
+        rows = self._reading(lambda conn, now: conn.execute(
+            self._queries["dead_letter_facets"], {**_letter_filter(where), "now": now}).fetchall())
         classes = {row["value"]: row["n"] for row in rows if row["facet"] == "error_class"}
         stages = {row["value"]: row["n"] for row in rows if row["facet"] == "stage"}
         return DeadLetterFacets(sum(classes.values()), classes, stages)

@@ -1,0 +1,41 @@
+"""Every store can run on a clock a test moves (``clock=``): due times, lease
+expiry and dead-letter ages follow it, with no sleeping."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from redrive.core.job import DeadLetterFilter, FailNow
+from redrive.core.states import Status
+from redrive.store.port import Store
+from tests.store.conftest import Clock
+from tests.store.test_behaviour import claim, claim_one, new
+
+
+def test_due_times_follow_the_store_clock(timed_store: Store, clock: Clock) -> None:
+    (job,) = [r.job for r in timed_store.jobs_insert(jobs=[new(delay=timedelta(hours=1))])]
+    assert job.status is Status.SCHEDULED and job.run_at == clock.now + timedelta(hours=1)
+    assert timed_store.now() == clock.now
+    clock.advance(timedelta(minutes=59))
+    assert claim(timed_store) == []
+    clock.advance(timedelta(minutes=1))
+    assert claim_one(timed_store).id == job.id
+
+
+def test_leases_expire_by_the_store_clock(timed_store: Store, clock: Clock) -> None:
+    timed_store.jobs_insert(jobs=[new()])
+    job = claim_one(timed_store, ttl=timedelta(seconds=30))
+    assert job.lease_expires_at == clock.now + timedelta(seconds=30)
+    clock.advance(timedelta(seconds=29))
+    assert timed_store.jobs_reclaim() == []
+    clock.advance(timedelta(seconds=2))
+    assert timed_store.jobs_reclaim() == [job.id]
+    assert timed_store.job_get(job_id=job.id).status is Status.QUEUED
+
+
+def test_dead_letter_ages_follow_the_store_clock(timed_store: Store, clock: Clock) -> None:
+    timed_store.jobs_insert(jobs=[new()])
+    timed_store.jobs_fail(items=[FailNow(claim_one(timed_store).lease, "NOT_FOUND", "gone")])
+    clock.advance(timedelta(hours=2))
+    assert len(timed_store.dead_letters_page(where=DeadLetterFilter(older_than=timedelta(hours=1)))) == 1
+    assert len(timed_store.dead_letters_page(where=DeadLetterFilter(newer_than=timedelta(hours=1)))) == 0
