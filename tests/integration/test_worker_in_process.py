@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -225,13 +225,24 @@ def test_concurrency_bounds_handlers_and_a_slow_store_bounds_the_leases_held() -
     assert now["most"] == 4
 
 
-def test_a_worker_with_a_retention_prunes_old_history(app: App) -> None:
-    old = [app.enqueue("add", args=[1, i]).job.id for i in range(3)]
+def test_a_worker_with_a_retention_prunes_old_history_and_keeps_the_rest() -> None:
+    now = [datetime.now(UTC)]
+    app = App(store=MemoryStore(clock=lambda: now[0]))
+    app.task(lambda: None, name="noop")
+    old = [app.enqueue("noop").job.id for _ in range(3)]
     asyncio.run(_run_until(app, _finished(app, old)))
-    time.sleep(0.2)
+    # Given the old jobs finished a day ago, and a fresh one finished now
+    now[0] += timedelta(days=1)
+    fresh = app.enqueue("noop").job.id
+    asyncio.run(_run_until(app, _finished(app, [fresh])))
+    waiting = app.enqueue("noop", delay=timedelta(hours=5)).job.id
+    # When a worker with a retention of an hour runs
     gone = lambda: all(app.store.job_get(job_id=i) is None for i in old)
     assert not gone()
-    asyncio.run(_run_until(app, gone, retention=timedelta(milliseconds=100)))
+    asyncio.run(_run_until(app, gone, retention=timedelta(hours=1)))
+    # Then only the old history went
+    assert app.client.job(fresh).status is Status.SUCCEEDED
+    assert app.client.job(waiting).status is Status.SCHEDULED
 
 
 class _BrokenClassifier(Classifier):

@@ -17,14 +17,16 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, TypeVar
 
-from redrive.core.breaker import Breaker, BreakerMode, Call, State, admit, probe_passed, record
+from redrive.core.breaker import Breaker, BreakerMode, BreakerPolicy, Call, State, admit, probe_passed, record
 from redrive.core.job import Job
 from redrive.core.outcome import Failed, Retry, Succeeded
 from redrive.declarations import Dependency
 from redrive.errors import StoreError, UnknownDependency
 from redrive.events import EventStream
+from redrive.runtime.offload import Offload
 from redrive.store.port import Store
 
 log = logging.getLogger("redrive.breakers")
@@ -47,7 +49,7 @@ class Refusal:
 
 class BreakerGate:
     def __init__(self, dependencies: Mapping[str, Dependency], store: Callable[[], Store],
-                 call: Callable[..., Any], *, events: EventStream | None = None) -> None:
+                 call: Offload, *, events: EventStream | None = None) -> None:
         self.dependencies = dependencies
         self._events = events or EventStream()
         self._store = store
@@ -179,7 +181,7 @@ class BreakerGate:
             policy = self.dependencies[name].policy
             try:
                 b = await self._call(self._store().breaker_update, name=name,
-                                     change=lambda b, now, p=policy, c=calls: record(b, p, c, now))
+                                     change=partial(_fold, policy=policy, calls=calls))
             except StoreError:
                 with self._pending_lock:
                     self._pending[name][:0] = calls  # keep them for the next flush
@@ -223,6 +225,10 @@ class BreakerGate:
             self._events.emit("breaker.changed", name=name, from_state=before.value, to_state=after.value,
                               reason=reason)
         return b
+
+
+def _fold(b: Breaker, now: float, *, policy: BreakerPolicy, calls: list[Call]) -> Breaker:
+    return record(b, policy, calls, now)
 
 
 def _verdict(outcome: Any) -> bool | None:

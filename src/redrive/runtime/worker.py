@@ -22,30 +22,35 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from random import Random
-from typing import Any, TypeVar, assert_never
+from typing import Any, ParamSpec, TypeVar
 from uuid import UUID
 
 from redrive.client import Client
-from redrive.core.classify import Failure
-from redrive.core.job import JSON, Completion, FailNow, Job, Lease, RetryLater
-from redrive.core.outcome import Failed, Retry, Succeeded
+from redrive.core.job import Job, Lease
 from redrive.errors import ConfigError, StoreError
-from redrive.events import EventStream
 from redrive.runtime import eager
 from redrive.runtime.breakers import BreakerGate, Refusal
-from redrive.runtime.executor import Execution, execute
+from redrive.runtime.completer import (
+    OUTCOME_NAMES,
+    STORE_RETRY_PAUSE_S,
+    Completer,
+    Item,
+    announce_outcome,
+    fail_fast,
+    outcome_item,
+)
+from redrive.runtime.executor import execute
+from redrive.runtime.maintenance import Pruner, Reclaimer
 from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.threads import DaemonThreadPool
 from redrive.store.port import Store
 
 log = logging.getLogger("redrive.worker")
 
+P = ParamSpec("P")
 T = TypeVar("T")
 
-_STORE_RETRY_PAUSE_S = 1.0
 _HOLD_DELAY = timedelta(seconds=1)  # a held job is looked at again after this
-_PRUNE_BATCH = 1000
-_PRUNE_EVERY_S = 60.0  # with jitter, so many workers do not prune in lockstep
 
 
 @dataclass(eq=False)
@@ -106,7 +111,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()  # nothing running and no outcome left to write
         self._store: Store | None = None  # opened on the database threads when the worker starts
-        self._completer = _Completer(self._call, lambda: self.store)
+        self._completer = Completer(self._call, lambda: self.store)
         self._gate = BreakerGate(self.registry.dependencies, lambda: self.store, self._call, events=self.events)
         self._scheduler = Scheduler(client) if schedules and self.registry.schedules else None
 
@@ -131,10 +136,9 @@ class Worker:
         self._stopping.set()
         self._wake.set()
 
-    async def _call(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
-        """Store calls block; they run on the worker's database threads."""
-        assert self._loop is not None
-        return await self._loop.run_in_executor(self._db, partial(fn, **kwargs))
+    async def _call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Store calls block; they run on the worker's database threads (an ``Offload``)."""
+        return await asyncio.get_running_loop().run_in_executor(self._db, partial(fn, *args, **kwargs))
 
     def run_until_stopped(self) -> None:
         """Run in this thread until SIGTERM or SIGINT, then shut down gracefully."""
@@ -164,12 +168,14 @@ class Worker:
         services = [
             asyncio.create_task(self._completer.run(), name="completer"),
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
-            asyncio.create_task(self._reclaim(), name="reclaimer"),
+            asyncio.create_task(Reclaimer(store, self._call, lease_ttl=self.lease_ttl, rng=self._rng,
+                                          events=self.events, found=self._wake.set).run(), name="reclaimer"),
         ]
         if self._scheduler is not None:
             services.append(asyncio.create_task(self._scheduler.run(), name="scheduler"))
         if self.retention > timedelta(0):
-            services.append(asyncio.create_task(self._prune(), name="pruner"))
+            services.append(asyncio.create_task(
+                Pruner(store, self._call, retention=self.retention, rng=self._rng).run(), name="pruner"))
         if self._gate.active:
             await self._gate.refresh()
             services.append(asyncio.create_task(self._gate.run(), name="breakers"))
@@ -210,7 +216,7 @@ class Worker:
                     )
                 except StoreError as exc:
                     log.warning("claim failed, retrying: %s", exc)
-                    await self._pause(_STORE_RETRY_PAUSE_S)
+                    await self._pause(STORE_RETRY_PAUSE_S)
                     continue
                 for job in claimed:
                     if self.events.active:
@@ -266,28 +272,28 @@ class Worker:
                     self._handled(running)
                     await self._hold(job, refusal)
                     return
-                execution = _fail_fast(refusal)
+                execution = fail_fast(refusal)
             self._handled(running)
             if running.abandoned:
                 return
             duration_s = loop.time() - started
-            item = _item(job, execution, round(duration_s * 1000))
+            item = outcome_item(job, execution, round(duration_s * 1000))
             self._completer.submit(item, partial(self._written, running, item, duration_s))
             submitted = True  # the slot is given back once the write lands
         finally:
             if not submitted:
                 self._release(running)
 
-    def _written(self, running: _Running, item: Completion | RetryLater | FailNow, duration_s: float,
+    def _written(self, running: _Running, item: Item, duration_s: float,
                  applied: bool) -> None:
         job = running.job
         if not applied:
             log.warning("lost the lease on job %s (%s, attempt %d): dropping its %s",
-                        job.id, job.task, job.attempts, _OUTCOME_NAMES[type(item)])
+                        job.id, job.task, job.attempts, OUTCOME_NAMES[type(item)])
             if not running.lost:
                 self._lost(running)
         elif self.events.active:
-            _announce_outcome(self.events, job, item, duration_s)
+            announce_outcome(self.events, job, item, duration_s)
         self._release(running)
 
     def _lost(self, running: _Running) -> None:
@@ -350,38 +356,6 @@ class Worker:
                     log.warning("lost the lease on job %s (%s): another worker may run it",
                                 r.job.id, r.job.task)
 
-    async def _reclaim(self) -> None:
-        store = self.store
-        while True:
-            try:
-                reclaimed = await self._call(store.jobs_reclaim)
-            except StoreError as exc:
-                log.warning("reclaim failed, retrying: %s", exc)
-            else:
-                if reclaimed:
-                    log.info("reclaimed %d jobs whose lease expired", len(reclaimed))
-                    for job_id in reclaimed:
-                        self.events.emit("job.reclaimed", job_id=str(job_id))
-                    self._wake.set()
-            # Jitter keeps many workers from reclaiming in lockstep.
-            await asyncio.sleep(self.lease_ttl.total_seconds() / 2 * self._rng.uniform(0.5, 1.0))
-
-    async def _prune(self) -> None:
-        """History older than the retention goes in small batches, so a big
-        first prune never holds the store for long; every worker may prune,
-        and concurrent prunes skip each other's rows."""
-        store = self.store
-        while True:
-            try:
-                pruned = await self._call(store.jobs_prune, older_than=self.retention, limit=_PRUNE_BATCH)
-            except StoreError as exc:
-                log.warning("pruning history failed, retrying: %s", exc)
-                pruned = 0
-            if pruned:
-                log.info("pruned %d finished jobs older than %s", pruned, self.retention)
-            if pruned < _PRUNE_BATCH:
-                await asyncio.sleep(_PRUNE_EVERY_S * self._rng.uniform(0.5, 1.0))
-
     # -- shutdown ----------------------------------------------------------------
 
     async def _drain(self) -> None:
@@ -418,110 +392,4 @@ class Worker:
                 # Without this write the jobs wait for their leases to expire:
                 # keep trying while the leases are still ours to give back.
                 log.warning("requeue on shutdown failed, retrying: %s", exc)
-                await asyncio.sleep(_STORE_RETRY_PAUSE_S)
-
-
-class _Completer:
-    """Batches fenced outcome writes: whatever finished while the last write
-    was in flight goes out together, one statement per kind of outcome."""
-
-    def __init__(self, call: Callable[..., Any], store: Callable[[], Any]) -> None:
-        self._call = call
-        self._store = store
-        self._pending: list[tuple[Completion | RetryLater | FailNow, Callable[[bool], None]]] = []
-        self._ready = asyncio.Event()
-
-    def submit(self, item: Completion | RetryLater | FailNow, written: Callable[[bool], None]) -> None:
-        """Queue the outcome's write; ``written(applied)`` follows once it is
-        done (False if the lease was gone). A callback, not a future per job:
-        a batch of hundreds is answered without waking hundreds of tasks."""
-        self._pending.append((item, written))
-        self._ready.set()
-
-    async def run(self) -> None:
-        while True:
-            await self._ready.wait()
-            self._ready.clear()
-            batch, self._pending = self._pending, []
-            try:
-                applied = await self._write([item for item, _ in batch])
-            except StoreError as exc:
-                # The writes stay fenced: retrying after the lease expired
-                # changes nothing, so retrying is always safe.
-                log.warning("writing %d outcomes failed, retrying: %s", len(batch), exc)
-                self._pending[:0] = batch
-                await asyncio.sleep(_STORE_RETRY_PAUSE_S)
-                self._ready.set()
-                continue
-            for item, written in batch:
-                written(item.lease in applied)
-
-    async def _write(self, items: list[Completion | RetryLater | FailNow]) -> set[Lease]:
-        store = self._store()
-        applied: set[Lease] = set()
-        for kind, write in (
-            (Completion, store.jobs_complete), (RetryLater, store.jobs_retry), (FailNow, store.jobs_fail),
-        ):
-            group = [item for item in items if isinstance(item, kind)]
-            if group:
-                applied |= await self._call(write, items=group)
-        return applied
-
-
-_OUTCOME_NAMES = {Completion: "success", RetryLater: "retry", FailNow: "failure"}
-
-
-def _announce_outcome(events: EventStream, job: Job, item: Completion | RetryLater | FailNow,
-                      duration_s: float) -> None:
-    base = {"job_id": str(job.id), "task": job.task, "queue": job.queue, "attempt": job.attempts}
-    match item:
-        case Completion():
-            events.emit("job.succeeded", **base, duration_s=duration_s)
-        case RetryLater():
-            events.emit("job.retry_scheduled", **base, stage=item.stage or job.stage,
-                        error_code=item.error_code, delay_s=item.delay.total_seconds(), duration_s=duration_s)
-        case FailNow():
-            stage, error_class = item.stage or job.stage, item.error_class or item.error_code
-            events.emit("job.failed", **base, stage=stage, error_code=item.error_code,
-                        error_class=error_class, retryable=item.retryable, duration_s=duration_s)
-            events.emit("job.dead_lettered", job_id=base["job_id"], task=job.task, queue=job.queue,
-                        stage=stage, error_class=error_class)
-
-
-def _item(job: Job, execution: Execution, duration_ms: int) -> Completion | RetryLater | FailNow:
-    meta: dict = {"duration_ms": duration_ms}
-    match execution.outcome:
-        case Succeeded(result=result):
-            if execution.skipped:
-                meta["skipped"] = "already_done"
-            return Completion(lease=job.lease, result=result, meta=meta)
-        case Retry(delay=delay, failure=failure):
-            return RetryLater(
-                lease=job.lease, delay=delay, error_code=failure.code,
-                error_message=failure.message, meta=_failure_meta(meta, failure),
-                stage=execution.stage, stage_attempts=execution.stage_attempts,
-            )
-        case Failed(failure=failure):
-            return FailNow(
-                lease=job.lease, error_code=failure.code, error_message=failure.message,
-                meta=_failure_meta(meta, failure), stage=execution.stage,
-                stage_attempts=execution.stage_attempts, error_class=failure.error_class,
-                retryable=failure.retryable, stack=execution.stack, context=execution.context,
-            )
-    assert_never(execution.outcome)
-
-
-def _fail_fast(refusal: Refusal) -> Execution:
-    name = refusal.dependency.name
-    # Dependency() refuses a fail-fast declaration without a fail_code.
-    assert refusal.dependency.fail_code is not None
-    failure = Failure(code=refusal.dependency.fail_code, retryable=False,
-                      message=f"dependency {name} is unavailable (circuit open)")
-    return Execution(Failed(failure), context={"dependency": name, "breaker": "open"})
-
-
-def _failure_meta(meta: dict[str, JSON], failure: Failure) -> dict[str, JSON]:
-    extra: dict[str, JSON] = {"error_class": failure.error_class}
-    if failure.upstream_status is not None:
-        extra["upstream_status"] = failure.upstream_status
-    return {**meta, **extra}
+                await asyncio.sleep(STORE_RETRY_PAUSE_S)

@@ -1,0 +1,136 @@
+"""Outcome writes: a run's ending becomes one fenced write item
+(``outcome_item``), and the completer batches the items of many runs into
+one statement per kind of outcome. What was written is announced on the
+event stream (``announce_outcome``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import assert_never
+
+from redrive.core.classify import Failure
+from redrive.core.job import JSON, Completion, FailNow, Job, Lease, RetryLater
+from redrive.core.outcome import Failed, Retry, Succeeded
+from redrive.errors import StoreError
+from redrive.events import EventStream
+from redrive.runtime.breakers import Refusal
+from redrive.runtime.executor import Execution
+from redrive.runtime.offload import Offload
+from redrive.store.port import Store
+
+log = logging.getLogger("redrive.worker")
+
+STORE_RETRY_PAUSE_S = 1.0
+
+Item = Completion | RetryLater | FailNow
+
+
+class Completer:
+    """Batches fenced outcome writes: whatever finished while the last write
+    was in flight goes out together, one statement per kind of outcome."""
+
+    def __init__(self, call: Offload, store: Callable[[], Store]) -> None:
+        self._call = call
+        self._store = store
+        self._pending: list[tuple[Item, Callable[[bool], None]]] = []
+        self._ready = asyncio.Event()
+
+    def submit(self, item: Item, written: Callable[[bool], None]) -> None:
+        """Queue the outcome's write; ``written(applied)`` follows once it is
+        done (False if the lease was gone). A callback, not a future per job:
+        a batch of hundreds is answered without waking hundreds of tasks."""
+        self._pending.append((item, written))
+        self._ready.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            batch, self._pending = self._pending, []
+            try:
+                applied = await self._write([item for item, _ in batch])
+            except StoreError as exc:
+                # The writes stay fenced: retrying after the lease expired
+                # changes nothing, so retrying is always safe.
+                log.warning("writing %d outcomes failed, retrying: %s", len(batch), exc)
+                self._pending[:0] = batch
+                await asyncio.sleep(STORE_RETRY_PAUSE_S)
+                self._ready.set()
+                continue
+            for item, written in batch:
+                written(item.lease in applied)
+
+    async def _write(self, items: list[Item]) -> set[Lease]:
+        store = self._store()
+        done = [item for item in items if isinstance(item, Completion)]
+        retries = [item for item in items if isinstance(item, RetryLater)]
+        failures = [item for item in items if isinstance(item, FailNow)]
+        applied: set[Lease] = set()
+        if done:
+            applied |= await self._call(store.jobs_complete, items=done)
+        if retries:
+            applied |= await self._call(store.jobs_retry, items=retries)
+        if failures:
+            applied |= await self._call(store.jobs_fail, items=failures)
+        return applied
+
+
+OUTCOME_NAMES = {Completion: "success", RetryLater: "retry", FailNow: "failure"}
+
+
+def announce_outcome(events: EventStream, job: Job, item: Item,
+                      duration_s: float) -> None:
+    base = {"job_id": str(job.id), "task": job.task, "queue": job.queue, "attempt": job.attempts}
+    match item:
+        case Completion():
+            events.emit("job.succeeded", **base, duration_s=duration_s)
+        case RetryLater():
+            events.emit("job.retry_scheduled", **base, stage=item.stage or job.stage,
+                        error_code=item.error_code, delay_s=item.delay.total_seconds(), duration_s=duration_s)
+        case FailNow():
+            stage, error_class = item.stage or job.stage, item.error_class or item.error_code
+            events.emit("job.failed", **base, stage=stage, error_code=item.error_code,
+                        error_class=error_class, retryable=item.retryable, duration_s=duration_s)
+            events.emit("job.dead_lettered", job_id=base["job_id"], task=job.task, queue=job.queue,
+                        stage=stage, error_class=error_class)
+
+
+def outcome_item(job: Job, execution: Execution, duration_ms: int) -> Item:
+    meta: dict[str, JSON] = {"duration_ms": duration_ms}
+    match execution.outcome:
+        case Succeeded(result=result):
+            if execution.skipped:
+                meta["skipped"] = "already_done"
+            return Completion(lease=job.lease, result=result, meta=meta)
+        case Retry(delay=delay, failure=failure):
+            return RetryLater(
+                lease=job.lease, delay=delay, error_code=failure.code,
+                error_message=failure.message, meta=_failure_meta(meta, failure),
+                stage=execution.stage, stage_attempts=execution.stage_attempts,
+            )
+        case Failed(failure=failure):
+            return FailNow(
+                lease=job.lease, error_code=failure.code, error_message=failure.message,
+                meta=_failure_meta(meta, failure), stage=execution.stage,
+                stage_attempts=execution.stage_attempts, error_class=failure.error_class,
+                retryable=failure.retryable, stack=execution.stack, context=execution.context,
+            )
+    assert_never(execution.outcome)
+
+
+def fail_fast(refusal: Refusal) -> Execution:
+    name = refusal.dependency.name
+    # Dependency() refuses a fail-fast declaration without a fail_code.
+    assert refusal.dependency.fail_code is not None
+    failure = Failure(code=refusal.dependency.fail_code, retryable=False,
+                      message=f"dependency {name} is unavailable (circuit open)")
+    return Execution(Failed(failure), context={"dependency": name, "breaker": "open"})
+
+
+def _failure_meta(meta: dict[str, JSON], failure: Failure) -> dict[str, JSON]:
+    extra: dict[str, JSON] = {"error_class": failure.error_class}
+    if failure.upstream_status is not None:
+        extra["upstream_status"] = failure.upstream_status
+    return {**meta, **extra}
