@@ -4,9 +4,8 @@ template), a fresh SQLite file per test, and waiting on conditions."""
 from __future__ import annotations
 
 import os
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import psycopg
@@ -18,18 +17,6 @@ T = TypeVar("T")
 
 PG_SERVER = os.environ.get("REDRIVE_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def wait_until(condition: Callable[[], T], *, timeout: float = 10.0, every: float = 0.02) -> T:
-    """Poll ``condition`` until it returns something truthy; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {condition}")
-        time.sleep(every)
 
 
 def every_job(client: Any, **where: Any) -> list:

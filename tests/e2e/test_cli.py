@@ -177,7 +177,7 @@ def test_breakers_can_be_listed_and_forced(sqlite_url: str) -> None:
 
 def test_prune_deletes_old_history_and_refuses_a_missing_or_bad_age(sqlite_url: str) -> None:
     from redrive.core.job import Completion
-    from tests.store.test_behaviour import claim_one
+    from redrive.testing import claim_one
 
     app = App(sqlite_url)
     app.task(lambda: None, name="t")

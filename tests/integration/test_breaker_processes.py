@@ -9,7 +9,7 @@ import pytest
 
 from redrive import Actor, App, JobRequest, Status
 from redrive.cli import load_app
-from tests.conftest import wait_until
+from redrive.testing import wait_until
 from tests.fakes.upstream import Upstream, serving
 from tests.integration.processes import WorkerProcess, executions
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from redrive import Actor, App, ConfigError, Fixed, MemoryStore, Status, Transient, current_job
+from redrive import Actor, App, ConfigError, Fixed, MemoryStore, Permanent, Status, Transient, current_job
 from redrive.events import CATALOGUE, Event
 from tests.integration.test_worker_in_process import _run_until
 
@@ -114,3 +114,25 @@ def test_a_handler_that_raises_does_not_touch_the_job_and_unknown_names_are_refu
     asyncio.run(_run_until(app, lambda: app.client.job(job.id).status is Status.SUCCEEDED))
     with pytest.raises(ConfigError, match=r"no such event: job\.finished"):
         app.events.subscribe(broken, names=["job.finished"])
+
+
+def test_a_replay_that_fails_the_same_way_again_is_announced_as_escalated() -> None:
+    app = App(store=MemoryStore())
+
+    @app.task
+    def post_comment() -> None:
+        raise Permanent("the token was revoked", code="AUTH_DENIED")
+
+    seen: list[Event] = []
+    app.events.subscribe(seen.append, names=["job.dead_lettered", "job.escalated"])
+    job = app.enqueue(post_comment).job
+    asyncio.run(_run_until(app, lambda: len(seen) == 1))
+    ops = app.admin(Actor.operator("ops"))
+    (first,) = ops.dead_letters()
+    ops.replay([first.id])
+    asyncio.run(_run_until(app, lambda: len(seen) == 3))
+    (second,) = [d for d in ops.dead_letters() if d.id != first.id]
+    assert [(e.name, e.data["dead_letter_id"]) for e in seen] == [
+        ("job.dead_lettered", first.id), ("job.dead_lettered", second.id), ("job.escalated", second.id)]
+    assert [e.data.get("escalated") for e in seen[:2]] == [False, True]
+    assert {e.data["job_id"] for e in seen} == {str(job.id)} and seen[2].data["error_class"] == "AUTH_DENIED"

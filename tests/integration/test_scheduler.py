@@ -125,7 +125,7 @@ def test_bad_schedules_are_refused_at_declaration(sqlite_url: str) -> None:
 
 @pytest.mark.slow
 def test_a_worker_can_run_the_schedules_too(db_url: str, tmp_path, workers) -> None:
-    from tests.conftest import wait_until
+    from redrive.testing import wait_until
     from tests.integration.processes import WorkerProcess
 
     worker = WorkerProcess(db_url, tmp_path, "--schedules", "--poll-interval", "0.2", app="tests.apps.scheduled:app")

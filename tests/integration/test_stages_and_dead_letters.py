@@ -13,8 +13,8 @@ import pytest
 
 from redrive import Actor, App, Status
 from redrive.cli import load_app
+from redrive.testing import wait_until
 from redrive.views import dead_letter_view
-from tests.conftest import wait_until
 from tests.fakes.upstream import serving
 from tests.integration.processes import REPO, WorkerProcess, executions
 

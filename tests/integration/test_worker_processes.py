@@ -9,8 +9,8 @@ import pytest
 
 from redrive import Client, JobRequest, Settings, Status
 from redrive.store.url import open_store
+from redrive.testing import wait_until
 from tests.apps.drain import app as drain_app
-from tests.conftest import wait_until
 from tests.integration.processes import WorkerProcess, executions
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -10,19 +9,7 @@ from redrive.store.memory import MemoryStore
 from redrive.store.port import Store
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SQLiteStore
-
-
-class Clock:
-    """A clock a test moves by hand; every store can read it instead of the database's."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
+from redrive.testing import Clock
 
 
 def _open(kind: str, request: pytest.FixtureRequest, tmp_path: Path, clock: Clock | None) -> Store:
@@ -51,3 +38,23 @@ def timed_store(request, tmp_path, clock: Clock) -> Iterator[Store]:
     made = _open(request.param, request, tmp_path, clock)
     yield made
     made.close()
+
+
+@pytest.fixture
+def reopen() -> Iterator[Callable[[Store], Store]]:
+    """Another handle on a store's database, as another worker process holds."""
+    opened: list[Store] = []
+
+    def another(store: Store) -> Store:
+        if isinstance(store, SQLiteStore):
+            handle: Store = SQLiteStore(store.path)
+        elif isinstance(store, PostgresStore):
+            handle = PostgresStore(store.url)
+        else:
+            return store  # the memory store lives in one process
+        opened.append(handle)
+        return handle
+
+    yield another
+    for handle in opened:
+        handle.close()

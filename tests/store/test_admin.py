@@ -18,8 +18,7 @@ from redrive.core.breaker import force_open
 from redrive.core.job import Job, NewJob
 from redrive.core.states import Status
 from redrive.store.port import Store
-from tests.store.test_behaviour import claim_one
-from tests.store.test_dead_letters import fail, letter_of
+from redrive.testing import claim_one, fail, letter_of
 
 ANN = Actor.acting_for("ann")
 BOB = Actor.acting_for("bob")

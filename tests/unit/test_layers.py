@@ -24,6 +24,7 @@ LAYERS = {
     "redrive.demo": 5,
     "redrive.cli": 5,
     "redrive.__main__": 5,
+    "redrive.testing": 6,  # test code: imports anything, imported by nothing
 }
 IO_MODULES = {"sqlite3", "psycopg", "psycopg_pool", "socket", "asyncio", "threading",
               "os", "subprocess", "httpx", "time", "urllib"}

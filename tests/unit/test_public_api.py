@@ -69,3 +69,17 @@ def test_the_event_catalogue_is_documented_as_it_is() -> None:
         if len(cells) == 3 and cells[0].startswith("``"):
             rows[cells[0].strip("`")] = frozenset(k.strip() for k in cells[2].split(","))
     assert rows == dict(CATALOGUE)
+
+
+def test_the_conformance_suite_calls_every_store_method() -> None:
+    """A method the suite never calls is a method no store is held to."""
+    import inspect
+    from pathlib import Path
+
+    from redrive.store.reads import Reads
+
+    suite = "".join(p.read_text() for p in (Path(redrive.__file__).parent / "testing" / "suite").glob("*.py"))
+    methods = {name for cls in Reads.__mro__ if cls.__module__.startswith("redrive.store")
+               for name, value in vars(cls).items() if inspect.isfunction(value) and not name.startswith("_")}
+    missing = sorted(name for name in methods - {"close"} if f".{name}(" not in suite)
+    assert not missing, f"the conformance suite never calls {missing}"

@@ -13,6 +13,7 @@ from typing import assert_never
 from redrive.core.classify import Failure
 from redrive.core.job import JSON, Completion, FailNow, Job, Lease, RetryLater
 from redrive.core.outcome import Failed, Retry, Succeeded
+from redrive.core.states import Status
 from redrive.errors import StoreError
 from redrive.events import EventStream
 from redrive.runtime.breakers import Refusal
@@ -93,8 +94,27 @@ def announce_outcome(events: EventStream, job: Job, item: Item,
             stage, error_class = item.stage or job.stage, item.error_class or item.error_code
             events.emit("job.failed", **base, stage=stage, error_code=item.error_code,
                         error_class=error_class, retryable=item.retryable, duration_s=duration_s)
-            events.emit("job.dead_lettered", job_id=base["job_id"], task=job.task, queue=job.queue,
-                        stage=stage, error_class=error_class)
+
+
+async def announce_dead_letter(events: EventStream, store: Store, call: Offload, job: Job) -> None:
+    """After a failure is written: its dead letter, and whether it escalated.
+    The store decided both in the write; the failure's event says what it
+    decided, so one read of the job's events (terminal failures only, and only
+    while someone listens) tells it."""
+    try:
+        history = await call(store.job_events_list, job_id=job.id)
+    except StoreError as exc:
+        log.warning("cannot announce the dead letter of job %s: %s", job.id, exc)
+        return
+    failed = next((e for e in reversed(history) if e.to_status is Status.FAILED), None)
+    if failed is None:
+        return
+    meta = failed.meta
+    letter = {"job_id": str(job.id), "task": job.task, "queue": job.queue,
+              "dead_letter_id": meta.get("dead_letter_id"), "error_class": meta.get("error_class")}
+    events.emit("job.dead_lettered", **letter, stage=meta.get("stage"), escalated=bool(meta.get("escalated")))
+    if meta.get("escalated"):
+        events.emit("job.escalated", **letter)
 
 
 def outcome_item(job: Job, execution: Execution, duration_ms: int) -> Item:

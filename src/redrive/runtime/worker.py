@@ -26,7 +26,7 @@ from typing import Any, ParamSpec, TypeVar
 from uuid import UUID
 
 from redrive.client import Client
-from redrive.core.job import Job, Lease
+from redrive.core.job import FailNow, Job, Lease
 from redrive.errors import ConfigError, StoreError
 from redrive.runtime import eager
 from redrive.runtime.breakers import BreakerGate, Refusal
@@ -35,6 +35,7 @@ from redrive.runtime.completer import (
     STORE_RETRY_PAUSE_S,
     Completer,
     Item,
+    announce_dead_letter,
     announce_outcome,
     fail_fast,
     outcome_item,
@@ -109,6 +110,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self._announcing: set[asyncio.Future[None]] = set()  # dead letters being told
         self._idle = asyncio.Event()  # nothing running and no outcome left to write
         self._store: Store | None = None  # opened on the database threads when the worker starts
         self._completer = Completer(self._call, lambda: self.store)
@@ -184,6 +186,8 @@ class Worker:
         try:
             await self._claim_loop()
             await self._drain()
+            if self._announcing:  # what was written is told before the worker says it stopped
+                await asyncio.wait(self._announcing, timeout=self.lease_ttl.total_seconds())
         finally:
             for service in services:
                 service.cancel()
@@ -294,6 +298,10 @@ class Worker:
                 self._lost(running)
         elif self.events.active:
             announce_outcome(self.events, job, item, duration_s)
+            if isinstance(item, FailNow):
+                announcing = asyncio.ensure_future(announce_dead_letter(self.events, self.store, self._call, job))
+                self._announcing.add(announcing)
+                announcing.add_done_callback(self._announcing.discard)
         self._release(running)
 
     def _lost(self, running: _Running) -> None:

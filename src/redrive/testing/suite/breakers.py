@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -11,8 +12,7 @@ from redrive.core.breaker import BreakerPolicy, Call, State, force_open, record
 from redrive.core.job import NewJob
 from redrive.core.states import Status
 from redrive.store.port import Store
-from tests.conftest import wait_until
-from tests.store.test_behaviour import claim, claim_one, reopen
+from redrive.testing import claim, claim_one, wait_until
 
 POLICY = BreakerPolicy(window_calls=100, min_calls=100)
 
@@ -22,7 +22,7 @@ def needing(*dependencies: str) -> NewJob:
                   max_attempts=3, dependencies=dependencies)
 
 
-def test_updates_from_many_workers_are_never_lost(store: Store) -> None:
+def test_updates_from_many_workers_are_never_lost(store: Store, reopen: Callable[[Store], Store]) -> None:
     others = [reopen(store) for _ in range(4)]
 
     def fail_five(handle: Store) -> None:

@@ -11,9 +11,7 @@ from redrive import Actor, App, ConfigError, JobRequest
 from redrive.core.job import Completion, DeadLetterFilter
 from redrive.core.states import Status
 from redrive.store.port import Store
-from tests.store.conftest import Clock
-from tests.store.test_behaviour import claim_one, new
-from tests.store.test_dead_letters import fail, letter_of, revive
+from redrive.testing import Clock, claim_one, fail, letter_of, new, revive
 
 AGE = timedelta(days=30)  # any age: the tests move the stores' clock past it
 OPERATOR = Actor.operator("test")

@@ -1,82 +1,21 @@
-"""The behaviour every Store keeps: one suite, run on memory, SQLite and PostgreSQL."""
+"""Jobs through their life on a store: enqueue, claim, fenced writes,
+reclaim, cancel and the job list."""
 
 from __future__ import annotations
 
 import threading
 import uuid
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 
-from redrive.core.job import Completion, FailNow, Job, JobKey, Lease, NewJob, RetryLater, StageDone
-from redrive.core.states import Status, is_legal
+from redrive.core.job import Completion, FailNow, JobKey, Lease, NewJob, RetryLater, StageDone
+from redrive.core.states import Status
 from redrive.errors import IllegalTransition, JobNotFound
-from redrive.store.memory import MemoryStore
 from redrive.store.port import LEASE_EXPIRED, Store
-from redrive.store.postgres.store import PostgresStore
 from redrive.store.reads import JobFilter
-from redrive.store.sqlite.store import SQLiteStore
-from tests.conftest import wait_until
-
-TTL = timedelta(seconds=30)
-
-
-def new(
-    *, task: str = "t", queue: str = "default", priority: int = 0, max_attempts: int = 3,
-    run_at: datetime | None = None, delay: timedelta | None = None, args: list | None = None,
-    stage: str | None = None,
-) -> NewJob:
-    return NewJob(
-        id=uuid.uuid4(), task=task, queue=queue, args=args or [], kwargs={"k": "v"},
-        priority=priority, max_attempts=max_attempts, run_at=run_at, delay=delay, stage=stage,
-    )
-
-
-def claim(store: Store, limit: int = 10, *, ttl: timedelta = TTL, queues=("default",),
-          blocked=()) -> list[Job]:
-    return store.jobs_claim(queues=list(queues), limit=limit, worker_id="w-test", lease_ttl=ttl,
-                            blocked=blocked)
-
-
-def claim_one(store: Store, **kwargs) -> Job:
-    (job,) = claim(store, 1, **kwargs)
-    return job
-
-
-def reopen(store: Store) -> Store:
-    """A second handle on the same database, as another worker process would hold."""
-    if isinstance(store, SQLiteStore):
-        return SQLiteStore(store.path)
-    if isinstance(store, PostgresStore):
-        return PostgresStore(store.url)
-    return store
-
-
-def assert_invariants(job: Job) -> None:
-    assert (job.result is None) or job.status is Status.SUCCEEDED
-    assert (job.error_code is not None) == (job.status is Status.FAILED)
-    assert (job.failed_at is not None) == (job.status is Status.FAILED)
-    held = (job.lease_token, job.lease_owner, job.lease_expires_at)
-    if job.status is Status.RUNNING:
-        assert None not in held
-    else:
-        assert held == (None, None, None)
-
-
-def assert_history(store: Store, job_id: uuid.UUID) -> list:
-    """Every event is a legal transition, chained from nothing to the job's state."""
-    events = store.job_events_list(job_id=job_id)
-    assert events, "a job without events"
-    before = None
-    for event in events:
-        assert event.from_status == before, events
-        assert is_legal(event.from_status, event.to_status), event
-        before = event.to_status
-    job = store.job_get(job_id=job_id)
-    assert job is not None and job.status == before
-    assert_invariants(job)
-    return events
-
+from redrive.testing import TTL, assert_history, claim, claim_one, new, wait_until
 
 # -- enqueue -------------------------------------------------------------------
 
@@ -171,7 +110,7 @@ def test_a_claim_leases_the_job_from_the_database_clock(store: Store) -> None:
     assert claim(store) == []
 
 
-def test_concurrent_claims_never_share_a_job(store: Store) -> None:
+def test_concurrent_claims_never_share_a_job(store: Store, reopen: Callable[[Store], Store]) -> None:
     store.jobs_insert(jobs=[new() for _ in range(120)])
     handles = [store] + [reopen(store) for _ in range(3)]
     taken: list[list[uuid.UUID]] = [[] for _ in handles]
@@ -345,10 +284,5 @@ def test_list_and_count_see_active_and_finished_jobs(store: Store) -> None:
     assert store.job_get(job_id=uuid.uuid4()) is None
 
 
-def test_memory_store_runs_on_an_injected_clock() -> None:
-    now = [datetime(2026, 1, 1, 9, 0, tzinfo=__import__("datetime").timezone.utc)]
-    store = MemoryStore(clock=lambda: now[0])
-    (job,) = [r.job for r in store.jobs_insert(jobs=[new(delay=timedelta(minutes=5))])]
-    assert claim(store) == []
-    now[0] += timedelta(minutes=5)
-    assert claim_one(store).id == job.id
+def test_a_store_handed_to_the_suite_is_migrated(store: Store) -> None:
+    assert store.migrate() == []  # nothing pending: migrating again changes nothing

@@ -8,8 +8,7 @@ from datetime import timedelta
 from redrive.core.job import DeadLetterFilter, FailNow
 from redrive.core.states import Status
 from redrive.store.port import Store
-from tests.store.conftest import Clock
-from tests.store.test_behaviour import claim, claim_one, new
+from redrive.testing import Clock, claim, claim_one, new
 
 
 def test_due_times_follow_the_store_clock(timed_store: Store, clock: Clock) -> None:

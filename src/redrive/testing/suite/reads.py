@@ -13,7 +13,7 @@ from redrive.core.outbox import OutboxChange, OutboxStatus
 from redrive.core.states import Status
 from redrive.errors import ConfigError
 from redrive.store.reads import MAX_PAGE, JobFilter, Reads
-from tests.store.test_behaviour import claim, claim_one, new
+from redrive.testing import claim, claim_one, new
 
 
 def _walk(read, **options) -> list[list]:

@@ -8,32 +8,12 @@ from datetime import timedelta
 import pytest
 
 from redrive.core.dead_letters import revive_plan
-from redrive.core.job import DeadLetterFilter, FailNow, Lease, RetryLater, StageDone
+from redrive.core.job import DeadLetterFilter, Lease, RetryLater, StageDone
 from redrive.core.states import Status
 from redrive.errors import DeadLetterNotFound
 from redrive.store.port import LEASE_EXPIRED, Store
 from redrive.store.reads import JobFilter
-from tests.conftest import wait_until
-from tests.store.test_behaviour import assert_history, claim_one, new
-
-
-def fail(store: Store, job, code: str = "AUTH_DENIED", *, retryable: bool = False, **extra) -> None:
-    item = FailNow(job.lease, code, f"{code} happened", error_class=extra.pop("error_class", code),
-                   retryable=retryable, **extra)
-    assert store.jobs_fail(items=[item]) == {job.lease}
-
-
-def revive(store: Store, job_id, reason: str, by: str | None, *, from_start: bool = False,
-           first_stage: str | None = None, dead_letter_id: int | None = None, job=None):
-    """Plan as the operator API does (from the job as read now), then apply."""
-    job = job or store.job_get(job_id=job_id)
-    plan = revive_plan(job, reason=reason, by=by, from_start=from_start, first_stage=first_stage)
-    return store.job_revive(job_id=job_id, plan=plan, dead_letter_id=dead_letter_id)
-
-
-def letter_of(store: Store, job_id) -> object:
-    (letter,) = [d for d in store.dead_letters_page(where=DeadLetterFilter()).items if d.job_id == job_id][:1]
-    return letter
+from redrive.testing import assert_history, claim_one, fail, letter_of, new, revive, wait_until
 
 
 def test_a_finished_stage_is_saved_fenced_on_the_lease(store: Store) -> None:

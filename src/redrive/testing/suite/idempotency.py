@@ -3,17 +3,15 @@ content dedupe, refusals that write nothing."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import timedelta
 
-import psycopg
 import pytest
 
 from redrive import App, ConfigError, IdempotencyKeyReused, JobRequest, job_id_for
 from redrive.core.job import Completion, FailNow
 from redrive.core.states import Status
 from redrive.store.port import Store
-from tests.store.test_behaviour import claim_one
+from redrive.testing import claim_one
 
 
 @pytest.fixture
@@ -189,41 +187,6 @@ def test_a_request_refused_late_in_a_big_batch_leaves_nothing_written(app: App, 
         app.enqueue_many([*batch, bad])
     assert sum(app.store.jobs_count().values()) == 0
     assert app.enqueue_many(batch[:3])[2].job.kwargs == {"path": "2"}  # and the store still works
-
-
-def test_a_refusal_inside_the_callers_sqlite_transaction_keeps_the_callers_writes(sqlite_url: str) -> None:
-    app = App(sqlite_url)
-    app.task(lambda path: None, name="convert")
-    app.enqueue("convert", kwargs={"path": "a"}, idempotency_key="doc-1")
-    conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
-    conn.execute("CREATE TABLE uploads (name TEXT)")
-    conn.commit()
-    conn.execute("INSERT INTO uploads VALUES ('b')")
-    with pytest.raises(IdempotencyKeyReused):
-        app.enqueue("convert", kwargs={"path": "b"}, idempotency_key="doc-1", conn=conn)
-    dup = app.enqueue("convert", kwargs={"path": "a"}, idempotency_key="doc-1", conn=conn)
-    conn.commit()
-    assert dup.duplicate
-    assert conn.execute("SELECT name FROM uploads").fetchall() == [("b",)]
-    conn.close()
-    app.close()
-
-
-def test_a_refusal_inside_the_callers_postgres_transaction_keeps_the_callers_writes(pg_url: str) -> None:
-    app = App(pg_url)
-    app.task(lambda path: None, name="convert")
-    app.enqueue("convert", kwargs={"path": "a"}, idempotency_key="doc-1")
-    with psycopg.connect(pg_url) as conn:
-        conn.execute("CREATE TABLE uploads (name text)")
-        conn.execute("INSERT INTO uploads VALUES ('b')")
-        with pytest.raises(IdempotencyKeyReused):
-            app.enqueue("convert", kwargs={"path": "b"}, idempotency_key="doc-1", conn=conn)
-        fresh = app.enqueue("convert", kwargs={"path": "c"}, idempotency_key="doc-2", conn=conn)
-        conn.commit()
-        assert conn.execute("SELECT name FROM uploads").fetchall() == [("b",)]
-    assert app.client.job(fresh.job.id).kwargs == {"path": "c"}
-    assert sum(app.store.jobs_count().values()) == 2
-    app.close()
 
 
 def test_a_delayed_keyed_job_is_scheduled(app: App) -> None:

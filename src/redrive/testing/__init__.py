@@ -1,0 +1,168 @@
+"""Testing with redrive: helpers, a clock to move by hand, and the store
+conformance suite (``redrive.testing.suite``) that every store of redrive's
+passes and a store of your own can run too.
+
+To hold your own ``Store`` to the same behaviour, in a test module of yours::
+
+    import pytest
+    from redrive.testing import Clock
+    from redrive.testing.suite import *  # noqa: F403  (every conformance test)
+
+    @pytest.fixture
+    def store():
+        made = MyStore(...)                     # a fresh, empty, migrated database
+        yield made
+        made.close()
+
+    @pytest.fixture
+    def clock():
+        return Clock()
+
+    @pytest.fixture
+    def timed_store(clock):
+        made = MyStore(..., clock=clock)        # the store reads ``clock`` instead of its database's
+        yield made
+        made.close()
+
+    @pytest.fixture
+    def reopen():
+        return lambda store: MyStore(...)      # another handle on the same database
+
+It needs pytest (and Hypothesis for nothing yet); ``import redrive`` never
+imports this package. The write parameters a store receives are exported
+here, so a store can be written against the public surface alone.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from redrive.core.dead_letters import RevivePlan, revive_plan
+from redrive.core.job import (
+    Completion,
+    DeadLetter,
+    DeadLetterFilter,
+    FailNow,
+    Job,
+    JobKey,
+    Lease,
+    NewJob,
+    RetryLater,
+    StageDone,
+)
+from redrive.core.outbox import OutboxChange
+from redrive.core.states import Status, is_legal
+from redrive.store.port import Store
+from redrive.store.reads import JobFilter, Reads
+
+__all__ = [
+    "TTL", "Clock", "Completion", "DeadLetterFilter", "FailNow", "JobFilter", "JobKey", "Lease", "NewJob",
+    "OutboxChange", "Reads", "RetryLater", "RevivePlan", "StageDone", "Store", "assert_history",
+    "assert_invariants", "claim", "claim_one", "fail", "letter_of", "new", "revive", "wait_until",
+]
+
+T = TypeVar("T")
+
+TTL = timedelta(seconds=30)
+
+
+class Clock:
+    """A clock a test moves by hand; every store of redrive's can read it
+    (``clock=``) instead of the database's."""
+
+    def __init__(self, now: datetime | None = None) -> None:
+        self.now = now or datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> None:
+        self.now += delta
+
+
+def wait_until(condition: Callable[[], T], *, timeout: float = 10.0, every: float = 0.02) -> T:
+    """Poll ``condition`` until it returns something truthy; fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {condition}")
+        time.sleep(every)
+
+
+def new(
+    *, task: str = "t", queue: str = "default", priority: int = 0, max_attempts: int = 3,
+    run_at: datetime | None = None, delay: timedelta | None = None, args: list[Any] | None = None,
+    stage: str | None = None,
+) -> NewJob:
+    """A job to insert, as a client would build it."""
+    return NewJob(
+        id=uuid.uuid4(), task=task, queue=queue, args=args or [], kwargs={"k": "v"},
+        priority=priority, max_attempts=max_attempts, run_at=run_at, delay=delay, stage=stage,
+    )
+
+
+def claim(store: Store, limit: int = 10, *, ttl: timedelta = TTL, queues: Any = ("default",),
+          blocked: Any = ()) -> list[Job]:
+    return store.jobs_claim(queues=list(queues), limit=limit, worker_id="w-test", lease_ttl=ttl,
+                            blocked=blocked)
+
+
+def claim_one(store: Store, **kwargs: Any) -> Job:
+    (job,) = claim(store, 1, **kwargs)
+    return job
+
+
+def assert_invariants(job: Job) -> None:
+    """A result only when succeeded, an error only when failed, lease fields only when running."""
+    assert (job.result is None) or job.status is Status.SUCCEEDED
+    assert (job.error_code is not None) == (job.status is Status.FAILED)
+    assert (job.failed_at is not None) == (job.status is Status.FAILED)
+    held = (job.lease_token, job.lease_owner, job.lease_expires_at)
+    if job.status is Status.RUNNING:
+        assert None not in held
+    else:
+        assert held == (None, None, None)
+
+
+def assert_history(store: Store, job_id: uuid.UUID) -> list[Any]:
+    """Every event is a legal transition, chained from nothing to the job's state."""
+    events = store.job_events_list(job_id=job_id)
+    assert events, "a job without events"
+    before = None
+    for event in events:
+        assert event.from_status == before, events
+        assert is_legal(event.from_status, event.to_status), event
+        before = event.to_status
+    job = store.job_get(job_id=job_id)
+    assert job is not None and job.status == before
+    assert_invariants(job)
+    return events
+
+
+def fail(store: Store, job: Job, code: str = "AUTH_DENIED", *, retryable: bool = False, **extra: Any) -> None:
+    """Fail a running job for good (its dead letter is written with it)."""
+    item = FailNow(job.lease, code, f"{code} happened", error_class=extra.pop("error_class", code),
+                   retryable=retryable, **extra)
+    assert store.jobs_fail(items=[item]) == {job.lease}
+
+
+def letter_of(store: Reads, job_id: uuid.UUID) -> DeadLetter:
+    """The newest dead letter of a job."""
+    (letter,) = [d for d in store.dead_letters_page(where=DeadLetterFilter(), limit=1000) if d.job_id == job_id][:1]
+    return letter
+
+
+def revive(store: Store, job_id: uuid.UUID, reason: str, by: str | None, *, from_start: bool = False,
+           first_stage: str | None = None, dead_letter_id: int | None = None, job: Job | None = None) -> Job | None:
+    """Plan as the operator API does (from the job as read now), then apply."""
+    job = job or store.job_get(job_id=job_id)
+    assert job is not None
+    plan = revive_plan(job, reason=reason, by=by, from_start=from_start, first_stage=first_stage)
+    return store.job_revive(job_id=job_id, plan=plan, dead_letter_id=dead_letter_id)

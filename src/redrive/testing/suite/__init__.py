@@ -1,0 +1,53 @@
+"""The store conformance suite, one module per concept (as River's driver
+tests are): ``from redrive.testing.suite import *`` in a test module brings
+every test, and the fixtures the suite defines, into it. The fixtures a
+store author provides are listed in ``redrive.testing``'s docstring.
+
+| module | concept |
+|---|---|
+| ``jobs`` | enqueue, claim, fenced writes, reclaim, cancel, the job list |
+| ``dead_letters`` | stages, dead letters, escalation, revive plans |
+| ``idempotency`` | keys, versions, deterministic ids, content dedupe |
+| ``breakers`` | shared breaker state, the claim's side of hold-queue |
+| ``outbox_and_schedules`` | outbox rows, schedule checkpoints, the lease check, wake-ups |
+| ``reads`` | pages, filters, queue counts, facets |
+| ``clock`` | due times, leases and ages on an injected clock |
+| ``retention`` | pruning history |
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from redrive.testing.suite import (
+    breakers,
+    clock,
+    dead_letters,
+    idempotency,
+    jobs,
+    outbox_and_schedules,
+    reads,
+    retention,
+)
+
+MODULES: tuple[ModuleType, ...] = (
+    jobs, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock, retention,
+)
+
+
+def _collect() -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for module in MODULES:
+        for name, value in vars(module).items():
+            is_fixture = type(value).__name__ == "FixtureFunctionDefinition" or hasattr(
+                value, "_pytestfixturefunction")
+            if name.startswith("test_") or (is_fixture and not name.startswith("_")):
+                if name in found and found[name] is not value:
+                    raise ImportError(f"two conformance modules define {name}")
+                found[name] = value
+    return found
+
+
+globals().update(_collect())
+__all__ = sorted(_collect())
