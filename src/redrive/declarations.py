@@ -47,6 +47,8 @@ class Dependency:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _DEPENDENCY_NAME.match(self.name):
             raise ConfigError(f"dependency name {self.name!r} must be 1-64 letters, digits, '-', '_' or '.'")
+        if self.mode not in tuple(BreakerMode):
+            raise ConfigError(f"dependency {self.name!r}: mode must be one of {', '.join(BreakerMode)}, not {self.mode!r}")
         if BreakerMode(self.mode) is BreakerMode.FAIL_FAST and not self.fail_code:
             raise ConfigError(f"dependency {self.name!r} fails fast: give it a fail_code (such as GW_5XX)")
         if self.probe_interval <= timedelta(0):

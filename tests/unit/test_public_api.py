@@ -83,3 +83,10 @@ def test_the_conformance_suite_calls_every_store_method() -> None:
                for name, value in vars(cls).items() if inspect.isfunction(value) and not name.startswith("_")}
     missing = sorted(name for name in methods - {"close"} if f".{name}(" not in suite)
     assert not missing, f"the conformance suite never calls {missing}"
+
+
+def test_a_declaration_with_a_bad_mode_is_a_config_error() -> None:
+    import pytest
+
+    with pytest.raises(errors.ConfigError, match="mode must be one of hold, fail_fast, not 'bogus'"):
+        redrive.Dependency("gateway", mode="bogus")  # type: ignore[arg-type]
