@@ -18,11 +18,15 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from importlib import metadata
 from typing import Any
+
+from dotenv import find_dotenv, load_dotenv
 
 from redrive import views
 from redrive.admin import Actor, Admin
 from redrive.app import App
+from redrive.core.durations import parse_duration
 from redrive.core.redact import redact_text
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import ConfigError, RedriveError
@@ -34,7 +38,11 @@ EXIT_ERROR = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A .env file where the command runs fills what the environment leaves out.
+    load_dotenv(find_dotenv(usecwd=True), override=False)
     args = _parser().parse_args(argv)
+    if getattr(args, "app_path", None):  # `redrive worker myapp.tasks:app`
+        args.app = args.app_path
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), handlers=[handler])
@@ -59,44 +67,60 @@ class RedactingFormatter(logging.Formatter):
         return redact_text(super().format(record))
 
 
+def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """Options every command takes, before or after its name: on the
+    subcommands they default to nothing, so the top-level value stands."""
+    unset = None if top else argparse.SUPPRESS
+    parser.add_argument("--app", default=os.environ.get("REDRIVE_APP") if top else unset,
+                        help="import path of your App, such as myapp.tasks:app: its tasks and its database "
+                             "(REDRIVE_APP)")
+    parser.add_argument("--database-url", default=unset,
+                        help="the database, over the app's and REDRIVE_DATABASE_URL")
+    parser.add_argument("--log-level", default="info" if top else unset,
+                        choices=["debug", "info", "warning", "error"])
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="redrive", description="A reliable background-job engine.")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--version", action="version", version=f"redrive {_version()}")
+    _common(parser, top=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, handler: Any, help: str, under: Any = commands) -> argparse.ArgumentParser:
         sub = under.add_parser(name, help=help, description=help)
-        sub.add_argument("--database-url", help="overrides the app's and REDRIVE_DATABASE_URL")
+        _common(sub, top=False)
         sub.set_defaults(handler=handler)
         return sub
 
     def operator(name: str, handler: Any, help: str, under: Any = commands) -> argparse.ArgumentParser:
         """An operator verb: works from the database alone; ``--app`` adds the
         app's declarations (and its database, unless --database-url is given)."""
-        sub = command(name, handler, help, under)
-        sub.add_argument("--app", help="import path of your App (myapp.tasks:app): its database and declarations")
-        return sub
+        return command(name, handler, help, under)
+
+    def with_app(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("app_path", nargs="?", metavar="APP",
+                         help="import path of your App, such as myapp.tasks:app (or --app, REDRIVE_APP)")
 
     worker = command("worker", _worker, "Run a worker until SIGTERM or SIGINT.")
-    worker.add_argument("app", help="import path of your App, such as myapp.tasks:app")
+    with_app(worker)
     worker.add_argument("-q", "--queue", action="append", dest="queues",
                         help="a queue to work (repeatable; default: default)")
-    worker.add_argument("-c", "--concurrency", type=int, help="jobs at once (WORKER_CONCURRENCY)")
-    worker.add_argument("--lease-ttl", type=_seconds, help="seconds (WORKER_LEASE_TTL_SEC)")
-    worker.add_argument("--shutdown-grace", type=_seconds, help="seconds (WORKER_SHUTDOWN_GRACE_SEC)")
-    worker.add_argument("--poll-interval", type=_seconds, help="seconds (WORKER_POLL_INTERVAL_SEC)")
+    worker.add_argument("-c", "--concurrency", type=int, help="jobs at once (REDRIVE_WORKER_CONCURRENCY)")
+    worker.add_argument("--lease-ttl", type=_seconds, help="such as 30s (REDRIVE_WORKER_LEASE_TTL)")
+    worker.add_argument("--shutdown-grace", type=_seconds, help="such as 30s (REDRIVE_WORKER_SHUTDOWN_GRACE)")
+    worker.add_argument("--poll-interval", type=_seconds, help="such as 1s (REDRIVE_WORKER_POLL_INTERVAL)")
     worker.add_argument("--schedules", action="store_true", help="also run the app's schedules")
     worker.add_argument("--retention", type=_seconds,
-                        help="prune finished jobs older than this, such as 7d (JOB_RETENTION_SEC)")
+                        help="prune finished jobs older than this, such as 7d (REDRIVE_JOB_RETENTION)")
 
     operator("migrate", _migrate, "Apply pending schema migrations.")
 
     prune = operator("prune", _prune, "Delete finished jobs older than an age, with their history.")
     prune.add_argument("--older-than", type=_seconds,
-                       help="such as 30d; default JOB_RETENTION_SEC (jobs with an open dead letter stay)")
+                       help="such as 30d; default REDRIVE_JOB_RETENTION (jobs with an open dead letter stay)")
 
     enqueue = command("enqueue", _enqueue, "Enqueue one job.")
-    enqueue.add_argument("app", help="import path of your App, such as myapp.tasks:app")
+    with_app(enqueue)
     enqueue.add_argument("task", help="the task's name")
     enqueue.add_argument("--args", type=_json_arg, default=[], help="a JSON array")
     enqueue.add_argument("--kwargs", type=_json_arg, default={}, help="a JSON object")
@@ -111,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--version", type=int, default=1, help="a higher version reruns under the same key")
 
     scheduler = command("scheduler", _scheduler, "Enqueue the app's schedules until SIGTERM or SIGINT.")
-    scheduler.add_argument("app", help="import path of your App, such as myapp.tasks:app")
+    with_app(scheduler)
     scheduler.add_argument("--interval", type=_seconds, default=timedelta(seconds=1),
                            help="seconds between ticks (default 1)")
 
@@ -187,17 +211,12 @@ def _parser() -> argparse.ArgumentParser:
 # -- argument types ----------------------------------------------------------------
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 def _seconds(text: str) -> timedelta:
     """Seconds, or a number with a unit: 90, 90s, 15m, 12h, 7d."""
-    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
     try:
-        return timedelta(seconds=float(number) * _UNITS[unit])
-    except (ValueError, OverflowError):  # "soon", "nan", "inf", "1e99d"
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration (seconds, or a number with s, m, h or d)") from None
+        return parse_duration(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def _json_arg(text: str) -> Any:
@@ -220,7 +239,9 @@ def _datetime_arg(text: str) -> datetime:
 # -- loading -----------------------------------------------------------------------
 
 
-def load_app(path: str, database_url: str | None = None) -> App:
+def load_app(path: str | None, database_url: str | None = None) -> App:
+    if not path:
+        raise ConfigError("this command needs your app: redrive COMMAND myapp.tasks:app, --app, or REDRIVE_APP")
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
         raise ConfigError(f"the app path {path!r} must look like package.module:app")
@@ -237,6 +258,13 @@ def load_app(path: str, database_url: str | None = None) -> App:
     if database_url:
         app.use_database(database_url)
     return app
+
+
+def _version() -> str:
+    try:
+        return metadata.version("redrive")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _store_url(args: argparse.Namespace) -> str:

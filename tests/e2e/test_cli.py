@@ -197,3 +197,48 @@ def test_prune_deletes_old_history_and_refuses_a_missing_or_bad_age(sqlite_url: 
     listed = redrive("jobs", "list", "--json", url=sqlite_url)
     assert [json.loads(line)["id"] for line in listed.stdout.splitlines()] == [str(waiting)]
     assert str(done) not in listed.stdout
+
+
+def test_version_and_options_before_or_after_the_command(sqlite_url: str, tmp_path) -> None:
+    version = redrive("--version")
+    assert version.returncode == 0 and version.stdout.startswith("redrive ")
+    made = redrive("enqueue", APP, "record", "--args", '["k"]', url=sqlite_url)
+    assert made.returncode == 0, made.stderr
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    App(other).store.close()
+    for args in (["--database-url", sqlite_url, "--log-level", "warning", "jobs", "list", "--json"],
+                 ["jobs", "list", "--json", "--database-url", sqlite_url, "--log-level", "warning"]):
+        listed = redrive(*args, url=other)  # the flag wins over REDRIVE_DATABASE_URL
+        assert listed.returncode == 0, listed.stderr
+        assert [json.loads(line)["id"] for line in listed.stdout.splitlines()] == [made.stdout.strip()]
+
+
+def test_the_app_names_the_database_for_every_command(tmp_path) -> None:
+    """An app that sets its URL in code: every verb finds its database through
+    --app or REDRIVE_APP, also from a .env file, and never a stray redrive.db."""
+    database = tmp_path / "app.db"
+    (tmp_path / "coded.py").write_text(
+        "from redrive import App\n"
+        f"app = App('sqlite:///{database}')\n"
+        "app.task(lambda n: n, name='double')\n")
+    env = {**os.environ, "PYTHONPATH": f"{REPO}:{tmp_path}"}
+    env.pop("REDRIVE_DATABASE_URL", None)
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "redrive", *args], cwd=tmp_path, env={**env, **extra},
+                              capture_output=True, text=True, timeout=60)
+
+    made = run("enqueue", "coded:app", "double", "--args", "[2]")
+    assert made.returncode == 0, made.stderr
+    job_id = made.stdout.strip()
+    for listed in (run("jobs", "list", "--json", "--app", "coded:app"),
+                   run("--app", "coded:app", "jobs", "show", job_id, "--json"),
+                   run("jobs", "list", "--json", REDRIVE_APP="coded:app")):
+        assert listed.returncode == 0, listed.stderr
+        assert job_id in listed.stdout
+    (tmp_path / ".env").write_text("REDRIVE_APP=coded:app\n")
+    from_dotenv = run("queues", "--json")
+    assert from_dotenv.returncode == 0 and '"queue": "default"' in from_dotenv.stdout, from_dotenv.stderr
+    assert not (tmp_path / "redrive.db").exists()  # nothing went to a default database
+    (tmp_path / ".env").unlink()
+    assert_clean_error(run("worker"), "CONFIG_INVALID", "needs your app")

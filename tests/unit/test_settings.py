@@ -26,7 +26,9 @@ def test_code_wins_over_the_environment_which_wins_over_defaults() -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"WORKER_CONCURRENCY": "many"}, "WORKER_CONCURRENCY='many' is not a number"),
+        ({"WORKER_CONCURRENCY": "many"}, "WORKER_CONCURRENCY='many' is not a whole number"),
+        ({"REDRIVE_WORKER_LEASE_TTL": "inf"}, "REDRIVE_WORKER_LEASE_TTL: 'inf' is not a duration"),
+        ({"REDRIVE_JOB_RETENTION": "soon"}, "REDRIVE_JOB_RETENTION: 'soon' is not a duration"),
         ({"WORKER_CONCURRENCY": "0"}, "worker_concurrency must be at least 1"),
         ({"WORKER_LEASE_TTL_SEC": "0.1"}, "worker_lease_ttl must be at least"),
         ({"RETRY_MAX_ATTEMPTS": "0"}, "retry_max_attempts must be at least 1"),
@@ -41,3 +43,16 @@ def test_bad_values_fail_at_construction_with_a_clear_message(env, message) -> N
 def test_an_unknown_setting_in_code_is_refused() -> None:
     with pytest.raises(ConfigError, match="unknown setting: worker_concurency"):
         Settings.load({}, worker_concurency=3)
+
+
+def test_every_setting_has_a_redrive_name_and_the_older_names_still_work() -> None:
+    for f in Settings.__dataclass_fields__.values():
+        assert f.metadata["env"].startswith("REDRIVE_")
+    prefixed = Settings.load({"REDRIVE_JOB_RETENTION": "7d", "REDRIVE_WORKER_LEASE_TTL": "45s",
+                              "REDRIVE_RETRY_MAX_ATTEMPTS": "5"})
+    assert (prefixed.job_retention, prefixed.worker_lease_ttl, prefixed.retry_max_attempts) == (
+        timedelta(days=7), timedelta(seconds=45), 5)
+    # the REDRIVE_ name wins over its alias
+    both = Settings.load({"REDRIVE_WORKER_CONCURRENCY": "4", "WORKER_CONCURRENCY": "9"})
+    assert both.worker_concurrency == 4
+    assert Settings.load({"JOB_RETENTION_SEC": "7d"}).job_retention == timedelta(days=7)
