@@ -17,7 +17,7 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from typing import Any
 
@@ -27,6 +27,7 @@ from redrive import views
 from redrive.admin import Actor, Admin
 from redrive.app import App
 from redrive.core.durations import parse_duration
+from redrive.core.job import Job
 from redrive.core.redact import redact_text
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import ConfigError, RedriveError
@@ -368,12 +369,27 @@ def _jobs_list(args: argparse.Namespace) -> int:
         for job in jobs:
             print(json.dumps(views.job_view(job)))
     else:
-        print(f"{'id':36}  {'task':20}  {'queue':10}  {'status':9}  {'tries':>5}  error")
+        print(f"{'id':36}  {'task':20}  {'queue':10}  {'status':9}  {'tries':>5}  {'created (UTC)':19}  "
+              f"{'took':>8}  error")
         for job in jobs:
+            # the error only where the job ended in it: a success's last retry is history, not its state
+            error = job.error_code if job.status is Status.FAILED else ""
             print(f"{job.id!s:36}  {job.task[:20]:20}  {job.queue[:10]:10}  {job.status.value:9}  "
-                  f"{job.attempts:>2}/{job.max_attempts:<2}  {job.error_code or job.last_error_code or ''}")
+                  f"{job.attempts:>2}/{job.max_attempts:<2}  {_when(job.created_at)}  {_took(job):>8}  {error}")
     _more(jobs)
     return 0
+
+
+def _when(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _took(job: Job) -> str:
+    """From its first start to its end (waits between retries included); - until it ends."""
+    if job.started_at is None or job.finished_at is None:
+        return "-"
+    seconds = (job.finished_at - job.started_at).total_seconds()
+    return f"{seconds * 1000:.0f}ms" if seconds < 1 else f"{seconds:.1f}s" if seconds < 600 else f"{seconds / 60:.0f}m"
 
 
 def _more(page: Page[Any]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import shutil
+import sys
 import time
 from collections import Counter
 from datetime import timedelta
@@ -102,6 +104,20 @@ async def _drain(app: App, count: int, concurrency: int, database_url: str) -> i
         f"{by_status[Status.FAILED]} failed {dict(failures)}, {retries} retries",
         flush=True,
     )
-    print(f"look closer: redrive jobs list --database-url {database_url}", flush=True)
-    print(f"   the failed: redrive dead list --database-url {database_url}", flush=True)
+    command = _this_command()
+    print(f"look closer: {command} jobs list --database-url {database_url}", flush=True)
+    print(f"   the failed: {command} dead list --database-url {database_url}", flush=True)
     return 0
+
+
+def _this_command() -> str:
+    """How to run redrive again from here: the hints must work as printed,
+    also when the command lives in a virtual environment not on PATH."""
+    invoked = sys.argv[0]
+    if os.path.basename(invoked) == "redrive" and os.path.isfile(invoked):
+        found = shutil.which("redrive")
+        if found and os.path.samefile(found, invoked):
+            return "redrive"
+        relative = os.path.relpath(invoked)
+        return relative if relative.startswith(".") else f"./{relative}"
+    return f"{sys.executable} -m redrive"

@@ -139,6 +139,10 @@ def test_the_readme_demo_command_runs() -> None:
     assert result.returncode == 0, result.stderr
     assert "redrive demo: 8 jobs" in result.stdout
     assert "done in" in result.stdout and "1 failed {'INVALID_RECIPIENT': 1}" in result.stdout
+    # the closing hints work as printed, from where the demo ran
+    for hint in [line.split(": ", 1)[1] for line in result.stdout.splitlines() if "--database-url" in line]:
+        shown = subprocess.run(hint.split(), cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0 and "send_email" in shown.stdout, (hint, shown.stderr)
 
 
 def test_dead_letter_and_retry_commands_fail_cleanly(sqlite_url: str) -> None:
@@ -242,3 +246,28 @@ def test_the_app_names_the_database_for_every_command(tmp_path) -> None:
     assert not (tmp_path / "redrive.db").exists()  # nothing went to a default database
     (tmp_path / ".env").unlink()
     assert_clean_error(run("worker"), "CONFIG_INVALID", "needs your app")
+
+
+def test_jobs_list_shows_times_and_the_error_only_of_failed_jobs(sqlite_url: str) -> None:
+    from datetime import timedelta
+
+    from redrive.core.job import Completion, FailNow, RetryLater
+    from redrive.testing import claim_one
+
+    app = App(sqlite_url)
+    app.task(lambda: None, name="t")
+    recovered, failed = app.enqueue("t").job.id, app.enqueue("t").job.id
+    store = app.store
+    first = claim_one(store)
+    store.jobs_retry(items=[RetryLater(first.lease, timedelta(0), "UPSTREAM_5XX", "503")])
+    second = claim_one(store)
+    store.jobs_fail(items=[FailNow(second.lease, "NOT_FOUND", "gone")])
+    store.jobs_complete(items=[Completion(claim_one(store).lease, None)])
+    app.close()
+    rows = {line.split()[0]: line for line in redrive("jobs", "list", url=sqlite_url).stdout.splitlines()[1:]}
+    assert {first.id, second.id} == {recovered, failed}
+    done, broken = rows[str(first.id)], rows[str(second.id)]
+    assert "succeeded" in done and "UPSTREAM_5XX" not in done  # a past retry is not its state
+    assert "failed" in broken and broken.rstrip().endswith("NOT_FOUND")
+    header = redrive("jobs", "list", url=sqlite_url).stdout.splitlines()[0]
+    assert "created (UTC)" in header and "took" in header

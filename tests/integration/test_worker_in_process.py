@@ -6,10 +6,12 @@ import asyncio
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from redrive import (
+    Actor,
     App,
     Classifier,
     FullJitter,
@@ -265,3 +267,24 @@ def test_a_classifier_that_raises_does_not_lose_the_job(app: App, caplog) -> Non
     assert (failed.status, failed.error_code, failed.error_message) == (
         Status.FAILED, "BUG", "ValueError: bad input")
     assert "the classifier raised" in caplog.text
+
+
+def _deep_helper() -> None:
+    raise KeyError("missing")
+
+
+def test_a_dead_letter_keeps_the_task_s_frames_with_project_paths() -> None:
+    app = App(store=MemoryStore())
+
+    @app.task
+    def broken() -> None:
+        _deep_helper()
+
+    job = app.enqueue(broken).job
+    asyncio.run(_run_until(app, _finished(app, [job.id])))
+    (letter,) = app.admin(Actor.operator("test")).dead_letters()
+    stack = letter.last_stack
+    assert 'File "tests/integration/test_worker_in_process.py"' in stack
+    assert "in broken" in stack and "in _deep_helper" in stack and "KeyError: 'missing'" in stack
+    assert "redrive/runtime" not in stack and "asyncio" not in stack
+    assert str(Path(__file__).resolve().parents[2]) not in stack  # no absolute path of the server

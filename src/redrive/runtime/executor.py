@@ -7,7 +7,6 @@ import hashlib
 import inspect
 import json
 import logging
-import traceback
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -26,6 +25,7 @@ from redrive.declarations import Task
 from redrive.errors import CircuitOpen, LeaseLost, Permanent, Transient
 from redrive.events import EventStream
 from redrive.runtime.context import _current, _Run
+from redrive.runtime.stacks import STACK_LIMIT, task_stack
 from redrive.runtime.threads import DaemonThreadPool
 from redrive.store.port import Store
 
@@ -34,7 +34,6 @@ log = logging.getLogger("redrive.worker")
 UNKNOWN_TASK = "UNKNOWN_TASK"
 RESULT_NOT_JSON = "RESULT_NOT_JSON"
 _UNKNOWN_TASK_BACKOFF = FullJitter(initial=timedelta(seconds=5), cap=timedelta(minutes=5))
-_STACK_LIMIT = 8000  # characters kept from the end, where the failing frame is
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +117,7 @@ async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool, is_
 
 def _failed(exc: Exception, run: _Run, classifier: Classifier, rng: Random) -> Execution:
     job = run.job
-    stack = redact_text("".join(traceback.format_exception(exc)))[-_STACK_LIMIT:]
+    stack = redact_text(task_stack(exc))[-STACK_LIMIT:]
     try:
         failure = classifier.exception(exc, now=datetime.now(UTC))
     except Exception:
