@@ -34,7 +34,7 @@ from redrive.declarations import Registry
 from redrive.errors import ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, UnknownDependency
 from redrive.events import EventStream
 from redrive.store.port import BreakerEvent
-from redrive.store.reads import DeadLetterFacets, Page, QueueStats, Reads, ScheduleState
+from redrive.store.reads import AuditEntry, DeadLetterFacets, Page, QueueStats, Reads, ScheduleState
 from redrive.store.url import open_store
 
 _NOTE_LIMIT = 2000
@@ -176,6 +176,21 @@ class Admin:
         """Each queue's active jobs by state and its oldest due job's wait."""
         self._operator_only("see the queues")
         return self.store.queues_stats()
+
+    def reveal(self, job_id: UUID | str) -> Job:
+        """The job with what it was given, for a view that shows its original
+        arguments (``views.job_view(job, reveal=True)``): operators only, and
+        put on record with who looked (the job's audit trail)."""
+        self._operator_only("reveal a job's arguments")
+        job = self.job(job_id)
+        self.store.audit_record(by=self.actor.name, action="reveal", job_id=job.id, detail={"fields": ["args", "kwargs"]})
+        self.events.emit("job.revealed", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
+        return job
+
+    def audit_trail(self, job_id: UUID | str) -> list[AuditEntry]:
+        """Who revealed what of a job, oldest first."""
+        self._operator_only("read the audit trail")
+        return self.store.audits_list(job_id=self.job(job_id).id)
 
     def job_events(self, job_id: UUID | str) -> list[JobEvent]:
         """The job's history, oldest first: one event per state change."""

@@ -152,8 +152,12 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--limit", type=int, default=50, help="jobs per page (default 50)")
     listing.add_argument("--after", help="the cursor a previous page printed, for the next page")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    show = operator("show", _jobs_show, "Show one job and its events.", jobs_commands)
+    show = operator("show", _jobs_show, "Show one job, its events and who revealed its arguments.",
+                    jobs_commands)
     show.add_argument("job_id")
+    show.add_argument("--reveal", action="store_true",
+                      help="show its original arguments, unredacted; this is recorded with your name (--by)")
+    show.add_argument("--by", help="who is looking, for the record (default: your login)")
     show.add_argument("--json", action="store_true")
     retry = operator("retry", _jobs_retry, "Retry a failed job (fresh attempts, at the failed stage).",
                      jobs_commands)
@@ -401,16 +405,23 @@ def _more(page: Page[Any]) -> None:
 
 def _jobs_show(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
-        job = admin.job(args.job_id)
+        job = admin.reveal(args.job_id) if args.reveal else admin.job(args.job_id)
         events = admin.job_events(job.id)
+        audit = admin.audit_trail(job.id)
+    shown = views.job_view(job, reveal=args.reveal)
     if args.json:
-        print(json.dumps({**views.job_view(job), "events": [views.event_view(e) for e in events]}))
+        print(json.dumps({**shown, "events": [views.event_view(e) for e in events],
+                          "audit": [views.audit_view(a) for a in audit]}))
         return 0
-    _print_record(views.job_view(job))
+    _print_record(shown)
     print("events:")
     for e in events:
         meta = f" {json.dumps(e.meta)}" if e.meta else ""
         print(f"  {e.at.isoformat()}  {e.from_status or '-':9} -> {e.to_status:9} attempt {e.attempt}{meta}")
+    if audit:
+        print("audit:")
+        for a in audit:
+            print(f"  {a.at.isoformat()}  {a.by} {a.action}")
     return 0
 
 

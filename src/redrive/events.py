@@ -49,6 +49,7 @@ CATALOGUE: Mapping[str, frozenset[str]] = {
         "job.retried": "job_id task queue by",
         "job.replayed": "job_id task queue by dead_letter_id replay_from",
         "job.cancelled": "job_id task queue by",
+        "job.revealed": "job_id task queue by",
         "breaker.changed": "name from_state to_state reason",
         "outbox.sent": "job_id key provider_id",
         "outbox.reconciled": "job_id key provider_id found",

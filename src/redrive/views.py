@@ -21,7 +21,7 @@ from redrive.core.job import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, De
 from redrive.core.outbox import OutboxRow
 from redrive.core.redact import redact
 from redrive.store.port import BreakerEvent
-from redrive.store.reads import DeadLetterFacets, Page, QueueStats, ScheduleState
+from redrive.store.reads import AuditEntry, DeadLetterFacets, Page, QueueStats, ScheduleState
 
 T = TypeVar("T")
 JSONDict = dict[str, Any]
@@ -40,11 +40,19 @@ def plain(value: Any) -> Any:
     return value
 
 
-def job_view(job: Job) -> JSONDict:
+def job_view(job: Job, *, reveal: bool = False) -> JSONDict:
+    """Redacted; with ``reveal`` (``Admin.reveal`` puts that on record) the
+    arguments are shown as they were given, and everything else still redacted."""
     out = {name: plain(getattr(job, name)) for name in JOB_COLUMNS if name not in _HIDDEN}
     for name in _PAYLOADS:
-        out[name] = redact(out[name])
+        if not (reveal and name in ("args", "kwargs")):
+            out[name] = redact(out[name])
     return out
+
+
+def audit_view(entry: AuditEntry) -> JSONDict:
+    return {"id": entry.id, "at": plain(entry.at), "by": entry.by, "action": entry.action,
+            "job_id": plain(entry.job_id), "detail": redact(entry.detail)}
 
 
 def event_view(event: JobEvent) -> JSONDict:

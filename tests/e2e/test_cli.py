@@ -271,3 +271,16 @@ def test_jobs_list_shows_times_and_the_error_only_of_failed_jobs(sqlite_url: str
     assert "failed" in broken and broken.rstrip().endswith("NOT_FOUND")
     header = redrive("jobs", "list", url=sqlite_url).stdout.splitlines()[0]
     assert "created (UTC)" in header and "took" in header
+
+
+def test_an_operator_reveals_the_arguments_and_it_is_on_record(sqlite_url: str) -> None:
+    made = redrive("enqueue", APP, "record", "--args", '["ann@example.com"]', url=sqlite_url)
+    job_id = made.stdout.strip()
+    hidden = json.loads(redrive("jobs", "show", job_id, "--json", url=sqlite_url).stdout)
+    assert hidden["args"] == ["[EMAIL]"] and hidden["audit"] == []
+    shown = json.loads(redrive("jobs", "show", job_id, "--json", "--reveal", "--by", "ops:carol",
+                               url=sqlite_url).stdout)
+    assert shown["args"] == ["ann@example.com"]
+    assert [(a["by"], a["action"]) for a in shown["audit"]] == [("ops:carol", "reveal")]
+    table = redrive("jobs", "show", job_id, url=sqlite_url).stdout
+    assert "ops:carol reveal" in table and "ann@example.com" not in table

@@ -70,6 +70,8 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "dead_letter": lambda a, w: a.dead_letter(w.letter_id),
     "dead_letter_facets": lambda a, w: a.dead_letter_facets(),
     "queues": lambda a, w: a.queues(),
+    "reveal": lambda a, w: a.reveal(w.failed.id),
+    "audit_trail": lambda a, w: a.audit_trail(w.failed.id),
     "schedules": lambda a, w: a.schedules(),
     "breaker_history": lambda a, w: a.breaker_history("gateway"),
     "note": lambda a, w: a.note(w.letter_id, "quota raised"),
@@ -158,3 +160,11 @@ def test_forcing_an_unknown_breaker_names_the_known_ones_and_the_app_option(stor
         Admin(store, actor=OPS, registry=registry).open_breaker("mailer")
     with app.admin(OPS) as ops:
         assert ops.close_breaker("gateway").state == "closed"
+
+
+def test_revealing_arguments_is_put_on_record(world: World) -> None:
+    ops = Admin(world.store, actor=OPS)
+    assert ops.audit_trail(world.failed.id) == []
+    job = ops.reveal(world.failed.id)
+    (entry,) = ops.audit_trail(job.id)
+    assert (entry.by, entry.action, entry.job_id) == ("ops:carol", "reveal", job.id)

@@ -34,6 +34,7 @@ from redrive.core.states import ACTIVE, ACTIVE_ORDER, TERMINAL, Status, check_tr
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
 from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
 from redrive.store.reads import (
+    AuditEntry,
     DeadLetterFacets,
     JobFilter,
     Page,
@@ -86,6 +87,7 @@ class MemoryStore:
         self._outbox: dict[str, OutboxRow] = {}
         self._schedules: dict[str, datetime] = {}
         self._schedule_updated: dict[str, datetime] = {}
+        self._audit: list[AuditEntry] = []
 
     def migrate(self) -> list[int]:
         return []
@@ -501,6 +503,17 @@ class MemoryStore:
                            if (status is None or r.status == status) and (job_id is None or r.job_id == job_id))
         rows = [r for key, r in found if bound is None or key > bound]
         return paged(rows[: size + 1], size, lambda r: encode_cursor(r.created_at.isoformat(), r.key))
+
+    def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
+                     detail: dict[str, Any] | None = None) -> AuditEntry:
+        with self._lock:
+            entry = AuditEntry(len(self._audit) + 1, self._clock(), by, action, job_id, dict(detail or {}))
+            self._audit.append(entry)
+            return entry
+
+    def audits_list(self, *, job_id: UUID) -> list[AuditEntry]:
+        with self._lock:
+            return [e for e in self._audit if e.job_id == job_id]
 
     def schedules_list(self) -> list[ScheduleState]:
         with self._lock:

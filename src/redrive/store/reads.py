@@ -98,6 +98,19 @@ class DeadLetterFacets:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """Something an operator saw or did, on record: ``reveal`` (a job's
+    original arguments) is the first such action."""
+
+    id: int
+    at: datetime
+    by: str
+    action: str
+    job_id: UUID | None
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleState:
     name: str
     fired_until: datetime  # every firing up to here has been enqueued
@@ -128,6 +141,13 @@ class Reads(Store, Protocol):
 
     def schedules_list(self) -> list[ScheduleState]:
         """Every schedule's checkpoint, by name."""
+
+    def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
+                     detail: dict[str, Any] | None = None) -> AuditEntry:
+        """Put an operator's action on record (at the database's clock)."""
+
+    def audits_list(self, *, job_id: UUID) -> list[AuditEntry]:
+        """A job's audit trail, oldest first."""
 
 
 def page_size(limit: Any) -> int:

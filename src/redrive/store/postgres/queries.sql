@@ -569,3 +569,11 @@ SELECT fired_until FROM redrive_schedule WHERE name = %(name)s AND NOT EXISTS (S
 -- name: schedule_advance
 UPDATE redrive_schedule SET fired_until = greatest(fired_until, %(to)s), updated_at = now()
 WHERE name = %(name)s;
+
+-- name: audit_record
+INSERT INTO redrive_audit (at, by, action, job_id, detail)
+VALUES (now(), %(by)s, %(action)s, %(job_id)s, %(detail)s)
+RETURNING id, at, by, action, job_id, detail;
+
+-- name: audits_list
+SELECT id, at, by, action, job_id, detail FROM redrive_audit WHERE job_id = %(job_id)s ORDER BY id;

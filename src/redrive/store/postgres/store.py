@@ -57,6 +57,7 @@ from redrive.errors import (
 )
 from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
 from redrive.store.reads import (
+    AuditEntry,
     DeadLetterFacets,
     JobFilter,
     Page,
@@ -471,6 +472,15 @@ class PostgresStore:
             if age is not None and (queue.oldest_due_age_s is None or age > queue.oldest_due_age_s):
                 stats[row["queue"]] = replace(queue, oldest_due_age_s=age)
         return list(stats.values())
+
+    def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
+                     detail: dict[str, Any] | None = None) -> AuditEntry:
+        rows = self._run("audit_record", {"by": by, "action": action, "job_id": job_id,
+                                          "detail": Jsonb(detail or {})})
+        return AuditEntry(**rows[0])
+
+    def audits_list(self, *, job_id: UUID) -> list[AuditEntry]:
+        return [AuditEntry(**row) for row in self._run("audits_list", {"job_id": job_id})]
 
     def schedules_list(self) -> list[ScheduleState]:
         return [ScheduleState(**row) for row in self._run("schedules_list")]

@@ -390,3 +390,11 @@ SELECT fired_until FROM redrive_schedule WHERE name = :name;
 
 -- name: schedule_advance
 UPDATE redrive_schedule SET fired_until = max(fired_until, :to), updated_at = :now WHERE name = :name;
+
+-- name: audit_record
+INSERT INTO redrive_audit (at, by, action, job_id, detail)
+VALUES (:now, :by, :action, :job_id, :detail)
+RETURNING id, at, by, action, job_id, detail;
+
+-- name: audits_list
+SELECT id, at, by, action, job_id, detail FROM redrive_audit WHERE job_id = :job_id ORDER BY id;

@@ -52,6 +52,7 @@ from redrive.errors import (
 )
 from redrive.store.port import ANY_QUEUE, SHUTDOWN, BreakerEvent, lease_expired
 from redrive.store.reads import (
+    AuditEntry,
     DeadLetterFacets,
     JobFilter,
     Page,
@@ -582,6 +583,16 @@ class SQLiteStore:
 
         return self._reading(body)
 
+    def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
+                     detail: dict[str, Any] | None = None) -> AuditEntry:
+        row = self._write(lambda conn, now: conn.execute(self._queries["audit_record"], {
+            "now": now, "by": by, "action": action, "job_id": None if job_id is None else str(job_id),
+            "detail": json.dumps(detail or {})}).fetchone())
+        return _audit(row)
+
+    def audits_list(self, *, job_id: UUID) -> list[AuditEntry]:
+        return [_audit(row) for row in self._read("audits_list", {"job_id": str(job_id)})]
+
     def schedules_list(self) -> list[ScheduleState]:
         return [ScheduleState(row["name"], _time(row["fired_until"]), _time(row["updated_at"]))
                 for row in self._read("schedules_list")]
@@ -716,6 +727,11 @@ def _time(value: float) -> datetime: ...
 def _time(value: None) -> None: ...
 def _time(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def _audit(row: sqlite3.Row) -> AuditEntry:
+    return AuditEntry(row["id"], _time(row["at"]), row["by"], row["action"],
+                      None if row["job_id"] is None else UUID(row["job_id"]), json.loads(row["detail"]))
 
 
 def _epoch(value: datetime | None) -> float | None:

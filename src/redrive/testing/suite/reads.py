@@ -134,3 +134,14 @@ def test_schedules_list_their_checkpoints(store: Reads) -> None:
     states = store.schedules_list()
     assert [s.name for s in states] == ["digest", "offers"]
     assert states[1].fired_until == now + timedelta(minutes=1) and states[0].fired_until == now
+
+
+def test_the_audit_trail_keeps_who_did_what_to_a_job(store: Reads) -> None:
+    job = store.jobs_insert(jobs=[new()])[0].job
+    first = store.audit_record(by="ops:ann", action="reveal", job_id=job.id, detail={"fields": ["args"]})
+    store.audit_record(by="ops:bob", action="reveal", job_id=job.id)
+    store.audit_record(by="ops:bob", action="reveal", job_id=uuid.uuid4())  # another job's
+    trail = store.audits_list(job_id=job.id)
+    assert [(e.by, e.action, e.job_id) for e in trail] == [("ops:ann", "reveal", job.id), ("ops:bob", "reveal", job.id)]
+    assert trail[0] == first and first.detail == {"fields": ["args"]} and first.at <= store.now()
+    assert trail[0].id < trail[1].id
