@@ -98,6 +98,14 @@ class App:
         """A shortcut to ``app.client.enqueue_many``."""
         return self.client.enqueue_many(requests, conn=conn)
 
+    async def enqueue_async(self, task: str | Task[Any, Any], **options: Any) -> EnqueueResult:
+        """A shortcut to ``app.client.enqueue_async``."""
+        return await self.client.enqueue_async(task, **options)
+
+    def _enqueue_for_task(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any],
+                          options: dict[str, Any]) -> EnqueueResult:
+        return self.client.enqueue(task, args=args, kwargs=kwargs, **options)
+
     def use_database(self, database_url: str) -> None:
         """Point the app at another database (the CLI's ``--database-url``);
         a store already open is closed first."""
@@ -172,7 +180,7 @@ class App:
                 priority=checks.priority(priority),
                 max_attempts=checks.max_attempts(max_attempts) or (sum(s.max_attempts for s in declared) or None),
                 backoff=backoff or FullJitter(), classifier=classifier, stages=declared,
-                dependencies=tuple(dependencies), already_done=already_done,
+                dependencies=tuple(dependencies), already_done=already_done, enqueuer=self._enqueue_for_task,
             )
             self.registry.add_task(task)
             return task

@@ -8,6 +8,7 @@ cancel, replay, breakers) are on ``Admin``, which acts as one principal.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -114,6 +115,13 @@ class Client:
             idempotency_key=idempotency_key, version=version, dedupe=dedupe,
         )
         return self.enqueue_many([request], conn=conn)[0]
+
+    async def enqueue_async(self, task: str | Task[Any, Any], **options: Any) -> EnqueueResult:
+        """``enqueue`` without blocking the event loop: the store call runs on a
+        thread. (Not with ``conn``: a caller's connection belongs to its own thread.)"""
+        if options.get("conn") is not None:
+            raise ConfigError("enqueue_async cannot join your connection's transaction; use enqueue")
+        return await asyncio.to_thread(self.enqueue, task, **options)
 
     def enqueue_many(self, requests: Sequence[JobRequest], *, conn: Any = None) -> list[EnqueueResult]:
         """Create many jobs in one transaction, in order: all of them or, if any

@@ -8,16 +8,18 @@ built it.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from redrive.core.backoff import Backoff, FullJitter
 from redrive.core.breaker import BreakerMode, BreakerPolicy
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
+from redrive.core.job import EnqueueResult
 from redrive.core.schedule import Schedule
 from redrive.core.stages import Stage
 from redrive.errors import ConfigError, UnknownDependency, UnknownTask
@@ -69,6 +71,8 @@ class Task(Generic[P, R]):
     stages: tuple[Stage, ...] = ()  # empty: a plain task, one stage named after it
     dependencies: tuple[str, ...] = ()  # breakers its calls go through
     already_done: Callable[..., Any] | None = None  # the job's arguments -> its result if the work exists, else None
+    # How task.enqueue reaches a client: set by the App that registered the task.
+    enqueuer: Enqueuer | None = field(default=None, repr=False, compare=False)
     # Known once: asking inspect costs a few µs, and the worker asks for every job.
     is_async: bool = field(init=False, repr=False, compare=False)
 
@@ -81,6 +85,61 @@ class Task(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
+        """Enqueue a job of this task: ``send_welcome.enqueue(42)``. The
+        arguments are the function's own, so a type checker checks them; with
+        options (a queue, a delay, a key), ``send_welcome.options(delay=...).enqueue(42)``."""
+        return Enqueuing(self, {}).enqueue(*args, **kwargs)
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
+        """``enqueue`` without blocking the event loop (the store call runs on a thread)."""
+        return await Enqueuing(self, {}).enqueue_async(*args, **kwargs)
+
+    def options(
+        self, *, queue: str | None = None, priority: int | None = None, run_at: datetime | None = None,
+        delay: timedelta | None = None, owner: str | None = None, max_attempts: int | None = None,
+        idempotency_key: str | None = None, version: int = 1, dedupe: Sequence[Any] | None = None,
+        conn: Any = None,
+    ) -> Enqueuing[P]:
+        """This task with enqueue options set (see ``Client.enqueue``)."""
+        chosen = {"queue": queue, "priority": priority, "run_at": run_at, "delay": delay, "owner": owner,
+                  "max_attempts": max_attempts, "idempotency_key": idempotency_key, "version": version,
+                  "dedupe": dedupe, "conn": conn}
+        return Enqueuing(self, {k: v for k, v in chosen.items() if v is not None})
+
+
+# (task, args, kwargs, options) -> the job the client created or found
+Enqueuer = Callable[["Task[Any, Any]", list[Any], dict[str, Any], dict[str, Any]], EnqueueResult]
+
+
+class Enqueuing(Generic[P]):
+    """A task with enqueue options chosen, waiting for its arguments."""
+
+    def __init__(self, task: Task[P, Any], options: dict[str, Any]) -> None:
+        self._task = task
+        self._options = options
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        task = self._task
+        if task.enqueuer is None:
+            raise ConfigError(f"task {task.name!r} is not registered with an app: declare it with @app.task")
+        try:  # a mistake here is the caller's, not a job that fails as a bug later
+            inspect.signature(task.fn).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"task {task.name!r} cannot take these arguments: {exc}") from None
+        return list(args), dict(kwargs)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
+        positional, named = self._call(args, kwargs)
+        assert self._task.enqueuer is not None
+        return self._task.enqueuer(self._task, positional, named, self._options)
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
+        positional, named = self._call(args, kwargs)
+        enqueuer = self._task.enqueuer
+        assert enqueuer is not None
+        return await asyncio.to_thread(enqueuer, self._task, positional, named, self._options)
 
 
 class Registry:

@@ -1,0 +1,62 @@
+"""Enqueue through the task object: the function's own arguments, checked at
+enqueue (and by a type checker, since redrive ships py.typed)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+
+from redrive import App, ConfigError, MemoryStore, Status, Task
+
+TYPED = '''
+from redrive import App
+
+app = App("memory://")
+
+@app.task
+def send_welcome(user_id: int, *, locale: str = "en") -> None: ...
+
+send_welcome.enqueue(42, locale="fr")
+send_welcome.options(queue="email").enqueue(43)
+send_welcome.enqueue("forty-two")
+'''
+
+
+def test_a_task_enqueues_with_its_own_arguments_and_options() -> None:
+    app = App(store=MemoryStore())
+
+    @app.task(queue="email")
+    def send_welcome(user_id: int, *, locale: str = "en") -> None: ...
+
+    plain = send_welcome.enqueue(42, locale="fr").job
+    assert (plain.task, plain.args, plain.kwargs, plain.queue) == ("send_welcome", [42], {"locale": "fr"}, "email")
+    later = send_welcome.options(delay=timedelta(hours=1), idempotency_key="welcome:43").enqueue(43).job
+    assert later.status is Status.SCHEDULED and later.idempotency_key == "welcome:43"
+    assert send_welcome.options(idempotency_key="welcome:43").enqueue(43).duplicate
+    with pytest.raises(ConfigError, match="cannot take these arguments: missing a required argument: 'user_id'"):
+        send_welcome.enqueue()
+    with pytest.raises(ConfigError, match="cannot take these arguments"):
+        send_welcome.enqueue(1, colour="red")
+    made = asyncio.run(send_welcome.enqueue_async(44))
+    assert app.client.job(made.job.id).args == [44]
+    assert asyncio.run(app.enqueue_async("send_welcome", args=[45])).job.args == [45]
+
+
+def test_a_task_no_app_registered_cannot_enqueue() -> None:
+    with pytest.raises(ConfigError, match="not registered with an app"):
+        Task(name="loose", fn=lambda: None).enqueue()
+
+
+def test_a_type_checker_flags_a_wrong_argument_type(tmp_path) -> None:
+    example = tmp_path / "typed_example.py"
+    example.write_text(TYPED)
+    done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", str(tmp_path / "cache"),
+                           str(example)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1, done.stdout
+    assert 'Argument 1 to "enqueue" of "Task" has incompatible type "str"; expected "int"' in errors[0]
+    assert "typed_example.py:11:" in errors[0]
