@@ -102,6 +102,14 @@ class App:
         """A shortcut to ``app.client.enqueue_async``."""
         return await self.client.enqueue_async(task, **options)
 
+    def result(self, job_id: Any, *, timeout: Any = None) -> Any:
+        """A shortcut to ``app.client.result``: wait for a job's result."""
+        return self.client.result(job_id, timeout=timeout)
+
+    async def result_async(self, job_id: Any, *, timeout: Any = None) -> Any:
+        """A shortcut to ``app.client.result_async``."""
+        return await self.client.result_async(job_id, timeout=timeout)
+
     def _enqueue_for_task(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any],
                           options: dict[str, Any]) -> EnqueueResult:
         return self.client.enqueue(task, args=args, kwargs=kwargs, **options)

@@ -9,6 +9,8 @@ cancel, replay, breakers) are on ``Admin``, which acts as one principal.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -22,11 +24,13 @@ from redrive.core import checks, ids
 from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, JobKey, NewJob
 from redrive.core.states import Status
 from redrive.declarations import Registry, Task
-from redrive.errors import ConfigError, JobNotFound
+from redrive.errors import ConfigError, JobCancelled, JobFailed, JobNotFound, ResultTimeout
 from redrive.events import EventStream
 from redrive.settings import Settings
 from redrive.store.reads import JobFilter, Page, Reads
 from redrive.store.url import open_store
+
+_RESULT_RECHECK_S = 1.0  # a waiter re-reads its job this often even if no wake-up comes
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +201,42 @@ class Client:
                            idempotency_key=idempotency_key, created_after=created_after,
                            created_before=created_before)
         return self.store.jobs_page(where=where, after=after, limit=limit)
+
+    def result(self, job_id: UUID | str, *, timeout: timedelta | float | None = None) -> JSON:
+        """Wait for the job to end and return its result; raise ``JobFailed``
+        (with the job's code and message) or ``JobCancelled``, or
+        ``ResultTimeout`` after ``timeout`` (seconds or a timedelta; None:
+        wait as long as it takes). The store wakes the wait when the job ends
+        (LISTEN/NOTIFY on PostgreSQL, the data-version watch on SQLite); a
+        slow re-read every second is only a safety net."""
+        wanted = checks.job_uuid(job_id)
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        if seconds is not None and (isinstance(seconds, bool) or not seconds >= 0):
+            raise ConfigError("timeout is a duration of zero or more")
+        deadline = None if seconds is None else time.monotonic() + seconds
+        woken = threading.Event()
+        stop = self.store.finishes_subscribe(job_id=wanted, on_finish=woken.set)
+        try:
+            while True:
+                woken.clear()
+                job = read_job(self.store, wanted)
+                if job.status is Status.SUCCEEDED:
+                    return job.result
+                if job.status is Status.FAILED:
+                    raise JobFailed(f"job {job.id} failed [{job.error_code}]: {job.error_message}",
+                                    job_id=job.id, error_code=job.error_code)
+                if job.status is Status.CANCELLED:
+                    raise JobCancelled(f"job {job.id} was cancelled")
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise ResultTimeout(f"job {job.id} is still {job.status} after {seconds:g} s")
+                woken.wait(_RESULT_RECHECK_S if left is None else min(left, _RESULT_RECHECK_S))
+        finally:
+            stop()
+
+    async def result_async(self, job_id: UUID | str, *, timeout: timedelta | float | None = None) -> JSON:
+        """``result`` without blocking the event loop (the wait runs on a thread)."""
+        return await asyncio.to_thread(self.result, job_id, timeout=timeout)
 
     def job_events(self, job_id: UUID | str) -> list[JobEvent]:
         """The job's history, oldest first: one event per state change."""

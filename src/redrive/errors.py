@@ -17,6 +17,9 @@ are chained as ``__cause__``, never shown to users.
     │   ├── IllegalTransition         a state change the job's state does not allow
     │   └── LeaseLost                 a running job's lease is gone: its writes are refused
     ├── JobNotFound                   no job has that id
+    ├── JobFailed                     a job whose result was awaited failed (its code and message)
+    ├── JobCancelled                  a job whose result was awaited was cancelled
+    ├── ResultTimeout                 a job's result did not come within the time given
     ├── DeadLetterNotFound            no dead letter has that id
     ├── Forbidden                     the caller may not act on that job
     ├── IdempotencyKeyReused          an idempotency key came back with other arguments
@@ -39,12 +42,15 @@ __all__ = [
     "Forbidden",
     "IdempotencyKeyReused",
     "IllegalTransition",
+    "JobCancelled",
     "JobError",
+    "JobFailed",
     "JobNotFound",
     "JobStateError",
     "LeaseLost",
     "Permanent",
     "RedriveError",
+    "ResultTimeout",
     "SchemaOutdated",
     "StoreBusy",
     "StoreError",
@@ -141,6 +147,29 @@ class JobNotFound(RedriveError):
     """No job has that id."""
 
     code = "JOB_NOT_FOUND"
+
+
+class JobFailed(RedriveError):
+    """The job failed."""
+
+    code = "JOB_FAILED"
+
+    def __init__(self, message: str | None = None, *, job_id: Any = None, error_code: str | None = None) -> None:
+        super().__init__(message, job_id=job_id, error_code=error_code)
+        self.job_id = job_id
+        self.error_code = error_code  # the job's own code, such as GW_TIMEOUT
+
+
+class JobCancelled(RedriveError):
+    """The job was cancelled."""
+
+    code = "JOB_CANCELLED"
+
+
+class ResultTimeout(RedriveError):
+    """The job did not finish within the time given."""
+
+    code = "RESULT_TIMEOUT"
 
 
 class DeadLetterNotFound(RedriveError):

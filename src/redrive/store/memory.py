@@ -88,6 +88,7 @@ class MemoryStore:
         self._schedules: dict[str, datetime] = {}
         self._schedule_updated: dict[str, datetime] = {}
         self._audit: list[AuditEntry] = []
+        self._finish_listeners: dict[UUID, list[Callable[[], None]]] = {}
 
     def migrate(self) -> list[int]:
         return []
@@ -104,6 +105,9 @@ class MemoryStore:
         new = replace(job, status=to, updated_at=now, **changes)
         self._jobs[job.id] = new
         self._event(new, job.status, meta or {}, now)
+        if to in TERMINAL:
+            for on_finish in list(self._finish_listeners.get(job.id, ())):
+                on_finish()
         return new
 
     def _event(self, job: Job, before: Status | None, meta: dict, now: datetime) -> None:
@@ -535,6 +539,16 @@ class MemoryStore:
     def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
         with self._lock:
             return [e for e in self._events if e.job_id == job_id]
+
+    def finishes_subscribe(self, *, job_id: UUID, on_finish: Callable[[], None]) -> Callable[[], None]:
+        with self._lock:
+            self._finish_listeners.setdefault(job_id, []).append(on_finish)
+
+        def stop() -> None:
+            with self._lock:
+                self._finish_listeners[job_id].remove(on_finish)
+
+        return stop
 
     def wakeups_subscribe(self, on_wake: Callable[[str], None]) -> Callable[[], None]:
         with self._lock:

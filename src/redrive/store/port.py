@@ -193,4 +193,10 @@ class Store(Protocol):
         when the store cannot tell which queue); return an unsubscribe function,
         or None when this store cannot push (workers poll)."""
 
+    def finishes_subscribe(self, *, job_id: UUID, on_finish: Callable[[], None]) -> Callable[[], None]:
+        """Call ``on_finish()`` when ``job_id`` may have ended (a hint, like a
+        wake-up: the caller reads the job again); return the function that
+        stops it. Waiting for a result costs the hot path nothing while
+        nobody waits."""
+
     def close(self) -> None: ...

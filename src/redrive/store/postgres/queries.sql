@@ -29,6 +29,15 @@ INSERT INTO redrive_migration (version, name) VALUES (%(version)s, %(name)s);
 -- name: wakeups_listen
 LISTEN redrive_jobs;
 
+-- name: finishes_listen
+LISTEN redrive_done;
+
+-- name: result_waiter_add
+INSERT INTO redrive_result_waiter (job_id, waiter) VALUES (%(job_id)s, %(waiter)s);
+
+-- name: result_waiter_remove
+DELETE FROM redrive_result_waiter WHERE job_id = %(job_id)s AND waiter = %(waiter)s;
+
 -- name: jobs_insert
 -- Keyed jobs first claim their key: a new key, or a take-over (a higher version;
 -- a failed or cancelled content twin) points it at the new run; a key already
@@ -176,8 +185,12 @@ WITH input AS (
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT id, now(), 'running', 'succeeded', attempts, event_meta FROM moved
+), told AS (
+    -- only for jobs someone awaits (migration 0014): no NOTIFY otherwise
+    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
 )
-SELECT id, lease_token FROM moved;
+SELECT id, lease_token, (SELECT count(*) FROM told) AS told FROM moved;
 
 -- name: jobs_fail
 -- The job moves to history as failed and its dead letter is written in the
@@ -231,8 +244,11 @@ WITH input AS (
                               'stage', m.new_stage, 'dead_letter_id', l.id,
                               'escalated', l.escalated) || m.event_meta
     FROM moved AS m JOIN letters AS l ON l.job_id = m.id
+), told AS (
+    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
 )
-SELECT id, lease_token FROM moved;
+SELECT id, lease_token, (SELECT count(*) FROM told) AS told FROM moved;
 
 -- name: jobs_retry
 WITH input AS (
@@ -334,8 +350,11 @@ WITH moved AS (
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt)
     SELECT id, now(), status, 'cancelled', attempts FROM moved
+), told AS (
+    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
 )
-SELECT id FROM moved;
+SELECT id, (SELECT count(*) FROM told) AS told FROM moved;
 
 -- name: job_get
 SELECT * FROM redrive_job WHERE id = %(id)s

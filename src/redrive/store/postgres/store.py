@@ -92,6 +92,11 @@ class PostgresStore:
         self.url = url
         self._where = _describe(url)
         self._clock = clock
+        self._finish_lock = threading.Lock()
+        self._finish_listeners: dict[str, list[Callable[[], None]]] = {}
+        self._finish_thread: threading.Thread | None = None
+        self._finish_ready = threading.Event()
+        self._closing = threading.Event()
         self._queries = load_queries(_PACKAGE)
         if clock is not None:
             self._queries = {name: _on_clock(name, sql) for name, sql in self._queries.items()}
@@ -528,7 +533,47 @@ class PostgresStore:
 
         return unsubscribe
 
+    def finishes_subscribe(self, *, job_id: UUID, on_finish: Callable[[], None]) -> Callable[[], None]:
+        # One listening connection per store serves every waiter; a waiter's
+        # row makes the job's ending send a NOTIFY (migration 0014).
+        with self._finish_lock:
+            self._finish_listeners.setdefault(str(job_id), []).append(on_finish)
+            if self._finish_thread is None:
+                self._finish_thread = threading.Thread(target=self._listen_finishes, name="redrive-listen-done",
+                                                       daemon=True)
+                self._finish_thread.start()
+        self._finish_ready.wait(_CONNECT_TIMEOUT_S)  # listening before the caller reads the job
+        waiter = uuid4()
+        self._run("result_waiter_add", {"job_id": job_id, "waiter": waiter})
+
+        def stop() -> None:
+            with self._finish_lock:
+                self._finish_listeners[str(job_id)].remove(on_finish)
+            try:
+                self._run("result_waiter_remove", {"job_id": job_id, "waiter": waiter})
+            except StoreError as exc:  # a stale row only costs a NOTIFY nobody hears
+                log.warning("could not remove a result waiter: %s", exc)
+
+        return stop
+
+    def _listen_finishes(self) -> None:
+        while not self._closing.is_set():
+            try:
+                with self._connect() as conn:
+                    conn.execute(self._queries["finishes_listen"])
+                    self._finish_ready.set()
+                    while not self._closing.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            with self._finish_lock:
+                                told = list(self._finish_listeners.get(note.payload, ()))
+                            for on_finish in told:
+                                on_finish()
+            except (StoreError, psycopg.Error) as exc:
+                log.warning("LISTEN for results lost (%s); waiters re-read their jobs meanwhile", exc)
+                self._closing.wait(1.0)
+
     def close(self) -> None:
+        self._closing.set()
         self._pool.close()
 
 

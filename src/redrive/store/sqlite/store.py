@@ -94,6 +94,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str], None]] = []
         self._watcher: threading.Thread | None = None
+        self._finish_listeners: dict[UUID, list[Callable[[], None]]] = {}
         self._closed = threading.Event()
         try:
             self._conn = sqlite3.connect(
@@ -349,11 +350,15 @@ class SQLiteStore:
             removed = conn.execute(self._queries["jobs_remove"], {"ids": json.dumps(moved)})
             return {Lease(UUID(job_id), UUID(token)) for job_id, token in removed}
 
-        return self._write(body)
+        applied = self._write(body)
+        self._finished({lease.job_id for lease in applied})
+        return applied
 
     def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
-        return self._fenced(items, lambda conn, item, now: self._fail(
+        applied = self._fenced(items, lambda conn, item, now: self._fail(
             conn, self._take(conn, item.lease), item, now))
+        self._finished({lease.job_id for lease in applied})
+        return applied
 
     def _fail(self, conn: sqlite3.Connection, taken: sqlite3.Row | None, item: FailNow, now: float) -> bool:
         if taken is None:
@@ -434,7 +439,9 @@ class SQLiteStore:
                 reclaimed.append(lease.job_id)
             return reclaimed
 
-        return self._write(body)
+        reclaimed = self._write(body)
+        self._finished(set(reclaimed))
+        return reclaimed
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         def body(conn: sqlite3.Connection, now: float) -> int:
@@ -460,6 +467,7 @@ class SQLiteStore:
             raise IllegalTransition(
                 f"job {job_id} is {job.status}; only scheduled or queued jobs can be cancelled"
             )
+        self._finished({job_id})
         job = self.job_get(job_id=job_id)
         assert job is not None
         return job
@@ -673,11 +681,13 @@ class SQLiteStore:
         # workers also poll).
         with self._lock:
             self._listeners.append(on_wake)
-            if self._watcher is None:
-                self._watcher = threading.Thread(target=self._watch, name="redrive-sqlite-watch",
-                                                 daemon=True)
-                self._watcher.start()
+            self._ensure_watcher()
         return lambda: self._listeners.remove(on_wake)
+
+    def _ensure_watcher(self) -> None:
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, name="redrive-sqlite-watch", daemon=True)
+            self._watcher.start()
 
     def _watch(self) -> None:
         try:
@@ -698,6 +708,31 @@ class SQLiteStore:
         for queue in queues:
             for on_wake in list(self._listeners):
                 on_wake(queue)
+        if ANY_QUEUE in queues:  # another process committed: any awaited job may have ended
+            self._finished(None)
+
+    def finishes_subscribe(self, *, job_id: UUID, on_finish: Callable[[], None]) -> Callable[[], None]:
+        # This process's own endings are told after their commit; another
+        # process's show through the data_version watch, as wake-ups do.
+        with self._lock:
+            self._finish_listeners.setdefault(job_id, []).append(on_finish)
+            self._ensure_watcher()
+
+        def stop() -> None:
+            with self._lock:
+                self._finish_listeners[job_id].remove(on_finish)
+
+        return stop
+
+    def _finished(self, job_ids: Iterable[UUID] | None) -> None:
+        """Tell waiters that these jobs (None: any) may have ended."""
+        if not self._finish_listeners:
+            return
+        with self._lock:
+            wanted = [f for job_id, fs in self._finish_listeners.items()
+                      if job_ids is None or job_id in job_ids for f in fs]
+        for on_finish in wanted:
+            on_finish()
 
     def close(self) -> None:
         self._closed.set()

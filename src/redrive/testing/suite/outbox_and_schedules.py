@@ -103,3 +103,17 @@ def test_an_enqueue_wakes_a_subscriber_with_its_queue(store: Store, reopen: Call
         unsubscribe()
         if listener is not store:
             listener.close()
+
+
+def test_a_job_s_end_is_told_to_whoever_waits_for_it(store: Store, reopen: Callable[[Store], Store]) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store)
+    told = threading.Event()
+    waiting = reopen(store)  # as a caller in another process would wait
+    stop = waiting.finishes_subscribe(job_id=job.id, on_finish=told.set)
+    try:
+        assert not told.is_set()
+        store.jobs_complete(items=[Completion(job.lease, {"ok": True})])
+        assert told.wait(5), "the job ended and nobody was told within 5 s"
+    finally:
+        stop()

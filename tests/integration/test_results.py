@@ -1,0 +1,64 @@
+"""Waiting for a job's result from the enqueuing side: woken when the job
+ends (not polled), the result returned or the job's error raised."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from redrive import Actor, App, Client, JobCancelled, JobFailed, MemoryStore, Permanent, ResultTimeout, Settings
+from tests.apps.drain import app as drain_app
+from tests.integration.processes import WorkerProcess
+from tests.integration.test_worker_in_process import _run_until
+
+
+@pytest.mark.parametrize("waiters", [1, 3])
+def test_a_result_arrives_within_100_ms_of_the_job_ending(db_url: str, tmp_path, workers, waiters: int) -> None:
+    # Given a worker in another process, and a job that takes a second
+    workers.append(WorkerProcess(db_url, tmp_path, "--poll-interval", "0.2"))
+    client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
+    job = client.enqueue("sleep_then_record", kwargs={"key": "k", "seconds": 1.0}).job
+    lags: list[float] = []
+
+    def wait() -> None:
+        result = client.result(job.id, timeout=30)
+        returned = datetime.now(UTC)
+        assert result["key"] == "k"
+        lags.append((returned - client.job(job.id).finished_at).total_seconds())
+
+    # When some callers wait for its result
+    threads = [threading.Thread(target=wait) for _ in range(waiters)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(40)
+    # Then each hears of the end at once: far below the waiters' 1 s re-read
+    assert len(lags) == waiters and max(lags) < 0.1, lags
+    client.close()
+
+
+def test_a_failed_job_raises_its_code_a_cancelled_one_says_so_and_a_wait_can_time_out() -> None:
+    app = App(store=MemoryStore())
+
+    @app.task
+    def reject() -> None:
+        raise Permanent("only PDF files are supported", code="NOT_PDF")
+
+    failed = reject.enqueue().job
+    asyncio.run(_run_until(app, lambda: app.client.job(failed.id).status.value == "failed"))
+    with pytest.raises(JobFailed, match=r"\[NOT_PDF\]: only PDF files are supported") as raised:
+        app.result(failed.id, timeout=1)
+    assert raised.value.error_code == "NOT_PDF" and raised.value.code == "JOB_FAILED"
+
+    later = reject.options(delay=timedelta(hours=1)).enqueue().job
+    started = time.monotonic()
+    with pytest.raises(ResultTimeout, match=r"still scheduled after 0\.2 s"):
+        app.result(later.id, timeout=0.2)
+    assert time.monotonic() - started < 1
+    threading.Timer(0.2, lambda: app.admin(Actor.operator("ops")).cancel(later.id)).start()
+    with pytest.raises(JobCancelled):
+        asyncio.run(app.result_async(later.id, timeout=5))
