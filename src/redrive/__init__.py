@@ -28,6 +28,7 @@ from redrive.core.taxonomy import DEFAULT_TAXONOMY, ErrorCode, Taxonomy
 from redrive.declarations import Dependency, Registry, Task
 from redrive.errors import (
     ArgumentsNotSerializable,
+    Cancelled,
     CircuitOpen,
     ConfigError,
     DeadLetterNotFound,
@@ -51,7 +52,7 @@ from redrive.errors import (
     UnknownDependency,
     UnknownTask,
 )
-from redrive.runtime.context import add_context, current_job, guarded, stage
+from redrive.runtime.context import add_context, cancelled, current_job, guarded, stage
 from redrive.runtime.inprocess import InProcessRetry
 from redrive.runtime.outbox import Delivery, Intent, deliver
 from redrive.runtime.scheduler import Scheduler
@@ -91,6 +92,7 @@ __all__ = [
     "BreakerMode",
     "BreakerPolicy",
     "BreakerStatus",
+    "Cancelled",
     "CircuitOpen",
     "Classifier",
     "Client",
@@ -150,6 +152,7 @@ __all__ = [
     "UnknownTask",
     "Worker",
     "add_context",
+    "cancelled",
     "current_job",
     "deliver",
     "guarded",

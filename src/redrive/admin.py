@@ -17,7 +17,7 @@ dead letter or the breaker's history.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -29,7 +29,7 @@ from redrive.core.breaker import Breaker, force_closed, force_open, time_open
 from redrive.core.dead_letters import MANUAL_RETRY, REPLAY, revive_plan
 from redrive.core.job import DeadLetter, DeadLetterFilter, Job, JobEvent
 from redrive.core.outbox import OutboxRow, OutboxStatus
-from redrive.core.states import Status
+from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.declarations import Registry
 from redrive.errors import ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, UnknownDependency
 from redrive.events import EventStream
@@ -173,9 +173,34 @@ class Admin:
         return self.store.jobs_page(where=where, after=after, limit=limit)
 
     def queues(self) -> list[QueueStats]:
-        """Each queue's active jobs by state and its oldest due job's wait."""
+        """Each queue's active jobs by state, its oldest due job's wait, and
+        who paused it (a paused queue is listed even when it holds no job)."""
         self._operator_only("see the queues")
-        return self.store.queues_stats()
+        paused = self.store.control_read(job_ids=[]).paused
+        stats = {q.queue: replace(q, paused_by=paused.get(q.queue)) for q in self.store.queues_stats()}
+        for queue, by in paused.items():
+            stats.setdefault(queue, QueueStats(queue, dict.fromkeys(ACTIVE_ORDER, 0), paused_by=by))
+        return [stats[name] for name in sorted(stats)]
+
+    def pause_queue(self, queue: str) -> bool:
+        """No worker starts a job of ``queue`` until it is resumed (every
+        worker sees it within a second; running jobs go on). False when it
+        was paused already. On the audit trail."""
+        self._operator_only("pause a queue")
+        paused = self.store.queue_pause(queue=checks.queue_name(queue), by=self.actor.name)
+        if paused:
+            self.store.audit_record(by=self.actor.name, action="pause_queue", detail={"queue": queue})
+            self.events.emit("queue.paused", queue=queue, by=self.actor.name)
+        return paused
+
+    def resume_queue(self, queue: str) -> bool:
+        """Workers claim from ``queue`` again. False when it was not paused."""
+        self._operator_only("resume a queue")
+        resumed = self.store.queue_resume(queue=checks.queue_name(queue))
+        if resumed:
+            self.store.audit_record(by=self.actor.name, action="resume_queue", detail={"queue": queue})
+            self.events.emit("queue.resumed", queue=queue, by=self.actor.name)
+        return resumed
 
     def reveal(self, job_id: UUID | str) -> Job:
         """The job with what it was given, for a view that shows its original
@@ -211,10 +236,18 @@ class Admin:
         return revived
 
     def cancel(self, job_id: UUID | str) -> Job:
-        """A scheduled or queued job ends ``cancelled``."""
+        """A scheduled or queued job ends ``cancelled`` at once. A running one
+        is stopped by its worker within a second or so (an async task is
+        cancelled; a sync one sees ``redrive.cancelled()`` turn true) and ends
+        ``cancelled`` then: the job returned is still ``running``. Either way
+        its events say who cancelled it."""
         job = self.job(job_id)
-        cancelled = self.store.job_cancel(job_id=job.id)
-        self.events.emit("job.cancelled", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
+        cancelled = self.store.job_cancel(job_id=job.id, by=self.actor.name)
+        about = {"job_id": str(job.id), "task": job.task, "queue": job.queue, "by": self.actor.name}
+        if cancelled.status is Status.CANCELLED:
+            self.events.emit("job.cancelled", **about)
+        else:
+            self.events.emit("job.cancel_requested", **about)
         return cancelled
 
     # -- dead letters ------------------------------------------------------------

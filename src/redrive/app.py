@@ -9,6 +9,7 @@ API, and a worker is built on the client (``Worker(app.client)``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, overload
 
@@ -19,7 +20,7 @@ from redrive.core.backoff import Backoff, FullJitter
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
 from redrive.core.job import JSON, EnqueueResult
 from redrive.core.schedule import Firing, Schedule
-from redrive.core.stages import Stage, pipeline
+from redrive.core.stages import Stage, check_timeout, pipeline
 from redrive.declarations import Dependency, P, R, Registry, Task
 from redrive.errors import ConfigError
 from redrive.events import EventStream
@@ -146,6 +147,7 @@ class App:
         max_attempts: int | None = None, backoff: Backoff | None = None,
         classifier: Classifier | None = None, stages: Sequence[Stage | str] | None = None,
         dependencies: Sequence[str] = (), already_done: Callable[..., Any] | None = None,
+        timeout: timedelta | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -162,6 +164,7 @@ class App:
         stages: Sequence[Stage | str] | None = None,
         dependencies: Sequence[str] = (),
         already_done: Callable[..., Any] | None = None,
+        timeout: timedelta | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a sync or async function as a task: ``@app.task`` or ``@app.task(queue=...)``.
 
@@ -173,7 +176,11 @@ class App:
         called with the job's arguments before every run, returns the result
         when the work already exists (None when not): the job then succeeds
         without running the body, so a retry after a stalled status write
-        does no work twice."""
+        does no work twice. ``timeout`` bounds one run: past it an async
+        task is cancelled and a sync one abandoned (its thread cannot be
+        killed; whatever it returns later is dropped), and the attempt fails
+        with the retryable ``TIMEOUT``. A ``Stage`` may have its own."""
+        check_timeout(timeout, "a task")
         if already_done is not None and not callable(already_done):
             raise ConfigError("already_done must be a function of the job's arguments")
         for dependency in dependencies:
@@ -188,7 +195,8 @@ class App:
                 priority=checks.priority(priority),
                 max_attempts=checks.max_attempts(max_attempts) or (sum(s.max_attempts for s in declared) or None),
                 backoff=backoff or FullJitter(), classifier=classifier, stages=declared,
-                dependencies=tuple(dependencies), already_done=already_done, enqueuer=self._enqueue_for_task,
+                dependencies=tuple(dependencies), already_done=already_done, timeout=timeout,
+                enqueuer=self._enqueue_for_task,
             )
             self.registry.add_task(task)
             return task

@@ -104,8 +104,9 @@ def _parser() -> argparse.ArgumentParser:
 
     worker = command("worker", _worker, "Run a worker until SIGTERM or SIGINT.")
     with_app(worker)
-    worker.add_argument("-q", "--queue", action="append", dest="queues",
-                        help="a queue to work (repeatable; default: default)")
+    worker.add_argument("-q", "--queue", action="append", dest="queues", type=_queue_arg,
+                        help="a queue to work, with its own limit of jobs at once if given: email or "
+                             "email=5 (repeatable; default: default)")
     worker.add_argument("-c", "--concurrency", type=int, help="jobs at once (REDRIVE_WORKER_CONCURRENCY)")
     worker.add_argument("--lease-ttl", type=_seconds, help="such as 30s (REDRIVE_WORKER_LEASE_TTL)")
     worker.add_argument("--shutdown-grace", type=_seconds, help="such as 30s (REDRIVE_WORKER_SHUTDOWN_GRACE)")
@@ -164,6 +165,12 @@ def _parser() -> argparse.ArgumentParser:
     retry.add_argument("job_id")
     retry.add_argument("--owner", help="act for this user: the job must be theirs")
     retry.add_argument("--by", help="who is retrying, for the record (default: your login)")
+    cancel = operator("cancel", _jobs_cancel, "Cancel a job: a waiting one at once, a running one by "
+                      "its worker (an async task is cancelled; a sync one sees redrive.cancelled()).",
+                      jobs_commands)
+    cancel.add_argument("job_id")
+    cancel.add_argument("--owner", help="act for this user: the job must be theirs")
+    cancel.add_argument("--by", help="who is cancelling, for the record (default: your login)")
 
     dead = commands.add_parser("dead", help="Triage, annotate and replay dead letters.")
     dead_commands = dead.add_subparsers(dest="dead_command", required=True, metavar="COMMAND")
@@ -204,8 +211,18 @@ def _parser() -> argparse.ArgumentParser:
         forced.add_argument("name", help="the dependency")
         forced.add_argument("--by", help="who does it, for the record (default: your login)")
 
-    queues = operator("queues", _queues, "Count each queue's active jobs by state, with the oldest due job's wait.")
+    queues = operator("queues", _queues, "Count each queue's active jobs by state, with the oldest due job's "
+                      "wait and whether it is paused; pause and resume queues.")
     queues.add_argument("--json", action="store_true", help="one JSON object per line")
+    queue_commands = queues.add_subparsers(dest="queues_command", required=False, metavar="COMMAND")
+    for name, handler, text in (
+        ("pause", _queues_pause, "Pause a queue: no worker starts its jobs until it is resumed "
+                                 "(running jobs go on)."),
+        ("resume", _queues_resume, "Resume a paused queue."),
+    ):
+        control = operator(name, handler, text, queue_commands)
+        control.add_argument("queue")
+        control.add_argument("--by", help="who does it, for the record (default: your login)")
 
     demo = command("demo", _demo, "Run the demo: a worker draining jobs on SQLite.")
     demo.add_argument("--jobs", type=int, default=40)
@@ -222,6 +239,16 @@ def _seconds(text: str) -> timedelta:
         return parse_duration(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _queue_arg(text: str) -> tuple[str, int | None]:
+    """``email`` or ``email=5``: a queue, and its own limit of jobs at once."""
+    name, sep, limit = text.partition("=")
+    if not sep:
+        return name, None
+    if not limit.isdigit() or int(limit) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the limit after '=' must be a whole number of at least 1")
+    return name, int(limit)
 
 
 def _json_arg(text: str) -> Any:
@@ -303,7 +330,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     with load_app(args.app, args.database_url) as app:
         worker = Worker(
-            app.client, queues=args.queues or ("default",), concurrency=args.concurrency,
+            app.client, queues=dict(args.queues or [("default", None)]), concurrency=args.concurrency,
             lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace,
             poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
         )
@@ -440,6 +467,16 @@ def _by(args: argparse.Namespace) -> str:
         return "cli"
 
 
+def _jobs_cancel(args: argparse.Namespace) -> int:
+    with _admin(args, owner=args.owner) as admin:
+        job = admin.cancel(args.job_id)
+    if job.status is Status.CANCELLED:
+        print(f"{job.id} cancelled")
+    else:
+        print(f"{job.id} is running: its worker was asked to stop it (redrive jobs show {job.id} to follow)")
+    return 0
+
+
 def _jobs_retry(args: argparse.Namespace) -> int:
     with _admin(args, owner=args.owner) as admin:
         job = admin.retry(args.job_id)
@@ -523,11 +560,27 @@ def _queues(args: argparse.Namespace) -> int:
         for stats in queues:
             print(json.dumps(views.queue_view(stats)))
         return 0
-    print(f"{'queue':24}  " + "  ".join(f"{s.value:>9}" for s in ACTIVE_ORDER) + "  oldest due")
+    print(f"{'queue':24}  " + "  ".join(f"{s.value:>9}" for s in ACTIVE_ORDER) + "  oldest due  paused")
     for stats in queues:
         age = "-" if stats.oldest_due_age_s is None else f"{stats.oldest_due_age_s:.1f}s"
         counts = "  ".join(f"{stats.counts.get(s, 0):>9}" for s in ACTIVE_ORDER)
-        print(f"{stats.queue[:24]:24}  {counts}  {age}")
+        paused = f"by {stats.paused_by}" if stats.paused_by else "-"
+        print(f"{stats.queue[:24]:24}  {counts}  {age:>10}  {paused}")
+    return 0
+
+
+def _queues_pause(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        changed = admin.pause_queue(args.queue)
+    print(f"queue {args.queue} paused: no worker starts its jobs until `redrive queues resume {args.queue}`"
+          if changed else f"queue {args.queue} was already paused")
+    return 0
+
+
+def _queues_resume(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        changed = admin.resume_queue(args.queue)
+    print(f"queue {args.queue} resumed" if changed else f"queue {args.queue} was not paused")
     return 0
 
 

@@ -26,6 +26,7 @@ are chained as ``__cause__``, never shown to users.
     └── JobError                      raised by task code to steer its job's outcome
         ├── Transient                 retry later (optionally after ``retry_after``)
         ├── Permanent                 fail now with an error code, no retry
+        ├── Cancelled                 end the job cancelled (when ``redrive.cancelled()`` says so)
         └── CircuitOpen               a guarded call found its dependency's breaker open
 """
 
@@ -36,6 +37,7 @@ from typing import Any
 
 __all__ = [
     "ArgumentsNotSerializable",
+    "Cancelled",
     "CircuitOpen",
     "ConfigError",
     "DeadLetterNotFound",
@@ -227,6 +229,14 @@ class Permanent(JobError):
         super().__init__(message)
         if code is not None:
             self.code = code
+
+
+class Cancelled(JobError):
+    """End the running job ``cancelled``: what a sync task raises once
+    ``redrive.cancelled()`` is true. Raised without a cancel having been asked,
+    it ends the job cancelled by the task itself."""
+
+    code = "CANCELLED"
 
 
 class CircuitOpen(JobError):

@@ -47,6 +47,7 @@ def world(store: Store) -> World:
     fail(store, claim_one(store))
     waiting = _enqueue(store, "ann", delay=timedelta(hours=1))
     store.breaker_update(name="gateway", change=lambda b, now: b)
+    store.queue_pause(queue="reports", by="ops:dan")
     return World(store, store.job_get(job_id=failed.id), waiting, letter_of(store, failed.id).id)
 
 
@@ -55,7 +56,8 @@ def _snapshot(w: World) -> Any:
     s = w.store
     return ([s.job_get(job_id=w.failed.id), s.job_get(job_id=w.waiting.id)],
             [s.job_events_list(job_id=w.failed.id), s.job_events_list(job_id=w.waiting.id)],
-            s.dead_letter_get(id=w.letter_id), s.breakers_list()[0], s.jobs_count())
+            s.dead_letter_get(id=w.letter_id), s.breakers_list()[0], s.jobs_count(),
+            dict(s.control_read(job_ids=[]).paused))
 
 
 # Every operation of Admin, as a call on a world: the test below fails for a
@@ -70,6 +72,8 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "dead_letter": lambda a, w: a.dead_letter(w.letter_id),
     "dead_letter_facets": lambda a, w: a.dead_letter_facets(),
     "queues": lambda a, w: a.queues(),
+    "pause_queue": lambda a, w: a.pause_queue("email"),
+    "resume_queue": lambda a, w: a.resume_queue("reports"),
     "reveal": lambda a, w: a.reveal(w.failed.id),
     "audit_trail": lambda a, w: a.audit_trail(w.failed.id),
     "schedules": lambda a, w: a.schedules(),

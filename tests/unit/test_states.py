@@ -28,7 +28,8 @@ def test_terminal_states_only_leave_by_manual_retry() -> None:
         (Status.QUEUED, Status.SUCCEEDED, False),
         (Status.SUCCEEDED, Status.QUEUED, False),
         (Status.CANCELLED, Status.QUEUED, False),
-        (Status.RUNNING, Status.CANCELLED, False),
+        (Status.RUNNING, Status.CANCELLED, True),  # its worker stopped it on request
+        (Status.FAILED, Status.CANCELLED, False),
     ],
 )
 def test_transition_table(before, after, legal) -> None:

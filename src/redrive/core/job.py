@@ -189,6 +189,15 @@ class RetryLater:
 
 
 @dataclass(frozen=True, slots=True)
+class Cancellation:
+    """End a running job ``cancelled``: its worker stopped it on request."""
+
+    lease: Lease
+    by: str  # who asked; "task" when the task cancelled itself
+    meta: Mapping[str, JSON] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class FailNow:
     """Fail a running job for good; its dead-letter entry is written with it."""
 

@@ -25,4 +25,13 @@ class Failed:
     failure: Failure
 
 
-Outcome = Succeeded | Retry | Failed
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """The run stopped because a cancel was asked (``by`` names who asked),
+    or the task ended itself cancelled (``by`` is "task")."""
+
+    by: str
+    reason: str | None = None
+
+
+Outcome = Succeeded | Retry | Failed | Cancelled

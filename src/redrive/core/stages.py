@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from redrive.core.backoff import Backoff, FullJitter
 from redrive.errors import ConfigError
@@ -22,12 +23,19 @@ class Stage:
     name: str
     max_attempts: int = DEFAULT_STAGE_ATTEMPTS
     backoff: Backoff = field(default_factory=FullJitter)
+    timeout: timedelta | None = None  # one run of this stage; past it the attempt fails TIMEOUT
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip() or len(self.name) > 100:
             raise ConfigError("a stage name must be a non-empty string of at most 100 characters")
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ConfigError(f"stage {self.name!r}: max_attempts must be an integer of at least 1")
+        check_timeout(self.timeout, f"stage {self.name!r}")
+
+
+def check_timeout(timeout: timedelta | None, what: str) -> None:
+    if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
+        raise ConfigError(f"{what}: timeout must be a timedelta longer than zero, not {timeout!r}")
 
 
 def pipeline(stages: Sequence[Stage | str]) -> tuple[Stage, ...]:

@@ -30,8 +30,8 @@ TRANSITIONS: dict[Status | None, frozenset[Status]] = {
     Status.SCHEDULED: frozenset({Status.QUEUED, Status.RUNNING, Status.CANCELLED}),
     Status.QUEUED: frozenset({Status.RUNNING, Status.CANCELLED}),
     # -> queued: a retry, a reclaimed lease, or a requeue on shutdown.
-    # Running jobs cannot be cancelled yet: that needs cooperative cancellation.
-    Status.RUNNING: frozenset({Status.SUCCEEDED, Status.FAILED, Status.QUEUED}),
+    # -> cancelled: its worker ended it after a cancel was asked (cooperative).
+    Status.RUNNING: frozenset({Status.SUCCEEDED, Status.FAILED, Status.QUEUED, Status.CANCELLED}),
     # -> queued: a manual retry or a replay.
     Status.FAILED: frozenset({Status.QUEUED}),
     Status.SUCCEEDED: frozenset(),

@@ -37,6 +37,7 @@ ENGINE_CODES = (
     ErrorCode("UNKNOWN_TASK", True, "No worker here knows this task yet; it will be retried."),
     ErrorCode("RESULT_NOT_JSON", False, "The job finished but its result could not be stored."),
     ErrorCode("LEASE_EXPIRED", False, "The job's worker stopped responding too many times."),
+    ErrorCode("TIMEOUT", True, "The job ran past its time limit; it will be retried."),
 )
 
 # The criticizer's failure table, one code per category (and the matching system's LLM cases).

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import assert_never
 
 from redrive.core.classify import Failure
-from redrive.core.job import JSON, Completion, FailNow, Job, Lease, RetryLater
-from redrive.core.outcome import Failed, Retry, Succeeded
+from redrive.core.job import JSON, Cancellation, Completion, FailNow, Job, Lease, RetryLater
+from redrive.core.outcome import Cancelled, Failed, Retry, Succeeded
 from redrive.core.states import Status
 from redrive.errors import StoreError
 from redrive.events import EventStream
@@ -25,7 +25,7 @@ log = logging.getLogger("redrive.worker")
 
 STORE_RETRY_PAUSE_S = 1.0
 
-Item = Completion | RetryLater | FailNow
+Item = Completion | RetryLater | FailNow | Cancellation
 
 
 class Completer:
@@ -68,6 +68,7 @@ class Completer:
         done = [item for item in items if isinstance(item, Completion)]
         retries = [item for item in items if isinstance(item, RetryLater)]
         failures = [item for item in items if isinstance(item, FailNow)]
+        cancels = [item for item in items if isinstance(item, Cancellation)]
         applied: set[Lease] = set()
         if done:
             applied |= await self._call(store.jobs_complete, items=done)
@@ -75,10 +76,12 @@ class Completer:
             applied |= await self._call(store.jobs_retry, items=retries)
         if failures:
             applied |= await self._call(store.jobs_fail, items=failures)
+        if cancels:
+            applied |= await self._call(store.jobs_cancel, items=cancels)
         return applied
 
 
-OUTCOME_NAMES = {Completion: "success", RetryLater: "retry", FailNow: "failure"}
+OUTCOME_NAMES = {Completion: "success", RetryLater: "retry", FailNow: "failure", Cancellation: "cancel"}
 
 
 def announce_outcome(events: EventStream, job: Job, item: Item,
@@ -94,6 +97,8 @@ def announce_outcome(events: EventStream, job: Job, item: Item,
             stage, error_class = item.stage or job.stage, item.error_class or item.error_code
             events.emit("job.failed", **base, stage=stage, error_code=item.error_code,
                         error_class=error_class, retryable=item.retryable, duration_s=duration_s)
+        case Cancellation():
+            events.emit("job.cancelled", job_id=str(job.id), task=job.task, queue=job.queue, by=item.by)
 
 
 async def announce_dead_letter(events: EventStream, store: Store, call: Offload, job: Job) -> None:
@@ -137,6 +142,10 @@ def outcome_item(job: Job, execution: Execution, duration_ms: int) -> Item:
                 stage_attempts=execution.stage_attempts, error_class=failure.error_class,
                 retryable=failure.retryable, stack=execution.stack, context=execution.context,
             )
+        case Cancelled(by=by, reason=reason):
+            if reason:
+                meta["reason"] = reason
+            return Cancellation(lease=job.lease, by=by, meta=meta)
     assert_never(execution.outcome)
 
 

@@ -22,6 +22,7 @@ from redrive.core.job import JSON, Job, StageDone, strict_json
 from redrive.core.stages import Stage, next_after, resume_at
 from redrive.errors import CircuitOpen, ConfigError, LeaseLost
 from redrive.events import EventStream
+from redrive.runtime.interrupts import Interrupt
 from redrive.store.port import Store
 
 
@@ -39,6 +40,7 @@ class _Run:
     classifier: Any = None
     guarded: set[str] = field(default_factory=set)  # dependencies whose calls were wrapped
     events: EventStream = field(default_factory=EventStream)  # where the outbox sender announces
+    interrupt: Interrupt | None = None  # how the worker stops this run
 
     def declared(self, name: str) -> Stage:
         for stage in self.stages:
@@ -78,6 +80,15 @@ def current_job() -> Job:
     return _run().job
 
 
+def cancelled() -> bool:
+    """True once the running job should stop: a cancel was asked, its time
+    limit passed, or its worker is shutting down. A sync task that polls it
+    and raises ``redrive.Cancelled`` ends the job cancelled; an async task is
+    cancelled where it awaits and need not ask."""
+    interrupt = _run().interrupt
+    return interrupt is not None and interrupt.stopping
+
+
 def add_context(**values: JSON) -> None:
     """Attach operational context (request ids, upstream ids) to the running
     job; it is redacted and kept in the job's dead letter if it fails for good."""
@@ -91,26 +102,42 @@ def stage(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> An
 
     In an async task, ``await`` it (``fn`` may be sync or async)."""
     run = _run()
-    run.declared(name)
+    declared = run.declared(name)
     if run.is_async:
-        return _stage_async(run, name, fn, args, kwargs)
+        return _stage_async(run, declared, fn, args, kwargs)
     if name in run.checkpoint:
         return run.checkpoint[name]
     run.current = name
-    output = fn(*args, **kwargs)
+    with _limited(run, declared):
+        output = fn(*args, **kwargs)
     _save(run, run.done(name, output))
     return output
 
 
-async def _stage_async(run: _Run, name: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+async def _stage_async(run: _Run, declared: Stage, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    name = declared.name
     if name in run.checkpoint:
         return run.checkpoint[name]
     run.current = name
-    output = fn(*args, **kwargs)
-    if inspect.isawaitable(output):
-        output = await output
+    with _limited(run, declared):
+        output = fn(*args, **kwargs)
+        if inspect.isawaitable(output):
+            output = await output
     await asyncio.to_thread(_save, run, run.done(name, output))
     return output
+
+
+@contextmanager
+def _limited(run: _Run, declared: Stage) -> Iterator[None]:
+    """The stage's own time limit, while it runs (the task's goes on too)."""
+    if declared.timeout is None or run.interrupt is None:
+        yield
+        return
+    limit = run.interrupt.limit(declared.timeout.total_seconds(), f"stage {declared.name}")
+    try:
+        yield
+    finally:
+        run.interrupt.unlimit(limit)
 
 
 @contextmanager

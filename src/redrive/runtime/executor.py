@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hashlib
 import inspect
@@ -17,14 +18,16 @@ from typing import Any, cast
 from redrive.core.backoff import FullJitter
 from redrive.core.classify import Classifier, Failure, one_line
 from redrive.core.job import JSON, Job, strict_json
-from redrive.core.outcome import Failed, Outcome, Retry, Succeeded
+from redrive.core.outcome import Cancelled, Failed, Outcome, Retry, Succeeded
 from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
 from redrive.core.stages import Stage
 from redrive.declarations import Task
+from redrive.errors import Cancelled as CancelRun
 from redrive.errors import CircuitOpen, LeaseLost, Permanent, Transient
 from redrive.events import EventStream
 from redrive.runtime.context import _current, _Run
+from redrive.runtime.interrupts import Interrupt
 from redrive.runtime.stacks import STACK_LIMIT, task_stack
 from redrive.runtime.threads import DaemonThreadPool
 from redrive.store.port import Store
@@ -32,6 +35,7 @@ from redrive.store.port import Store
 log = logging.getLogger("redrive.worker")
 
 UNKNOWN_TASK = "UNKNOWN_TASK"
+TIMEOUT = "TIMEOUT"
 RESULT_NOT_JSON = "RESULT_NOT_JSON"
 _UNKNOWN_TASK_BACKOFF = FullJitter(initial=timedelta(seconds=5), cap=timedelta(minutes=5))
 
@@ -68,6 +72,7 @@ async def execute(
     threads: DaemonThreadPool,
     rng: Random,
     store: Store,
+    interrupt: Interrupt,
     gate: Any = None,
     events: EventStream | None = None,
 ) -> Execution:
@@ -77,24 +82,40 @@ async def execute(
         unknown = Stage(job.task, max_attempts=job.max_attempts, backoff=_UNKNOWN_TASK_BACKOFF)
         return Execution(after_failure(failure, stage=unknown, stage_attempts=job.attempts,
                                        attempts=job.attempts, max_attempts=job.max_attempts, rng=rng))
+    if interrupt.cancel_by is not None:  # asked before the body started
+        return Execution(Cancelled(interrupt.cancel_by))
     classifier = task.classifier or classifier
     is_async = task.is_async
     run = _Run(job=job, stages=stages_of(task, job), is_async=is_async, store=store,
                checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts),
-               gate=gate, classifier=classifier, events=events or EventStream())
+               gate=gate, classifier=classifier, events=events or EventStream(), interrupt=interrupt)
     token = _current.set(run)
+    interrupt.in_handler = True
+    if task.timeout is not None:
+        interrupt.limit(task.timeout.total_seconds(), f"task {task.name}")
     try:
         # A retry after a stalled status write may find the work done (the converter's rule: no second conversion).
         found = (await _call(task.already_done, job, threads,
                              inspect.iscoroutinefunction(task.already_done))
                  if task.already_done else None)
         result = found if found is not None else await _call(task.fn, job, threads, is_async)
+    except asyncio.CancelledError as exc:
+        if not interrupt.interrupted:
+            raise  # the worker is shutting down: not an outcome
+        _uncancel()
+        return replace(_stopped(exc, run, rng), guarded=frozenset(run.guarded))
     except CircuitOpen as exc:
         return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
                          held_by=exc.dependency, guarded=frozenset(run.guarded))
     except Exception as exc:
-        return replace(_failed(exc, run, classifier, rng), guarded=frozenset(run.guarded))
+        # However a stopped run ends (our Cancelled, or an error its stopping
+        # caused), it ends as what stopped it.
+        stopped = isinstance(exc, CancelRun) or interrupt.interrupted
+        outcome = _stopped(exc, run, rng) if stopped else _failed(exc, run, classifier, rng)
+        return replace(outcome, guarded=frozenset(run.guarded))
     finally:
+        interrupt.in_handler = False
+        interrupt.clear()
         _current.reset(token)
     try:
         if result is not None:  # most jobs return nothing: no encoder to run
@@ -103,6 +124,7 @@ async def execute(
         failure = Failure(code=RESULT_NOT_JSON, retryable=False,
                           message=one_line(f"the result is not JSON: {exc}"))
         return Execution(Failed(failure), context=_context(run, failure))
+    # A run that finished its work succeeded, even if a cancel came too late to stop it.
     return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=found is not None)
 
 
@@ -113,6 +135,28 @@ async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool, is_
         return await fn(*job.args, **job.kwargs)
     context = contextvars.copy_context()
     return await threads.run(lambda: context.run(fn, *job.args, **job.kwargs))
+
+
+def _uncancel() -> None:
+    # The run's task was cancelled to stop the handler; the worker's own
+    # awaits after it (the outcome write) must not see it as cancelled.
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+def _stopped(exc: BaseException, run: _Run, rng: Random) -> Execution:
+    """A run that was cancelled, or ran past its time limit."""
+    interrupt = run.interrupt
+    assert interrupt is not None
+    if interrupt.cancel_by is not None or interrupt.timed_out is None:
+        reason = one_line(str(exc)) if isinstance(exc, CancelRun) and str(exc) else None
+        return Execution(Cancelled(interrupt.cancel_by or "task", reason))
+    limit = interrupt.timed_out
+    failure = Failure(code=TIMEOUT, retryable=True,
+                      message=f"{limit.what} ran past its time limit of {limit.seconds:g}s")
+    stack = redact_text(task_stack(exc))[-STACK_LIMIT:] if run.is_async else None
+    return _after(failure, run, rng, stack)
 
 
 def _failed(exc: Exception, run: _Run, classifier: Classifier, rng: Random) -> Execution:
@@ -129,6 +173,12 @@ def _failed(exc: Exception, run: _Run, classifier: Classifier, rng: Random) -> E
     failure = replace(failure, message=redact_text(failure.message))
     if failure.code == classifier.unclassified and not isinstance(exc, (Transient, Permanent, LeaseLost)):
         log.error("job %s (%s) raised an unclassified error:\n%s", job.id, job.task, stack)
+    return _after(failure, run, rng, stack)
+
+
+def _after(failure: Failure, run: _Run, rng: Random, stack: str | None) -> Execution:
+    """The failed attempt's stage spends one attempt; its policy says retry or fail."""
+    job = run.job
     stage = run.failed_stage()
     run.stage_attempts[stage.name] = run.stage_attempts.get(stage.name, 0) + 1
     outcome = after_failure(failure, stage=stage, stage_attempts=run.stage_attempts[stage.name],

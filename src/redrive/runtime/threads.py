@@ -23,29 +23,60 @@ class DaemonThreadPool:
         self._name = name
         self._work: queue.SimpleQueue[tuple[Future, Callable[[], Any]]] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
+        # Threads still running a call nobody waits for any more (a sync
+        # handler past its time limit): each leaves the pool when its call
+        # returns, and a new thread takes its place at once.
+        self._orphans: set[threading.Thread] = set()
+        self._spawned = 0
         self._lock = threading.Lock()
 
     async def run(self, fn: Callable[[], T]) -> T:
         future: Future[T] = Future()
         self._ensure_threads()
         self._work.put((future, fn))
-        return await asyncio.wrap_future(future)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            # Not started yet: it never will be. Started: its thread cannot be
+            # stopped, so it is orphaned and replaced.
+            if not future.cancel():
+                self._orphan(future)
+            raise
+
+    def _orphan(self, future: Future[Any]) -> None:
+        thread = getattr(future, "redrive_thread", None)
+        if thread is None or future.done():
+            return
+        with self._lock:
+            self._orphans.add(thread)
+        self._ensure_threads()
+
+    @property
+    def orphans(self) -> int:
+        with self._lock:
+            return len(self._orphans)
 
     def _ensure_threads(self) -> None:
         with self._lock:
-            while len(self._threads) < self._size:
-                thread = threading.Thread(
-                    target=self._serve, name=f"{self._name}-{len(self._threads)}", daemon=True
-                )
+            while len(self._threads) - len(self._orphans) < self._size:
+                self._spawned += 1
+                thread = threading.Thread(target=self._serve, name=f"{self._name}-{self._spawned}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
 
     def _serve(self) -> None:
+        me = threading.current_thread()
         while True:
             future, fn = self._work.get()
+            future.redrive_thread = me  # type: ignore[attr-defined]  # whom to orphan if abandoned
             if not future.set_running_or_notify_cancel():
                 continue
             try:
                 future.set_result(fn())
             except BaseException as exc:  # handed to the awaiting coroutine
                 future.set_exception(exc)
+            with self._lock:
+                if me in self._orphans:
+                    self._orphans.discard(me)
+                    self._threads.remove(me)
+                    return

@@ -16,7 +16,7 @@ import os
 import signal
 import socket
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,6 +26,7 @@ from typing import Any, ParamSpec, TypeVar
 from uuid import UUID
 
 from redrive.client import Client
+from redrive.core import checks
 from redrive.core.job import FailNow, Job, Lease
 from redrive.errors import ConfigError, StoreError
 from redrive.runtime import eager
@@ -41,6 +42,7 @@ from redrive.runtime.completer import (
     outcome_item,
 )
 from redrive.runtime.executor import execute
+from redrive.runtime.interrupts import Interrupt
 from redrive.runtime.maintenance import Pruner, Reclaimer
 from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.threads import DaemonThreadPool
@@ -54,9 +56,13 @@ T = TypeVar("T")
 _HOLD_DELAY = timedelta(seconds=1)  # a held job is looked at again after this
 
 
+CONTROL_INTERVAL_S = 0.5  # how often a worker reads pauses and cancel requests
+
+
 @dataclass(eq=False)
 class _Running:
     job: Job
+    interrupt: Interrupt
     future: asyncio.Future | None = None
     finishing: bool = False  # the handler is done; its write is queued or under way
     lost: bool = False  # the heartbeat found the lease gone
@@ -68,7 +74,7 @@ class Worker:
         self,
         client: Client,
         *,
-        queues: Sequence[str] = ("default",),
+        queues: Sequence[str] | Mapping[str, int | None] = ("default",),
         concurrency: int | None = None,
         lease_ttl: timedelta | None = None,
         shutdown_grace: timedelta | None = None,
@@ -79,21 +85,39 @@ class Worker:
         retention: timedelta | None = None,
     ) -> None:
         """A worker on ``client``'s store, running the tasks its registry
-        declares (``Worker(app.client)``). ``schedules=True`` also runs the
-        registry's schedules (see ``Scheduler``). With a ``retention``
-        (default: the ``job_retention`` setting) the worker also prunes history
-        older than that, a batch at a time."""
+        declares (``Worker(app.client)``). ``queues`` may give some queues
+        their own limit of jobs at once (``{"email": 5, "default": None}``);
+        ``concurrency`` is the worker's total (default: the sum of the limits
+        when every queue has one, else the ``worker_concurrency`` setting).
+        ``schedules=True`` also runs the registry's schedules (see
+        ``Scheduler``). With a ``retention`` (default: the ``job_retention``
+        setting) the worker also prunes history older than that, a batch at
+        a time."""
+        if not queues:
+            raise ConfigError("a worker needs at least one queue")
+        limits = dict(queues) if isinstance(queues, Mapping) else dict.fromkeys(queues)
+        for queue, limit in limits.items():
+            checks.queue_name(queue)
+            if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+                raise ConfigError(f"queue {queue!r}: its limit must be a whole number of at least 1, not {limit!r}")
+        if concurrency is None and None not in limits.values():
+            concurrency = sum(limit for limit in limits.values() if limit is not None)
         settings = client.settings.with_(
             worker_concurrency=concurrency, worker_lease_ttl=lease_ttl,
             worker_shutdown_grace=shutdown_grace, worker_poll_interval=poll_interval,
             job_retention=retention,
         )
-        if not queues:
-            raise ConfigError("a worker needs at least one queue")
         self.registry = client.registry
         self.events = client.events
         self._client = client
-        self.queues = list(queues)
+        self.queues = list(limits)
+        self.queue_limits = {q: limit for q, limit in limits.items() if limit is not None}
+        # Claimed together: each limited queue alone, the others as one group.
+        self._groups: list[tuple[list[str], int | None]] = [([q], n) for q, n in self.queue_limits.items()]
+        shared = [q for q in self.queues if q not in self.queue_limits]
+        if shared:
+            self._groups.append((shared, None))
+        self._paused: frozenset[str] = frozenset()
         self.concurrency = settings.worker_concurrency
         self.lease_ttl = settings.worker_lease_ttl
         self.shutdown_grace = settings.worker_shutdown_grace
@@ -163,13 +187,16 @@ class Worker:
             loop.call_soon_threadsafe(self._wake.set)
 
         unsubscribe = store.wakeups_subscribe(woken)
+        await self._read_control()  # a paused queue is obeyed from the first claim
+        shown = [f"{q}={self.queue_limits[q]}" if q in self.queue_limits else q for q in self.queues]
         log.info("worker %s started: queues=%s concurrency=%d lease_ttl=%ss",
-                 self.id, ",".join(self.queues), self.concurrency, self.lease_ttl.total_seconds())
+                 self.id, ",".join(shown), self.concurrency, self.lease_ttl.total_seconds())
         self.events.emit("worker.started", worker=self.id, queues=list(self.queues),
                          concurrency=self.concurrency)
         services = [
             asyncio.create_task(self._completer.run(), name="completer"),
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
+            asyncio.create_task(self._control(), name="control"),
             asyncio.create_task(Reclaimer(store, self._call, lease_ttl=self.lease_ttl, rng=self._rng,
                                           events=self.events, found=self._wake.set).run(), name="reclaimer"),
         ]
@@ -207,28 +234,35 @@ class Worker:
             self._begin_stop()
 
     async def _claim_loop(self) -> None:
-        store = self.store
         while not self._stopping.is_set():
             self._wake.clear()
-            free = self._free_slots()
-            claimed: list[Job] = []
-            if free > 0:
+            more = False
+            for queues, limit in self._groups:
+                open_queues = [q for q in queues if q not in self._paused]
+                free = self._free_slots()
+                if limit is not None:
+                    free = min(free, limit - self._handling(queues[0]))
+                if not open_queues or free <= 0:
+                    continue
                 try:
                     claimed = await self._call(
-                        store.jobs_claim, queues=self.queues, limit=free,
+                        self.store.jobs_claim, queues=open_queues, limit=free,
                         worker_id=self.id, lease_ttl=self.lease_ttl, blocked=self._gate.blocked(),
                     )
                 except StoreError as exc:
                     log.warning("claim failed, retrying: %s", exc)
                     await self._pause(STORE_RETRY_PAUSE_S)
-                    continue
+                    break
                 for job in claimed:
                     if self.events.active:
                         self._announce_claim(job)
                     self._start(job)
-            if free > 0 and len(claimed) == free:
-                continue  # the queue may hold more; claim again at once
-            await self._pause(self.poll_interval.total_seconds())
+                more = more or len(claimed) == free  # the queue may hold more: claim again at once
+            if not more:
+                await self._pause(self.poll_interval.total_seconds())
+
+    def _handling(self, queue: str) -> int:
+        return sum(1 for r in self._running.values() if not r.finishing and r.job.queue == queue)
 
     def _free_slots(self) -> int:
         """A slot frees when its handler returns, so the next claim overlaps the
@@ -249,9 +283,10 @@ class Worker:
             pass
 
     def _start(self, job: Job) -> None:
-        running = _Running(job)
+        assert self._loop is not None
+        running = _Running(job, Interrupt(self._loop))
         self._running[job.lease.token] = running
-        running.future = eager.start(self._run_one(running))
+        running.future = running.interrupt.run = eager.start(self._run_one(running))
 
     async def _run_one(self, running: _Running) -> None:
         job = running.job
@@ -263,7 +298,7 @@ class Worker:
             if refusal is None:
                 execution = await execute(
                     self.registry.tasks.get(job.task), job, classifier=self.registry.classifier,
-                    threads=self._threads, rng=self._rng, store=self.store,
+                    threads=self._threads, rng=self._rng, store=self.store, interrupt=running.interrupt,
                     gate=self._gate if self._gate.active else None, events=self.events,
                 )
                 if execution.held_by is not None:  # a guarded call found its breaker open
@@ -342,6 +377,38 @@ class Worker:
         await self._requeue([job.lease], meta={"reason": "breaker_open", "dependency": name},
                             delay=_HOLD_DELAY)
 
+    # -- pauses and cancels ------------------------------------------------------
+
+    async def _control(self) -> None:
+        while True:
+            await asyncio.sleep(CONTROL_INTERVAL_S)
+            await self._read_control()
+
+    async def _read_control(self) -> None:
+        """What every worker obeys: the paused queues, and the cancels asked of
+        the jobs this worker runs."""
+        live = [r for r in self._running.values() if not (r.finishing or r.abandoned)]
+        try:
+            control = await self._call(self.store.control_read, job_ids=[r.job.id for r in live])
+        except StoreError as exc:
+            log.warning("reading pauses and cancels failed, retrying: %s", exc)
+            return
+        for r in live:
+            by = control.cancels.get(r.job.id)
+            if by is not None and r.interrupt.cancel_by is None and not r.finishing:
+                task = self.registry.tasks.get(r.job.task)
+                log.info("job %s (%s): cancel asked by %s, stopping it", r.job.id, r.job.task, by)
+                r.interrupt.cancel(by, is_async=task is not None and task.is_async)
+        paused = frozenset(q for q in control.paused if q in self.queues)
+        for queue in sorted(paused - self._paused):
+            log.info("queue %s paused by %s: no job of it starts here until it is resumed",
+                     queue, control.paused[queue])
+        for queue in sorted(self._paused - paused):
+            log.info("queue %s resumed", queue)
+        if self._paused - paused:
+            self._wake.set()
+        self._paused = paused
+
     # -- leases ------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
@@ -376,6 +443,7 @@ class Worker:
         if unfinished:
             for r in unfinished:
                 r.abandoned = True
+                r.interrupt.shutdown()  # a sync handler polling redrive.cancelled() may stop
             leases = [r.job.lease for r in unfinished if not r.lost]
             requeued = await self._requeue(leases)
             log.info("requeued %d unfinished jobs: %s", len(requeued),

@@ -15,6 +15,7 @@ from uuid import UUID
 from redrive.core.breaker import Breaker
 from redrive.core.dead_letters import RevivePlan, escalates, fail_meta, retry_meta
 from redrive.core.job import (
+    Cancellation,
     Completion,
     DeadLetter,
     DeadLetterFilter,
@@ -32,7 +33,7 @@ from redrive.core.job import (
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE, ACTIVE_ORDER, TERMINAL, Status, check_transition
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
-from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
+from redrive.store.port import SHUTDOWN, BreakerEvent, Control, lease_expired
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -89,6 +90,8 @@ class MemoryStore:
         self._schedule_updated: dict[str, datetime] = {}
         self._audit: list[AuditEntry] = []
         self._finish_listeners: dict[UUID, list[Callable[[], None]]] = {}
+        self._cancel_requests: dict[UUID, str] = {}  # running job -> who asked
+        self._paused: dict[str, str] = {}  # queue -> who paused it
 
     def migrate(self) -> list[int]:
         return []
@@ -246,8 +249,21 @@ class MemoryStore:
                 meta=retry_meta(error_code=item.error_code, delay=item.delay, stage=stage, extra=item.meta),
                 **self._NO_LEASE,
             )
+            if job.id in self._cancel_requests:
+                self._cancel_now(self._jobs[job.id], self._cancel_requests.pop(job.id), now)
 
         return self._fenced(items, apply)
+
+    def jobs_cancel(self, *, items: Sequence[Cancellation]) -> set[Lease]:
+        def apply(job: Job, item: Cancellation, now: datetime) -> None:
+            self._cancel_requests.pop(job.id, None)
+            self._move(job, Status.CANCELLED, now, finished_at=now, meta={"by": item.by, **item.meta},
+                       **self._NO_LEASE)
+
+        return self._fenced(items, apply)
+
+    def _cancel_now(self, job: Job, by: str, now: datetime) -> Job:
+        return self._move(job, Status.CANCELLED, now, finished_at=now, meta={"by": by})
 
     def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
         return self._fenced(items, self._fail)
@@ -370,15 +386,35 @@ class MemoryStore:
             self._events = [e for e in self._events if e.job_id not in gone]
             self._letters = {i: d for i, d in self._letters.items() if d.job_id not in gone}
             self._keys = {name: key for name, key in self._keys.items() if key[1] not in gone}
+            for job_id in gone:
+                self._cancel_requests.pop(job_id, None)
             return len(gone)
 
-    def job_cancel(self, *, job_id: UUID) -> Job:
+    def job_cancel(self, *, job_id: UUID, by: str) -> Job:
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None:
                 raise JobNotFound(f"no job has id {job_id}")
-            now = self._clock()
-            return self._move(job, Status.CANCELLED, now, finished_at=now)
+            if job.status is Status.RUNNING:
+                self._cancel_requests.setdefault(job_id, by)
+                return job
+            return self._cancel_now(job, by, self._clock())
+
+    def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
+        with self._lock:
+            asked = {job_id: self._cancel_requests[job_id] for job_id in job_ids if job_id in self._cancel_requests}
+            return Control(paused=dict(self._paused), cancels=asked)
+
+    def queue_pause(self, *, queue: str, by: str) -> bool:
+        with self._lock:
+            if queue in self._paused:
+                return False
+            self._paused[queue] = by
+            return True
+
+    def queue_resume(self, *, queue: str) -> bool:
+        with self._lock:
+            return self._paused.pop(queue, None) is not None
 
     def job_revive(self, *, job_id: UUID, plan: RevivePlan, dead_letter_id: int | None = None) -> Job | None:
         with self._lock:
@@ -390,6 +426,7 @@ class MemoryStore:
                                                or letter.replayed_at is not None):
                 return None
             now = self._clock()
+            self._cancel_requests.pop(job_id, None)
             marked = []
             for d in list(self._letters.values()):
                 if d.job_id == job_id and d.replayed_at is None:

@@ -29,6 +29,7 @@ from uuid import UUID
 from redrive.core.breaker import Breaker
 from redrive.core.dead_letters import RevivePlan
 from redrive.core.job import (
+    Cancellation,
     Completion,
     DeadLetter,
     EnqueueResult,
@@ -54,6 +55,15 @@ ANY_QUEUE = "*"  # a wake-up that does not know which queue has new jobs
 
 # Why a job went back to the queue when nobody says otherwise.
 SHUTDOWN = {"reason": "shutdown"}
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """What every worker obeys, read every half second: the queues paused for
+    all workers, and who asked to cancel which of the running jobs asked about."""
+
+    paused: Mapping[str, str]  # queue -> who paused it
+    cancels: Mapping[UUID, str]  # job id -> who asked for its cancel
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +123,9 @@ class Store(Protocol):
         """running -> succeeded with a result."""
 
     def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[Lease]:
-        """running -> queued, due after a delay, lease cleared, last error kept."""
+        """running -> queued, due after a delay, lease cleared, last error kept.
+        A job whose cancel was asked while it ran ends cancelled instead (its
+        worker may not have seen the request before its outcome was written)."""
 
     def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
         """running -> failed with an error code and message, and in the same
@@ -138,17 +150,34 @@ class Store(Protocol):
         """Delete up to ``limit`` finished jobs that finished more than
         ``older_than`` ago (by the store's clock), oldest first, with their
         events, their handled dead letters and the idempotency keys that point
-        at them. A job with an open dead letter stays. Returns how many went."""
+        at them (and any cancel request left on them). A job with an open dead
+        letter stays. Returns how many went."""
 
-    def job_cancel(self, *, job_id: UUID) -> Job:
-        """scheduled or queued -> cancelled."""
+    def job_cancel(self, *, job_id: UUID, by: str) -> Job:
+        """scheduled or queued -> cancelled at once (the event says ``by``).
+        A running job is returned still running, with the request recorded:
+        its worker stops it (``control_read``) and ends it with
+        ``jobs_cancel``. Asking again changes nothing."""
+
+    def jobs_cancel(self, *, items: Sequence[Cancellation]) -> set[Lease]:
+        """running -> cancelled (fenced); the event says who asked."""
+
+    def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
+        """The paused queues, and the cancel requests among ``job_ids``."""
+
+    def queue_pause(self, *, queue: str, by: str) -> bool:
+        """No worker claims from ``queue`` until it is resumed. False when it was paused already."""
+
+    def queue_resume(self, *, queue: str) -> bool:
+        """False when it was not paused."""
 
     def job_revive(self, *, job_id: UUID, plan: RevivePlan, dead_letter_id: int | None = None) -> Job | None:
         """failed -> queued as ``plan`` says (``core.dead_letters.revive_plan``):
         fresh attempts, its stage, counts and saved outputs; the job's open dead
         letters are marked replayed. None when the job is no longer the failure
         the plan was made from (``plan.failed_at``), or ``dead_letter_id`` is
-        no longer open: two operators acting at once revive it once."""
+        no longer open: two operators acting at once revive it once. A cancel
+        request left from its last run is dropped."""
 
     def dead_letter_get(self, *, id: int) -> DeadLetter | None: ...
 

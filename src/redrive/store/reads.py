@@ -86,6 +86,7 @@ class QueueStats:
     queue: str
     counts: dict[Status, int] = field(default_factory=dict)  # scheduled, queued and running
     oldest_due_age_s: float | None = None  # None: nothing due is waiting
+    paused_by: str | None = None  # who paused it; None: not paused (filled in by Admin.queues)
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,6 +146,8 @@ WITH doomed AS (
     DELETE FROM redrive_dead_letter AS l USING jobs WHERE l.job_id = jobs.id
 ), keys AS (
     DELETE FROM redrive_job_key AS k USING jobs WHERE k.job_id = jobs.id
+), requests AS (
+    DELETE FROM redrive_cancel_request AS c USING jobs WHERE c.job_id = jobs.id
 )
 SELECT count(*) AS pruned FROM jobs;
 
@@ -275,7 +277,9 @@ WITH input AS (
                               'stage', stage) || meta
     FROM retried
 )
-SELECT id, lease_token FROM retried;
+-- a cancel asked while the job ran: the store ends it with job_cancel
+SELECT r.id, r.lease_token, c.by AS cancel_by
+FROM retried AS r LEFT JOIN redrive_cancel_request AS c ON c.job_id = r.id;
 
 -- name: jobs_requeue
 WITH requeued AS (
@@ -331,10 +335,18 @@ UNION ALL
 SELECT id, lease_token, lease_owner, 0 FROM exhausted;
 
 -- name: job_cancel
+-- A waiting job ends now; a running one gets a request its worker acts on.
 WITH moved AS (
     DELETE FROM redrive_job
     WHERE id = %(id)s AND status IN ('scheduled', 'queued')
     RETURNING *
+), requested AS (
+    INSERT INTO redrive_cancel_request (job_id, by, at)
+    SELECT id, %(by)s, now() FROM redrive_job WHERE id = %(id)s AND status = 'running'
+    ON CONFLICT (job_id) DO NOTHING
+), taken AS (
+    -- a request left from the run that just ended (see jobs_retry)
+    DELETE FROM redrive_cancel_request AS c USING moved AS m WHERE c.job_id = m.id
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
@@ -348,13 +360,64 @@ WITH moved AS (
         idempotency_key, version
     FROM moved
 ), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt)
-    SELECT id, now(), status, 'cancelled', attempts FROM moved
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT id, now(), status, 'cancelled', attempts, jsonb_build_object('by', %(by)s::text) FROM moved
 ), told AS (
     SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
     WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
 )
 SELECT id, (SELECT count(*) FROM told) AS told FROM moved;
+
+-- name: jobs_cancel
+-- A running job its worker stopped on request ends cancelled (fenced).
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(items)s) AS x(id uuid, token uuid, by text, meta jsonb)
+), moved AS (
+    DELETE FROM redrive_job AS j USING input AS i
+    WHERE j.id = i.id AND j.lease_token = i.token
+    RETURNING j.*, i.by AS cancelled_by, i.meta AS event_meta
+), done AS (
+    INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        created_at, updated_at, started_at, finished_at,
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version)
+    SELECT id, task, queue, args, kwargs, 'cancelled', priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        created_at, now(), started_at, now(),
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version
+    FROM moved
+), taken AS (
+    DELETE FROM redrive_cancel_request AS c USING moved AS m WHERE c.job_id = m.id
+), events AS (
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT id, now(), 'running', 'cancelled', attempts,
+           jsonb_build_object('by', cancelled_by) || event_meta
+    FROM moved
+), told AS (
+    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
+)
+SELECT id, lease_token, (SELECT count(*) FROM told) AS told FROM moved;
+
+-- name: control_read
+SELECT 'cancel' AS kind, job_id::text AS name, by FROM redrive_cancel_request
+WHERE job_id = ANY(%(ids)s::uuid[])
+UNION ALL
+SELECT 'pause', queue, by FROM redrive_queue_pause;
+
+-- name: queue_pause
+INSERT INTO redrive_queue_pause (queue, by, at) VALUES (%(queue)s, %(by)s, now())
+ON CONFLICT (queue) DO NOTHING RETURNING queue;
+
+-- name: queue_resume
+WITH resumed AS (
+    DELETE FROM redrive_queue_pause WHERE queue = %(queue)s RETURNING queue
+), wake AS (
+    SELECT pg_notify('redrive_jobs', queue) FROM resumed
+)
+SELECT queue, (SELECT count(*) FROM wake) AS woken FROM resumed;
 
 -- name: job_get
 SELECT * FROM redrive_job WHERE id = %(id)s
@@ -459,6 +522,9 @@ WITH moved AS (
     SET replayed_at = now(), replayed_by = %(by)s, replay_from = %(replay_from)s
     WHERE job_id IN (SELECT id FROM revived) AND replayed_at IS NULL
     RETURNING id
+), requests AS (
+    -- a cancel asked of the run that failed does not reach the new one
+    DELETE FROM redrive_cancel_request AS c USING revived AS r WHERE c.job_id = r.id
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT id, now(), 'failed', 'queued', 0,

@@ -31,6 +31,7 @@ from redrive.core.dead_letters import RevivePlan
 from redrive.core.job import (
     DEAD_LETTER_COLUMNS,
     JOB_COLUMNS,
+    Cancellation,
     Completion,
     DeadLetter,
     DeadLetterFilter,
@@ -55,7 +56,7 @@ from redrive.errors import (
     StoreError,
     StoreUnavailable,
 )
-from redrive.store.port import SHUTDOWN, BreakerEvent, lease_expired
+from redrive.store.port import SHUTDOWN, BreakerEvent, Control, lease_expired
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -305,12 +306,34 @@ class PostgresStore:
         ])
 
     def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[Lease]:
-        return self._fenced("jobs_retry", [
+        if not items:
+            return set()
+        rows = self._run("jobs_retry", {"items": Jsonb([
             {**_lease_json(i.lease), "delay_s": i.delay.total_seconds(),
              "error_code": i.error_code, "error_message": i.error_message, "meta": dict(i.meta),
              "stage": i.stage, "stage_attempts": _optional(i.stage_attempts)}
             for i in items
+        ])})
+        for row in rows:
+            if row["cancel_by"] is not None:  # asked while it ran: the retry ends it instead
+                self._run("job_cancel", {"id": row["id"], "by": row["cancel_by"]})
+        return _applied(rows)
+
+    def jobs_cancel(self, *, items: Sequence[Cancellation]) -> set[Lease]:
+        return self._fenced("jobs_cancel", [
+            {**_lease_json(i.lease), "by": i.by, "meta": dict(i.meta)} for i in items
         ])
+
+    def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
+        rows = self._run("control_read", {"ids": list(job_ids)})
+        return Control(paused={r["name"]: r["by"] for r in rows if r["kind"] == "pause"},
+                       cancels={UUID(r["name"]): r["by"] for r in rows if r["kind"] == "cancel"})
+
+    def queue_pause(self, *, queue: str, by: str) -> bool:
+        return bool(self._run("queue_pause", {"queue": queue, "by": by}))
+
+    def queue_resume(self, *, queue: str) -> bool:
+        return bool(self._run("queue_resume", {"queue": queue}))
 
     def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
         return self._fenced("jobs_fail", [
@@ -355,12 +378,14 @@ class PostgresStore:
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         return self._run("jobs_prune", {"older_than": older_than, "limit": limit})[0]["pruned"]
 
-    def job_cancel(self, *, job_id: UUID) -> Job:
-        if not self._run("job_cancel", {"id": job_id}):
+    def job_cancel(self, *, job_id: UUID, by: str) -> Job:
+        if not self._run("job_cancel", {"id": job_id, "by": by}):
             job = self.job_get(job_id=job_id)
             if job is None:
                 raise JobNotFound(f"no job has id {job_id}")
-            raise IllegalTransition(f"job {job_id} is {job.status}; only scheduled or queued jobs can be cancelled")
+            if job.status is Status.RUNNING:
+                return job
+            raise IllegalTransition(f"job {job_id} is {job.status}; only an unfinished job can be cancelled")
         job = self.job_get(job_id=job_id)
         assert job is not None
         return job

@@ -253,6 +253,30 @@ DELETE FROM redrive_dead_letter WHERE job_id IN (SELECT value FROM json_each(:id
 -- name: prune_keys
 DELETE FROM redrive_job_key WHERE job_id IN (SELECT value FROM json_each(:ids));
 
+-- name: prune_cancel_requests
+DELETE FROM redrive_cancel_request WHERE job_id IN (SELECT value FROM json_each(:ids));
+
+-- name: cancel_request_add
+INSERT INTO redrive_cancel_request (job_id, by, at)
+SELECT id, :by, :now FROM redrive_job WHERE id = :id AND status = 'running'
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: cancel_request_take
+DELETE FROM redrive_cancel_request WHERE job_id = :id RETURNING by;
+
+-- name: control_read
+SELECT 'cancel' AS kind, job_id AS name, by FROM redrive_cancel_request
+WHERE job_id IN (SELECT value FROM json_each(:ids))
+UNION ALL
+SELECT 'pause', queue, by FROM redrive_queue_pause;
+
+-- name: queue_pause
+INSERT INTO redrive_queue_pause (queue, by, at) VALUES (:queue, :by, :now)
+ON CONFLICT (queue) DO NOTHING RETURNING queue;
+
+-- name: queue_resume
+DELETE FROM redrive_queue_pause WHERE queue = :queue RETURNING queue;
+
 -- name: job_get
 SELECT * FROM redrive_job WHERE id = :id
 UNION ALL

@@ -25,6 +25,7 @@ from redrive.core.dead_letters import RevivePlan, escalates, fail_meta, retry_me
 from redrive.core.job import (
     DEAD_LETTER_COLUMNS,
     JOB_COLUMNS,
+    Cancellation,
     Completion,
     DeadLetter,
     DeadLetterFilter,
@@ -50,7 +51,7 @@ from redrive.errors import (
     StoreError,
     StoreUnavailable,
 )
-from redrive.store.port import ANY_QUEUE, SHUTDOWN, BreakerEvent, lease_expired
+from redrive.store.port import ANY_QUEUE, SHUTDOWN, BreakerEvent, Control, lease_expired
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -399,11 +400,43 @@ class SQLiteStore:
                 "stage_attempts": None if item.stage_attempts is None else json.dumps(dict(item.stage_attempts)),
             }).fetchone()
             if row:
-                self._event(conn, str(item.lease.job_id), "running", "queued", row["attempts"], now, retry_meta(
+                job_id = str(item.lease.job_id)
+                self._event(conn, job_id, "running", "queued", row["attempts"], now, retry_meta(
                     error_code=item.error_code, delay=item.delay, stage=row["stage"], extra=item.meta))
+                if asked := conn.execute(self._queries["cancel_request_take"], {"id": job_id}).fetchone():
+                    self._cancel_waiting(conn, job_id, asked["by"], now)
             return row is not None
 
         return self._fenced(items, apply)
+
+    def jobs_cancel(self, *, items: Sequence[Cancellation]) -> set[Lease]:
+        def apply(conn: sqlite3.Connection, item: Cancellation, now: float) -> bool:
+            conn.execute(self._queries["cancel_request_take"], {"id": str(item.lease.job_id)})
+            return self._finish(conn, self._take(conn, item.lease), "cancelled", now, {"by": item.by, **item.meta})
+
+        applied = self._fenced(items, apply)
+        self._finished({lease.job_id for lease in applied})
+        return applied
+
+    def _cancel_waiting(self, conn: sqlite3.Connection, job_id: str, by: str, now: float) -> bool:
+        taken = conn.execute(self._queries["job_take_waiting"], {"id": job_id}).fetchone()
+        return self._finish(conn, taken, "cancelled", now, {"by": by})
+
+    def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
+        rows = self._read("control_read", {"ids": json.dumps([str(i) for i in job_ids])})
+        return Control(paused={r["name"]: r["by"] for r in rows if r["kind"] == "pause"},
+                       cancels={UUID(r["name"]): r["by"] for r in rows if r["kind"] == "cancel"})
+
+    def queue_pause(self, *, queue: str, by: str) -> bool:
+        return self._write(lambda conn, now: conn.execute(self._queries["queue_pause"], {
+            "queue": queue, "by": by, "now": now}).fetchone() is not None)
+
+    def queue_resume(self, *, queue: str) -> bool:
+        resumed = self._write(lambda conn, now: conn.execute(self._queries["queue_resume"], {
+            "queue": queue}).fetchone() is not None)
+        if resumed:
+            self._wake({queue})
+        return resumed
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         return self._fenced(items, lambda conn, item, now: conn.execute(self._queries["stage_save"], {
@@ -449,23 +482,27 @@ class SQLiteStore:
                 "before": now - older_than.total_seconds(), "limit": limit,
             }).fetchall()
             ids = json.dumps([row["id"] for row in picked])
-            for name in ("prune_events", "prune_letters", "prune_keys", "prune_jobs"):
+            for name in ("prune_events", "prune_letters", "prune_keys", "prune_cancel_requests", "prune_jobs"):
                 conn.execute(self._queries[name], {"ids": ids})
             return len(picked)
 
         return self._write(body)
 
-    def job_cancel(self, *, job_id: UUID) -> Job:
+    def job_cancel(self, *, job_id: UUID, by: str) -> Job:
         def body(conn: sqlite3.Connection, now: float) -> bool:
-            taken = conn.execute(self._queries["job_take_waiting"], {"id": str(job_id)}).fetchone()
-            return self._finish(conn, taken, "cancelled", now, {})
+            if self._cancel_waiting(conn, str(job_id), by, now):
+                return True
+            conn.execute(self._queries["cancel_request_add"], {"id": str(job_id), "by": by, "now": now})
+            return False
 
         if not self._write(body):
             job = self.job_get(job_id=job_id)
             if job is None:
                 raise JobNotFound(f"no job has id {job_id}")
+            if job.status is Status.RUNNING:
+                return job
             raise IllegalTransition(
-                f"job {job_id} is {job.status}; only scheduled or queued jobs can be cancelled"
+                f"job {job_id} is {job.status}; only an unfinished job can be cancelled"
             )
         self._finished({job_id})
         job = self.job_get(job_id=job_id)
@@ -488,6 +525,7 @@ class SQLiteStore:
                 "checkpoint": old["checkpoint"] if plan.keep_checkpoint else "{}",
                 "stage_attempts": json.dumps(plan.stage_attempts), "manual_retry_count": plan.manual_retries,
             }).fetchone()
+            conn.execute(self._queries["cancel_request_take"], {"id": str(job_id)})
             letters = conn.execute(self._queries["dead_letters_mark_replayed"], {
                 "job_id": str(job_id), "now": now, "by": plan.by, "replay_from": plan.replay_from,
             }).fetchall()

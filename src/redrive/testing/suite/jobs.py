@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from redrive.core.job import Completion, FailNow, JobKey, Lease, NewJob, RetryLater, StageDone
+from redrive.core.job import Cancellation, Completion, FailNow, JobKey, Lease, NewJob, RetryLater, StageDone
 from redrive.core.states import Status
 from redrive.errors import IllegalTransition, JobNotFound
 from redrive.store.port import LEASE_EXPIRED, Store
 from redrive.store.reads import JobFilter
-from redrive.testing import TTL, assert_history, claim, claim_one, new, wait_until
+from redrive.testing import TTL, assert_history, claim, claim_one, fail, new, revive, wait_until
 
 # -- enqueue -------------------------------------------------------------------
 
@@ -257,17 +257,68 @@ def test_an_expired_lease_with_no_attempt_left_fails_the_job(store: Store) -> No
 # -- cancel, read -----------------------------------------------------------------------
 
 
-def test_cancel_only_waiting_jobs(store: Store) -> None:
-    waiting, running = [r.job for r in store.jobs_insert(jobs=[new(delay=timedelta(hours=1)), new()])]
-    claim_one(store)
-    assert store.job_cancel(job_id=waiting.id).status is Status.CANCELLED
-    assert_history(store, waiting.id)
-    with pytest.raises(IllegalTransition):
-        store.job_cancel(job_id=running.id)
-    with pytest.raises(IllegalTransition):
-        store.job_cancel(job_id=waiting.id)
+def test_cancel_ends_a_waiting_job_at_once_saying_who(store: Store) -> None:
+    (waiting,) = [r.job for r in store.jobs_insert(jobs=[new(delay=timedelta(hours=1))])]
+    assert store.job_cancel(job_id=waiting.id, by="ops:ana").status is Status.CANCELLED
+    *_, event = assert_history(store, waiting.id)
+    assert (event.to_status, event.meta["by"]) == (Status.CANCELLED, "ops:ana")
+    with pytest.raises(IllegalTransition):  # finished: nothing left to cancel
+        store.job_cancel(job_id=waiting.id, by="ops:ana")
     with pytest.raises(JobNotFound):
-        store.job_cancel(job_id=uuid.uuid4())
+        store.job_cancel(job_id=uuid.uuid4(), by="ops:ana")
+
+
+def test_cancel_of_a_running_job_is_a_request_its_worker_ends(store: Store) -> None:
+    store.jobs_insert(jobs=[new(), new()])
+    job, other = claim(store, 2)
+    # When a cancel is asked of a running job, twice
+    assert store.job_cancel(job_id=job.id, by="ops:ana").status is Status.RUNNING
+    assert store.job_cancel(job_id=job.id, by="ops:bo").status is Status.RUNNING
+    # Then its worker reads the first request, and only for that job
+    control = store.control_read(job_ids=[job.id, other.id])
+    assert dict(control.cancels) == {job.id: "ops:ana"}
+    # And the worker's cancel is fenced on the lease and says who asked
+    assert store.jobs_cancel(items=[Cancellation(Lease(job.id, uuid.uuid4()), by="ops:ana")]) == set()
+    assert store.jobs_cancel(items=[Cancellation(job.lease, by="ops:ana", meta={"duration_ms": 5})]) == {job.lease}
+    ended = store.job_get(job_id=job.id)
+    assert ended.status is Status.CANCELLED and ended.lease_token is None and ended.finished_at is not None
+    *_, event = assert_history(store, job.id)
+    assert (event.from_status, event.meta["by"], event.meta["duration_ms"]) == (Status.RUNNING, "ops:ana", 5)
+    assert store.control_read(job_ids=[job.id]).cancels == {}
+
+
+def test_a_retry_written_after_a_cancel_was_asked_ends_the_job_cancelled(store: Store) -> None:
+    # Given a running job whose cancel was asked before its worker saw it
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store)
+    store.job_cancel(job_id=job.id, by="ops:ana")
+    # When the worker writes a retry anyway
+    assert store.jobs_retry(items=[RetryLater(job.lease, timedelta(minutes=5), "NETWORK_ERROR", "down")]) == {job.lease}
+    # Then the job does not wait to run again: it is cancelled, by whoever asked
+    ended = store.job_get(job_id=job.id)
+    assert ended.status is Status.CANCELLED
+    *_, event = assert_history(store, job.id)
+    assert event.meta["by"] == "ops:ana"
+
+
+def test_a_cancel_left_on_a_failed_job_does_not_reach_its_revived_run(store: Store) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store)
+    store.job_cancel(job_id=job.id, by="ops:ana")
+    fail(store, job)  # the failure won the race
+    revive(store, job.id, "manual_retry", "ops:bo")
+    again = claim_one(store)
+    assert store.control_read(job_ids=[again.id]).cancels == {}
+
+
+def test_a_paused_queue_is_read_by_every_worker_until_resumed(store: Store) -> None:
+    assert store.control_read(job_ids=[]).paused == {}
+    assert store.queue_pause(queue="email", by="ops:ana") is True
+    assert store.queue_pause(queue="email", by="ops:bo") is False  # already paused: unchanged
+    assert dict(store.control_read(job_ids=[]).paused) == {"email": "ops:ana"}
+    assert store.queue_resume(queue="email") is True
+    assert store.queue_resume(queue="email") is False
+    assert store.control_read(job_ids=[]).paused == {}
 
 
 def test_list_and_count_see_active_and_finished_jobs(store: Store) -> None:

@@ -1,0 +1,14 @@
+-- What every worker obeys, read by each about twice a second.
+-- A cancel asked of a running job waits here until its worker ends the job
+-- (or the job ends otherwise); a paused queue is claimed by no worker.
+CREATE TABLE redrive_cancel_request (
+    job_id  uuid PRIMARY KEY,
+    by      text NOT NULL,
+    at      timestamptz NOT NULL
+);
+
+CREATE TABLE redrive_queue_pause (
+    queue   text PRIMARY KEY,
+    by      text NOT NULL,
+    at      timestamptz NOT NULL
+);

@@ -1,0 +1,12 @@
+-- What every worker obeys; see the PostgreSQL migration.
+CREATE TABLE redrive_cancel_request (
+    job_id  TEXT PRIMARY KEY,
+    by      TEXT NOT NULL,
+    at      REAL NOT NULL
+);
+
+CREATE TABLE redrive_queue_pause (
+    queue   TEXT PRIMARY KEY,
+    by      TEXT NOT NULL,
+    at      REAL NOT NULL
+);
