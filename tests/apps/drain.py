@@ -36,3 +36,13 @@ def sleep_then_record(key: str, seconds: float, first_attempt_only: bool = False
 async def async_sleep_then_record(key: str, seconds: float) -> dict:
     await asyncio.sleep(seconds)
     return _record(key)
+
+
+@app.task
+def span(key: str, seconds: float) -> None:
+    """Records when its body ran (wall clock, this process), to measure how many ran at once."""
+    began = time.time()
+    time.sleep(seconds)
+    job = current_job()
+    with open(os.path.join(os.environ["REDRIVE_TEST_LOG_DIR"], f"span-{os.getpid()}.log"), "a") as log:
+        log.write(f"{key} {job.queue} {began} {time.time()}\n")

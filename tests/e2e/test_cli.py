@@ -284,3 +284,26 @@ def test_an_operator_reveals_the_arguments_and_it_is_on_record(sqlite_url: str) 
     assert [(a["by"], a["action"]) for a in shown["audit"]] == [("ops:carol", "reveal")]
     table = redrive("jobs", "show", job_id, url=sqlite_url).stdout
     assert "ops:carol reveal" in table and "ann@example.com" not in table
+
+
+def test_cancel_a_job_and_pause_a_queue_from_the_command_line(sqlite_url: str) -> None:
+    job_id = redrive("enqueue", APP, "record", "--args", '["k1"]', "--delay", "1h", url=sqlite_url).stdout.strip()
+    cancelled = redrive("jobs", "cancel", job_id, "--by", "ana", url=sqlite_url)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.strip() == f"{job_id} cancelled"
+    assert "-> cancelled" in redrive("jobs", "show", job_id, url=sqlite_url).stdout
+    assert_clean_error(redrive("jobs", "cancel", job_id, url=sqlite_url), "ILLEGAL_TRANSITION", "is cancelled")
+
+    paused = redrive("queues", "pause", "email", "--by", "ana", url=sqlite_url)
+    assert paused.returncode == 0 and "queue email paused" in paused.stdout, paused.stderr
+    assert "already paused" in redrive("queues", "pause", "email", url=sqlite_url).stdout
+    (row,) = [json.loads(line) for line in redrive("queues", "--json", url=sqlite_url).stdout.splitlines()]
+    assert (row["queue"], row["paused"], row["paused_by"]) == ("email", True, "ana")
+    assert "by ana" in redrive("queues", url=sqlite_url).stdout
+    assert redrive("queues", "resume", "email", url=sqlite_url).stdout.strip() == "queue email resumed"
+    assert redrive("queues", "--json", url=sqlite_url).stdout.strip() == ""
+
+
+def test_a_worker_queue_limit_must_be_a_positive_number(sqlite_url: str) -> None:
+    result = redrive("worker", APP, "--queue", "email=0", url=sqlite_url)
+    assert result.returncode == 2 and "the limit after '=' must be a whole number of at least 1" in result.stderr

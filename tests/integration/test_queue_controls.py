@@ -1,0 +1,78 @@
+"""Queue controls across real worker processes: a pause every worker obeys
+within a second, and per-queue limits inside a worker that are never exceeded."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from datetime import timedelta
+from pathlib import Path
+
+from redrive import Actor, Admin, Client, JobRequest, Settings, Status
+from redrive.testing import wait_until
+from tests.apps.drain import app as drain_app
+from tests.conftest import every_job
+from tests.integration.processes import WorkerProcess
+
+
+def _client(db_url: str) -> Client:
+    return Client(drain_app.registry, settings=Settings.load(database_url=db_url))
+
+
+def _most_at_once(log_dir: Path) -> dict[str, int]:
+    """Per queue, the most bodies that ran at the same time in one process."""
+    spans: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+    for path in log_dir.glob("span-*.log"):
+        for line in path.read_text().splitlines():
+            _key, queue, began, ended = line.split()
+            spans[(path.name, queue)] += [(float(began), 1), (float(ended), -1)]
+    most: dict[str, int] = defaultdict(int)
+    for (_, queue), edges in spans.items():
+        running = 0
+        for _, step in sorted(edges, key=lambda edge: (edge[0], edge[1])):  # an end before a start at a tie
+            running += step
+            most[queue] = max(most[queue], running)
+    return dict(most)
+
+
+def test_a_paused_queue_starts_nothing_on_any_worker_within_a_second_and_drains_when_resumed(
+    db_url: str, tmp_path: Path, workers: list[WorkerProcess],
+) -> None:
+    client = _client(db_url)
+    admin = Admin(client.store, actor=Actor.operator("ops:ana"))
+    jobs = client.enqueue_many([JobRequest("span", kwargs={"key": f"k{i}", "seconds": 0.05}) for i in range(400)])
+    workers += [WorkerProcess(db_url, tmp_path, "-c", "2", "--poll-interval", "0.2") for _ in range(3)]
+    wait_until(lambda: len(every_job(client, status=Status.SUCCEEDED)) >= 20, timeout=30)
+    # When an operator pauses the queue while the three workers drain it
+    assert admin.pause_queue("default") is True
+    paused_at = client.store.now()
+    time.sleep(2.5)
+    # Then no job starts on any of them from a second after the pause
+    started = [job.started_at for job in every_job(client) if job.started_at is not None]
+    late = [at for at in started if at > paused_at + timedelta(seconds=1)]
+    assert late == [] and len(started) < len(jobs)
+    assert [q.paused_by for q in admin.queues()] == ["ops:ana"]
+    # And when it is resumed they drain it
+    assert admin.resume_queue("default") is True
+    wait_until(lambda: len(every_job(client, status=Status.SUCCEEDED)) == len(jobs), timeout=60)
+    logs = " ".join(worker.log for worker in workers)
+    assert logs.count("queue default paused by ops:ana") == 3 and logs.count("queue default resumed") == 3
+    client.close()
+
+
+def test_per_queue_limits_inside_a_worker_are_never_exceeded(
+    db_url: str, tmp_path: Path, workers: list[WorkerProcess],
+) -> None:
+    # Given 500 jobs on two queues, and a worker giving each its own limit
+    client = _client(db_url)
+    client.enqueue_many([JobRequest("span", kwargs={"key": f"k{i}", "seconds": 0.02},
+                                    queue="email" if i % 2 else "default") for i in range(500)])
+    workers.append(WorkerProcess(db_url, tmp_path, "--queue", "email=3", "--queue", "default=5",
+                                 "--poll-interval", "0.2"))
+    # When it drains them
+    wait_until(lambda: len(every_job(client, status=Status.SUCCEEDED)) == 500, timeout=120)
+    # Then, measured from the bodies' own start and end times, each queue kept
+    # to its limit, and reached it (so the limit, not the load, held it there)
+    assert _most_at_once(tmp_path) == {"email": 3, "default": 5}
+    assert "queues=email=3,default=5 concurrency=8" in workers[0].log
+    client.close()
