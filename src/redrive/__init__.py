@@ -20,6 +20,7 @@ from redrive.core.breaker import BreakerMode, BreakerPolicy
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Failure, Kind
 from redrive.core.ids import job_id_for
 from redrive.core.job import DeadLetter, EnqueueResult, Job, JobEvent
+from redrive.core.limits import Rate
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.schedule import Firing, Schedule
 from redrive.core.stages import Stage
@@ -130,6 +131,7 @@ __all__ = [
     "Permanent",
     "PostgresStore",
     "ProportionalJitter",
+    "Rate",
     "RedriveError",
     "Registry",
     "Replay",

@@ -19,6 +19,7 @@ from redrive.core import checks
 from redrive.core.backoff import Backoff, FullJitter
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
 from redrive.core.job import JSON, EnqueueResult
+from redrive.core.limits import Rate
 from redrive.core.schedule import Firing, Schedule
 from redrive.core.stages import Stage, check_timeout, pipeline
 from redrive.declarations import Dependency, P, R, Registry, Task
@@ -202,6 +203,20 @@ class App:
             return task
 
         return register(fn) if fn is not None else register
+
+    def queue(
+        self, name: str, *, concurrency: int | None = None, rate: Rate | None = None,
+        rate_per_owner: Rate | None = None,
+    ) -> None:
+        """Limits on a queue that every worker keeps, shared through the store:
+        at most ``concurrency`` of its jobs running at once across all
+        workers; at most ``rate`` starts in any window (``Rate(100,
+        per=timedelta(minutes=1))``); and at most ``rate_per_owner`` starts
+        for each owner's jobs. A job that does not fit waits, queued, without
+        spending an attempt. (A worker's own limit per queue is
+        ``--queue email=5``.)"""
+        self.registry.add_queue(checks.queue_name(name), concurrency=concurrency, rate=rate,
+                                rate_per_owner=rate_per_owner)
 
     def schedule(
         self,

@@ -20,6 +20,7 @@ from redrive.core.backoff import Backoff, FullJitter
 from redrive.core.breaker import BreakerMode, BreakerPolicy
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
 from redrive.core.job import EnqueueResult
+from redrive.core.limits import Limits, Rate, Rule
 from redrive.core.schedule import Schedule
 from redrive.core.stages import Stage
 from redrive.errors import ConfigError, UnknownDependency, UnknownTask
@@ -45,6 +46,7 @@ class Dependency:
     fail_code: str | None = None
     probe: Callable[[], Any] | None = None
     probe_interval: timedelta = timedelta(seconds=5)
+    rate: Rate | None = None  # at most this many starts of jobs that need it, across every worker
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _DEPENDENCY_NAME.match(self.name):
@@ -55,6 +57,8 @@ class Dependency:
             raise ConfigError(f"dependency {self.name!r} fails fast: give it a fail_code (such as GW_5XX)")
         if self.probe_interval <= timedelta(0):
             raise ConfigError("probe_interval must be longer than zero")
+        if self.rate is not None and not isinstance(self.rate, Rate):
+            raise ConfigError(f"dependency {self.name!r}: rate is a redrive.Rate(count, per=timedelta(...))")
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +155,28 @@ class Registry:
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.dependencies: dict[str, Dependency] = {}
         self.schedules: dict[str, Schedule] = {}
+        self.queue_rules: dict[str, Rule] = {}  # queue:NAME and owner:NAME keys (core/limits.py)
+
+    @property
+    def limits(self) -> Limits:
+        """Every limit shared through the store: the queues' and the dependencies' rates."""
+        rules = dict(self.queue_rules)
+        rules.update({f"dependency:{d.name}": Rule(rate=d.rate) for d in self.dependencies.values() if d.rate})
+        return Limits(rules)
+
+    def add_queue(self, name: str, *, concurrency: int | None, rate: Rate | None, rate_per_owner: Rate | None) -> None:
+        if f"queue:{name}" in self.queue_rules or f"owner:{name}" in self.queue_rules:
+            raise ConfigError(f"queue {name!r} is declared twice")
+        if concurrency is not None and (not isinstance(concurrency, int) or isinstance(concurrency, bool)
+                                        or concurrency < 1):
+            raise ConfigError(f"queue {name!r}: concurrency must be a whole number of at least 1")
+        for given in (rate, rate_per_owner):
+            if given is not None and not isinstance(given, Rate):
+                raise ConfigError(f"queue {name!r}: a rate is a redrive.Rate(count, per=timedelta(...))")
+        if concurrency is not None or rate is not None:
+            self.queue_rules[f"queue:{name}"] = Rule(concurrency=concurrency, rate=rate)
+        if rate_per_owner is not None:
+            self.queue_rules[f"owner:{name}"] = Rule(rate=rate_per_owner)
 
     def task(self, task: str | Task[Any, Any]) -> Task[Any, Any]:
         name = task.name if isinstance(task, Task) else task

@@ -76,3 +76,46 @@ def test_per_queue_limits_inside_a_worker_are_never_exceeded(
     assert _most_at_once(tmp_path) == {"email": 3, "default": 5}
     assert "queues=email=3,default=5 concurrency=8" in workers[0].log
     client.close()
+
+
+def _most_in_any_window(starts: list[float], window_s: float) -> int:
+    starts = sorted(starts)
+    most, first = 0, 0
+    for last, at in enumerate(starts):
+        while starts[first] <= at - window_s:  # the window (at - window, at]
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+def test_a_rate_and_a_global_concurrency_limit_hold_across_three_workers(
+    db_url: str, tmp_path: Path, workers: list[WorkerProcess],
+) -> None:
+    # Given 500 jobs on a queue limited to 40 starts per half second, and 60 on
+    # a queue limited to 3 running at once, across all workers
+    from tests.apps.limited import app as limited
+
+    client = Client(limited.registry, settings=Settings.load(database_url=db_url))
+    client.enqueue_many([JobRequest("metered", args=[f"m{i}"]) for i in range(500)])
+    client.enqueue_many([JobRequest("span", args=[f"g{i}", 0.05]) for i in range(60)])
+    # When three workers of 8 each drain them
+    workers += [WorkerProcess(db_url, tmp_path, "-c", "8", "--poll-interval", "0.05", "--queue", "metered",
+                              "--queue", "gateway", app="tests.apps.limited:app") for _ in range(3)]
+    wait_until(lambda: len(every_job(client, status=Status.SUCCEEDED)) == 560, timeout=120)
+    # Then no half second saw more than 40 starts (by the store's clock, from
+    # each job's start), and the limit was reached, not merely unneeded
+    starts = [job.started_at.timestamp() for job in every_job(client, queue="metered")]
+    assert _most_in_any_window(starts, 0.5) == 40
+    # And never more than 3 gateway jobs ran at once, across the processes
+    spans = []
+    for path in tmp_path.glob("span-*.log"):
+        for line in path.read_text().splitlines():
+            _key, _queue, began, ended = line.split()
+            spans += [(float(began), 1), (float(ended), -1)]
+    running = most = 0
+    for _, step in sorted(spans):
+        running += step
+        most = max(most, running)
+    assert most == 3
+    assert len({p.name for p in tmp_path.glob("span-*.log")}) > 1  # the work was shared out
+    client.close()

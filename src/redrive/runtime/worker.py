@@ -118,6 +118,7 @@ class Worker:
         if shared:
             self._groups.append((shared, None))
         self._paused: frozenset[str] = frozenset()
+        self._limits = [self.registry.limits.for_queues(queues) for queues, _ in self._groups]
         self.concurrency = settings.worker_concurrency
         self.lease_ttl = settings.worker_lease_ttl
         self.shutdown_grace = settings.worker_shutdown_grace
@@ -237,7 +238,7 @@ class Worker:
         while not self._stopping.is_set():
             self._wake.clear()
             more = False
-            for queues, limit in self._groups:
+            for (queues, limit), shared in zip(self._groups, self._limits, strict=True):
                 open_queues = [q for q in queues if q not in self._paused]
                 free = self._free_slots()
                 if limit is not None:
@@ -248,6 +249,7 @@ class Worker:
                     claimed = await self._call(
                         self.store.jobs_claim, queues=open_queues, limit=free,
                         worker_id=self.id, lease_ttl=self.lease_ttl, blocked=self._gate.blocked(),
+                        limits=shared or None,
                     )
                 except StoreError as exc:
                     log.warning("claim failed, retrying: %s", exc)

@@ -30,6 +30,7 @@ from redrive.core.job import (
     refuse_reuse,
     takes_over,
 )
+from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, usage_of
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE, ACTIVE_ORDER, TERMINAL, Status, check_transition
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
@@ -92,6 +93,7 @@ class MemoryStore:
         self._finish_listeners: dict[UUID, list[Callable[[], None]]] = {}
         self._cancel_requests: dict[UUID, str] = {}  # running job -> who asked
         self._paused: dict[str, str] = {}  # queue -> who paused it
+        self._permits: list[tuple[str, UUID, UUID, datetime]] = []  # key, job, lease, started
 
     def migrate(self) -> list[int]:
         return []
@@ -165,7 +167,7 @@ class MemoryStore:
 
     def jobs_claim(
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
-        blocked: Sequence[str] = (),
+        blocked: Sequence[str] = (), limits: Limits | None = None,
     ) -> list[Job]:
         with self._lock:
             now = self._clock()
@@ -179,8 +181,10 @@ class MemoryStore:
                     and not set(j.dependencies) & set(blocked)
                 ),
                 key=lambda j: (j.priority, j.run_at),
-            )[:limit]
-            return [
+            )
+            if limits:
+                due = self._within(due, limits, limit, now)
+            claimed = [
                 self._move(
                     j,
                     Status.RUNNING,
@@ -192,8 +196,22 @@ class MemoryStore:
                     started_at=j.started_at or now,
                     meta={"worker": worker_id},
                 )
-                for j in due
+                for j in due[:limit]
             ]
+            if limits:
+                for job in claimed:
+                    candidate = Candidate(str(job.id), job.queue, job.owner, job.dependencies)
+                    self._permits += [(key, job.id, job.lease.token, now) for key, _ in keys_of(candidate, limits)]
+            return claimed
+
+    def _within(self, due: list[Job], limits: Limits, limit: int, now: datetime) -> list[Job]:
+        keep = limits.longest
+        self._permits = [p for p in self._permits if now - p[3] < keep or self._held(Lease(p[1], p[2]))]
+        usage = usage_of((Permit(key, (now - at).total_seconds(), self._held(Lease(job_id, token)) is not None)
+                          for key, job_id, token, at in self._permits), limits)
+        by_id = {str(j.id): j for j in due}
+        chosen = pick([Candidate(str(j.id), j.queue, j.owner, j.dependencies) for j in due], usage, limits, limit)
+        return [by_id[c.id] for c in chosen]
 
     def _held(self, lease: Lease) -> Job | None:
         job = self._jobs.get(lease.job_id)

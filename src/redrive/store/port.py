@@ -41,6 +41,7 @@ from redrive.core.job import (
     RetryLater,
     StageDone,
 )
+from redrive.core.limits import Limits
 from redrive.core.outbox import OutboxChange, OutboxRow
 from redrive.core.states import Status
 
@@ -105,10 +106,12 @@ class Store(Protocol):
 
     def jobs_claim(
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
-        blocked: Sequence[str] = (),
+        blocked: Sequence[str] = (), limits: Limits | None = None,
     ) -> list[Job]:
         """Take up to ``limit`` due jobs by priority then run_at, each with a fresh
-        lease, skipping jobs that need any of the ``blocked`` dependencies."""
+        lease, skipping jobs that need any of the ``blocked`` dependencies. With
+        ``limits``, only the jobs that fit them, under a lock every claim with
+        limits takes, and a permit per job and key (``core/limits.py``)."""
 
     def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:
         """Heartbeat: push the expiry of held leases; return the leases still held."""

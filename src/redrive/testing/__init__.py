@@ -99,19 +99,20 @@ def wait_until(condition: Callable[[], T], *, timeout: float = 10.0, every: floa
 def new(
     *, task: str = "t", queue: str = "default", priority: int = 0, max_attempts: int = 3,
     run_at: datetime | None = None, delay: timedelta | None = None, args: list[Any] | None = None,
-    stage: str | None = None,
+    stage: str | None = None, owner: str | None = None, dependencies: tuple[str, ...] = (),
 ) -> NewJob:
     """A job to insert, as a client would build it."""
     return NewJob(
         id=uuid.uuid4(), task=task, queue=queue, args=args or [], kwargs={"k": "v"},
         priority=priority, max_attempts=max_attempts, run_at=run_at, delay=delay, stage=stage,
+        owner=owner, dependencies=dependencies,
     )
 
 
 def claim(store: Store, limit: int = 10, *, ttl: timedelta = TTL, queues: Any = ("default",),
-          blocked: Any = ()) -> list[Job]:
+          blocked: Any = (), limits: Any = None) -> list[Job]:
     return store.jobs_claim(queues=list(queues), limit=limit, worker_id="w-test", lease_ttl=ttl,
-                            blocked=blocked)
+                            blocked=blocked, limits=limits)
 
 
 def claim_one(store: Store, **kwargs: Any) -> Job:

@@ -127,6 +127,62 @@ SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_t
        jsonb_build_array(args, kwargs, stage_attempts, checkpoint, dependencies) AS payload
 FROM claimed ORDER BY priority, run_at;
 
+-- name: limits_lock
+-- Every claim with limits takes this one lock for its transaction: two
+-- workers must not both see the same room under a limit.
+SELECT pg_advisory_xact_lock(hashtext('redrive:limits'));
+
+-- name: jobs_due_limited
+SELECT id::text AS id, queue, owner, dependencies FROM redrive_job
+WHERE queue = ANY(%(queues)s) AND status IN ('scheduled', 'queued') AND run_at <= now()
+  AND (%(blocked)s::text[] IS NULL OR NOT dependencies ?| %(blocked)s::text[])
+ORDER BY priority, run_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: permits_forget
+DELETE FROM redrive_permit AS p
+WHERE p.at < now() - %(keep)s
+  AND NOT EXISTS (SELECT 1 FROM redrive_job AS j WHERE j.id = p.job_id AND j.lease_token = p.lease_token);
+
+-- name: permits_read
+SELECT p.key, extract(epoch FROM now() - p.at)::float8 AS age_s, j.id IS NOT NULL AS running
+FROM redrive_permit AS p
+LEFT JOIN redrive_job AS j ON j.id = p.job_id AND j.lease_token = p.lease_token
+WHERE p.key = ANY(%(keys)s);
+
+-- name: jobs_claim_chosen
+-- jobs_claim for the jobs a claim with limits picked (same columns, same events).
+WITH picked AS (
+    SELECT j.id, j.status AS from_status FROM redrive_job AS j WHERE j.id = ANY(%(ids)s::uuid[])
+), claimed AS (
+    UPDATE redrive_job AS j
+    SET status = 'running',
+        attempts = j.attempts + 1,
+        lease_token = gen_random_uuid(),
+        lease_owner = %(worker_id)s,
+        lease_expires_at = now() + %(lease_ttl)s,
+        started_at = coalesce(j.started_at, now()),
+        updated_at = now()
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.*, picked.from_status
+), events AS (
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT id, now(), from_status, 'running', attempts, jsonb_build_object('worker', %(worker_id)s::text)
+    FROM claimed
+), permits AS (
+    INSERT INTO redrive_permit (key, job_id, lease_token, at)
+    SELECT k.key, c.id, c.lease_token, now()
+    FROM claimed AS c
+    JOIN jsonb_to_recordset(%(keys)s) AS k(id uuid, key text) ON k.id = c.id
+)
+SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
+       lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
+       stage, manual_retry_count, first_failed_at, idempotency_key, version,
+       jsonb_build_array(args, kwargs, stage_attempts, checkpoint, dependencies) AS payload
+FROM claimed ORDER BY priority, run_at;
+
 -- name: jobs_prune
 -- Oldest history first, a batch at a time. A job whose dead letter is still
 -- open waits for an operator; its letters and events go with it otherwise.
@@ -148,6 +204,8 @@ WITH doomed AS (
     DELETE FROM redrive_job_key AS k USING jobs WHERE k.job_id = jobs.id
 ), requests AS (
     DELETE FROM redrive_cancel_request AS c USING jobs WHERE c.job_id = jobs.id
+), permits AS (
+    DELETE FROM redrive_permit AS p USING jobs WHERE p.job_id = jobs.id
 )
 SELECT count(*) AS pruned FROM jobs;
 

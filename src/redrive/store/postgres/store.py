@@ -45,6 +45,7 @@ from redrive.core.job import (
     StageDone,
     refuse_reuse,
 )
+from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, usage_of
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import (
@@ -72,6 +73,10 @@ from redrive.store.reads import (
 from redrive.store.sql import load_migrations, load_queries
 
 log = logging.getLogger("redrive.store.postgres")
+
+# A claim with limits looks past this many due jobs (and four per job wanted)
+# for ones that fit: jobs of an owner at its limit must not hide the others.
+_SCAN_FOR_LIMITS = 200
 
 _PACKAGE = "redrive.store.postgres"
 _CONNECT_TIMEOUT_S = 5
@@ -280,12 +285,36 @@ class PostgresStore:
 
     def jobs_claim(
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
-        blocked: Sequence[str] = (),
+        blocked: Sequence[str] = (), limits: Limits | None = None,
     ) -> list[Job]:
-        rows = self._run("jobs_claim", {
-            "queues": list(queues), "limit": limit, "worker_id": worker_id, "lease_ttl": lease_ttl,
-            "blocked": list(blocked) or None,
-        }, rows=tuple_row)  # positional: no dict per row, no 32 keywords per job
+        params = {"queues": list(queues), "limit": limit, "worker_id": worker_id, "lease_ttl": lease_ttl,
+                  "blocked": list(blocked) or None}
+        if limits:
+            return self._claim_within(params, limits)
+        rows = self._run("jobs_claim", params, rows=tuple_row)  # positional: no dict per row, no 32 keywords per job
+        return [_claimed(row) for row in rows]
+
+    def _claim_within(self, params: dict[str, Any], limits: Limits) -> list[Job]:
+        """A claim with limits: under the limits' lock, the due jobs that fit,
+        claimed with their permits, in one transaction."""
+        with self._errors(), self._pool.connection() as conn, conn.transaction():
+            self._run("limits_lock", conn=conn)
+            found = self._run("jobs_due_limited", {**params, "limit": _SCAN_FOR_LIMITS + params["limit"] * 4},
+                              conn=conn)
+            candidates = [Candidate(r["id"], r["queue"], r["owner"], r["dependencies"]) for r in found]
+            if not candidates:
+                return []
+            keys = {c.id: [key for key, _ in keys_of(c, limits)] for c in candidates}
+            self._run("permits_forget", {"keep": limits.longest}, conn=conn)
+            permits = self._run("permits_read", {"keys": sorted({k for ks in keys.values() for k in ks})}, conn=conn)
+            usage = usage_of((Permit(p["key"], p["age_s"], p["running"]) for p in permits), limits)
+            chosen = pick(candidates, usage, limits, params["limit"])
+            if not chosen:
+                return []
+            rows = self._run("jobs_claim_chosen", {
+                **params, "ids": [c.id for c in chosen],
+                "keys": Jsonb([{"id": c.id, "key": key} for c in chosen for key in keys[c.id]]),
+            }, conn=conn, rows=tuple_row)
         return [_claimed(row) for row in rows]
 
     def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:

@@ -52,6 +52,34 @@ WHERE status IN ('scheduled', 'queued') AND run_at <= :now
 ORDER BY priority, run_at
 LIMIT :limit;
 
+-- name: jobs_due_limited
+-- The due jobs a claim with limits looks through (core/limits.py picks).
+SELECT id, status, queue, owner, dependencies FROM redrive_job
+WHERE status IN ('scheduled', 'queued') AND run_at <= :now
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND (:blocked IS NULL OR NOT EXISTS (
+        SELECT 1 FROM json_each(redrive_job.dependencies) AS d
+        WHERE d.value IN (SELECT value FROM json_each(:blocked))))
+ORDER BY priority, run_at
+LIMIT :limit;
+
+-- name: permits_forget
+DELETE FROM redrive_permit
+WHERE at < :now - :keep_s
+  AND NOT EXISTS (SELECT 1 FROM redrive_job AS j
+                  WHERE j.id = redrive_permit.job_id AND j.lease_token = redrive_permit.lease_token);
+
+-- name: permits_read
+SELECT p.key, :now - p.at AS age_s, j.id IS NOT NULL AS running
+FROM redrive_permit AS p
+LEFT JOIN redrive_job AS j ON j.id = p.job_id AND j.lease_token = p.lease_token
+WHERE p.key IN (SELECT value FROM json_each(:keys));
+
+-- name: permits_add
+INSERT INTO redrive_permit (key, job_id, lease_token, at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), :now
+FROM json_each(:permits);
+
 -- name: jobs_claim
 -- :due is a JSON array of [id, status] from jobs_due, in claim order.
 UPDATE redrive_job
@@ -252,6 +280,9 @@ DELETE FROM redrive_dead_letter WHERE job_id IN (SELECT value FROM json_each(:id
 
 -- name: prune_keys
 DELETE FROM redrive_job_key WHERE job_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_permits
+DELETE FROM redrive_permit WHERE job_id IN (SELECT value FROM json_each(:ids));
 
 -- name: prune_cancel_requests
 DELETE FROM redrive_cancel_request WHERE job_id IN (SELECT value FROM json_each(:ids));

@@ -40,6 +40,7 @@ from redrive.core.job import (
     refuse_reuse,
     takes_over,
 )
+from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, usage_of
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import (
@@ -67,6 +68,10 @@ from redrive.store.reads import (
 from redrive.store.sql import load_migrations, load_queries
 
 T = TypeVar("T")
+
+# A claim with limits looks past this many due jobs (and four per job wanted)
+# for ones that fit: jobs of an owner at its limit must not hide the others.
+_SCAN_FOR_LIMITS = 200
 
 log = logging.getLogger("redrive.store.sqlite")
 
@@ -272,13 +277,15 @@ class SQLiteStore:
 
     def jobs_claim(
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
-        blocked: Sequence[str] = (),
+        blocked: Sequence[str] = (), limits: Limits | None = None,
     ) -> list[Job]:
         def body(conn: sqlite3.Connection, now: float) -> list[Job]:
-            due = [[row["id"], row["status"]] for row in conn.execute(self._queries["jobs_due"], {
-                "now": now, "queues": json.dumps(list(queues)), "limit": limit,
-                "blocked": json.dumps(list(blocked)) if blocked else None,
-            })]
+            where = {"now": now, "queues": json.dumps(list(queues)), "limit": limit,
+                     "blocked": json.dumps(list(blocked)) if blocked else None}
+            if limits:
+                due, keys = self._within(conn, where, limits, limit, now)
+            else:
+                due = [[row["id"], row["status"]] for row in conn.execute(self._queries["jobs_due"], where)]
             if not due:
                 return []
             # One statement per batch, not per job: each statement costs more
@@ -288,9 +295,26 @@ class SQLiteStore:
             rows = {row[0]: row for row in conn.execute(self._queries["jobs_claim"], params)}
             conn.execute(self._queries["jobs_claim_events"], {
                 **params, "meta": json.dumps({"worker": worker_id})})
+            if limits:  # row[8]: the new lease token
+                conn.execute(self._queries["permits_add"], {"now": now, "permits": json.dumps([
+                    [key, job_id, rows[job_id][8]] for job_id, _ in due for key in keys[job_id]])})
             return [_claimed(rows[job_id]) for job_id, _ in due]
 
         return self._write(body)
+
+    def _within(self, conn: sqlite3.Connection, where: dict[str, Any], limits: Limits, limit: int,
+                now: float) -> tuple[list[list[Any]], dict[str, list[str]]]:
+        """The due jobs that fit the limits (we hold the write lock: nobody else claims meanwhile)."""
+        found = conn.execute(self._queries["jobs_due_limited"], {**where, "limit": _SCAN_FOR_LIMITS + limit * 4})
+        rows = {row["id"]: row for row in found}
+        candidates = [Candidate(r["id"], r["queue"], r["owner"], json.loads(r["dependencies"])) for r in rows.values()]
+        keys = {c.id: [key for key, _ in keys_of(c, limits)] for c in candidates}
+        conn.execute(self._queries["permits_forget"], {"now": now, "keep_s": limits.longest.total_seconds()})
+        permits = conn.execute(self._queries["permits_read"], {
+            "now": now, "keys": json.dumps(sorted({k for ks in keys.values() for k in ks}))})
+        usage = usage_of((Permit(p["key"], p["age_s"], bool(p["running"])) for p in permits), limits)
+        chosen = pick(candidates, usage, limits, limit)
+        return [[c.id, rows[c.id]["status"]] for c in chosen], keys
 
     def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:
         def body(conn: sqlite3.Connection, now: float) -> set[Lease]:
@@ -482,7 +506,8 @@ class SQLiteStore:
                 "before": now - older_than.total_seconds(), "limit": limit,
             }).fetchall()
             ids = json.dumps([row["id"] for row in picked])
-            for name in ("prune_events", "prune_letters", "prune_keys", "prune_cancel_requests", "prune_jobs"):
+            for name in ("prune_events", "prune_letters", "prune_keys", "prune_cancel_requests", "prune_permits",
+                         "prune_jobs"):
                 conn.execute(self._queries[name], {"ids": ids})
             return len(picked)
 

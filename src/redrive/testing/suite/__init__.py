@@ -5,7 +5,8 @@ store author provides are listed in ``redrive.testing``'s docstring.
 
 | module | concept |
 |---|---|
-| ``jobs`` | enqueue, claim, fenced writes, reclaim, cancel, the job list |
+| ``jobs`` | enqueue, claim, fenced writes, reclaim, cancel, pauses, the job list |
+| ``limits`` | concurrency and rates shared through the store |
 | ``dead_letters`` | stages, dead letters, escalation, revive plans |
 | ``idempotency`` | keys, versions, deterministic ids, content dedupe |
 | ``breakers`` | shared breaker state, the claim's side of hold-queue |
@@ -26,13 +27,14 @@ from redrive.testing.suite import (
     dead_letters,
     idempotency,
     jobs,
+    limits,
     outbox_and_schedules,
     reads,
     retention,
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    jobs, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock, retention,
+    jobs, limits, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock, retention,
 )
 
 

@@ -12,3 +12,14 @@ CREATE TABLE redrive_queue_pause (
     by      text NOT NULL,
     at      timestamptz NOT NULL
 );
+
+-- Limits shared by every worker (core/limits.py): a permit per started job
+-- and key, held while the job runs under that lease and, for rates, kept for
+-- the longest rate window.
+CREATE TABLE redrive_permit (
+    key          text NOT NULL,
+    job_id       uuid NOT NULL,
+    lease_token  uuid NOT NULL,
+    at           timestamptz NOT NULL
+);
+CREATE INDEX redrive_permit_key ON redrive_permit (key, at);
