@@ -29,6 +29,15 @@ def one_line(text: object, limit: int = MESSAGE_LIMIT) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def describe(exc: BaseException) -> str:
+    """``Type: message``, even for an exception whose ``__str__`` raises."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(its message could not be read)"
+    return f"{type(exc).__name__}: {text}".rstrip(": ")
+
+
 class Kind(StrEnum):
     TIMEOUT = "timeout"
     CONNECT = "connect"  # refused, unreachable, DNS
@@ -230,7 +239,7 @@ class Classifier:
             if failure is not None:
                 return replace(failure, exception=name)
         kind = kind_of_exception(exc)
-        message = one_line(f"{type(exc).__name__}: {exc}".rstrip(": "))
+        message = one_line(describe(exc))
         code = self.unclassified if kind is None else self.kinds[kind]
         return self._failure(code, message, exception=name)
 

@@ -16,7 +16,7 @@ from random import Random
 from typing import Any, cast
 
 from redrive.core.backoff import FullJitter
-from redrive.core.classify import Classifier, Failure, one_line
+from redrive.core.classify import Classifier, Failure, describe, one_line
 from redrive.core.job import JSON, Job, strict_json
 from redrive.core.outcome import Cancelled, Failed, Outcome, Retry, Succeeded
 from redrive.core.redact import redact, redact_text
@@ -35,6 +35,7 @@ from redrive.store.port import Store
 log = logging.getLogger("redrive.worker")
 
 UNKNOWN_TASK = "UNKNOWN_TASK"
+BUG = "BUG"  # what the engine records when it cannot tell more
 TIMEOUT = "TIMEOUT"
 RESULT_NOT_JSON = "RESULT_NOT_JSON"
 _UNKNOWN_TASK_BACKOFF = FullJitter(initial=timedelta(seconds=5), cap=timedelta(minutes=5))
@@ -65,6 +66,32 @@ def _one_stage(name: str, max_attempts: int, backoff: Any) -> tuple[Stage, ...]:
 
 
 async def execute(
+    task: Task[Any, Any] | None,
+    job: Job,
+    *,
+    classifier: Classifier,
+    threads: DaemonThreadPool,
+    rng: Random,
+    store: Store,
+    interrupt: Interrupt,
+    gate: Any = None,
+    events: EventStream | None = None,
+) -> Execution:
+    """Whatever the task does, its ending becomes this job's outcome, and
+    nothing more: not the worker's, not another job's."""
+    try:
+        return await _execute(task, job, classifier=classifier, threads=threads, rng=rng, store=store,
+                              interrupt=interrupt, gate=gate, events=events)
+    except asyncio.CancelledError:
+        raise  # the worker is shutting down
+    except BaseException as exc:  # an engine bug: recorded on the job rather than lost with it
+        log.exception("job %s (%s): its ending could not be recorded as it was", job.id, job.task)
+        failure = Failure(code=BUG, retryable=False, message=one_line(f"redrive could not record how it ended: "
+                                                                       f"{describe(exc)}"))
+        return Execution(Failed(failure))
+
+
+async def _execute(
     task: Task[Any, Any] | None,
     job: Job,
     *,
@@ -107,9 +134,10 @@ async def execute(
     except CircuitOpen as exc:
         return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
                          held_by=exc.dependency, guarded=frozenset(run.guarded))
-    except Exception as exc:
+    except BaseException as exc:
         # However a stopped run ends (our Cancelled, or an error its stopping
-        # caused), it ends as what stopped it.
+        # caused), it ends as what stopped it. sys.exit() and KeyboardInterrupt
+        # from task code are the job's failure: a task may not stop its worker.
         stopped = isinstance(exc, CancelRun) or interrupt.interrupted
         outcome = _stopped(exc, run, rng) if stopped else _failed(exc, run, classifier, rng)
         return replace(outcome, guarded=frozenset(run.guarded))
@@ -120,9 +148,9 @@ async def execute(
     try:
         if result is not None:  # most jobs return nothing: no encoder to run
             strict_json(result)
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # not JSON, nested too deep (RecursionError), or an object that breaks its encoder
         failure = Failure(code=RESULT_NOT_JSON, retryable=False,
-                          message=one_line(f"the result is not JSON: {exc}"))
+                          message=one_line(f"the result is not JSON: {describe(exc)}"))
         return Execution(Failed(failure), context=_context(run, failure))
     # A run that finished its work succeeded, even if a cancel came too late to stop it.
     return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=found is not None)
@@ -159,17 +187,22 @@ def _stopped(exc: BaseException, run: _Run, rng: Random) -> Execution:
     return _after(failure, run, rng, stack)
 
 
-def _failed(exc: Exception, run: _Run, classifier: Classifier, rng: Random) -> Execution:
+def _failed(exc: BaseException, run: _Run, classifier: Classifier, rng: Random) -> Execution:
     job = run.job
     stack = redact_text(task_stack(exc))[-STACK_LIMIT:]
+    if not isinstance(exc, Exception):  # sys.exit(), KeyboardInterrupt: a bug in the task, not a classified failure
+        failure = Failure(code=classifier.unclassified, retryable=False,
+                          message=one_line(f"{describe(exc)} (raised by the task; it cannot stop the worker)"))
+        log.error("job %s (%s) raised %s: recorded as its failure, the worker goes on",
+                  job.id, job.task, type(exc).__name__)
+        return _after(failure, run, rng, stack)
     try:
         failure = classifier.exception(exc, now=datetime.now(UTC))
     except Exception:
         # A classifier that breaks must not lose the job: record it as unclassified.
         log.exception("job %s (%s): the classifier raised; recording %s", job.id, job.task,
                       classifier.unclassified)
-        failure = Failure(code=classifier.unclassified, retryable=False,
-                          message=one_line(f"{type(exc).__name__}: {exc}"))
+        failure = Failure(code=classifier.unclassified, retryable=False, message=one_line(describe(exc)))
     failure = replace(failure, message=redact_text(failure.message))
     if failure.code == classifier.unclassified and not isinstance(exc, (Transient, Permanent, LeaseLost)):
         log.error("job %s (%s) raised an unclassified error:\n%s", job.id, job.task, stack)
