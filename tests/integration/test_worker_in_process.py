@@ -288,3 +288,23 @@ def test_a_dead_letter_keeps_the_task_s_frames_with_project_paths() -> None:
     assert "in broken" in stack and "in _deep_helper" in stack and "KeyError: 'missing'" in stack
     assert "redrive/runtime" not in stack and "asyncio" not in stack
     assert str(Path(__file__).resolve().parents[2]) not in stack  # no absolute path of the server
+
+
+def test_a_secret_in_a_long_error_message_is_stored_nowhere(tmp_path: Path) -> None:
+    # Given a task whose error message holds a private key, longer than a stored message
+    app = App(store=MemoryStore())
+    key_body = "MIIEpAIBAAKCAQEA" * 80
+
+    @app.task(max_attempts=1)
+    def sign() -> None:
+        raise ValueError(f"cannot sign with -----BEGIN RSA PRIVATE KEY-----\n{key_body}\n"
+                         "-----END RSA PRIVATE KEY----- (password=hunter2)")
+
+    job = sign.enqueue().job
+    asyncio.run(_run_until(app, lambda: app.client.job(job.id).status is Status.FAILED))
+    # Then neither the job, its dead letter, nor its stack keep any of it
+    failed = app.client.job(job.id)
+    letter = app.admin(Actor.operator("ops")).dead_letters().items[0]
+    for text in (failed.error_message, failed.last_error_message, letter.error_message, letter.last_stack):
+        assert "MIIEpAIBAAKCAQEA" not in (text or "") and "hunter2" not in (text or "")
+    assert "[PEM]" in failed.error_message

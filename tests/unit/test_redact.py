@@ -64,3 +64,44 @@ def test_redaction_is_idempotent_and_keeps_the_shape(value) -> None:
     once = redact(value)
     assert redact(once) == once
     assert type(once) is type(value) or isinstance(value, tuple)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("login failed password=hunter2 for ana", "hunter2"),
+        ('config {"password": "x-secret", "user": "ana"}', "x-secret"),
+        ("api_key: abc123def", "abc123def"),
+        ("GET https://api.example.com/v1/send?api_key=k3y&to=1", "k3y"),
+        ("GET https://storage.example.com/f.pdf?X-Amz-Signature=f00ba4&sig=b4r", "f00ba4"),
+        ("GET https://storage.example.com/f.pdf?sig=b4rb4z", "b4rb4z"),
+        ("Authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz"),
+        ("slack xoxb-2048-4096-AbCdEfGhIjKl", "xoxb-2048"),
+        ("hook https://hooks.slack.com/services/T000/B000/XXXXXXXX", "T000/B000"),
+        ("openai sk-proj-Abcdefghijklmnopqrstuvwx0123", "sk-proj-Abc"),
+        ("anthropic sk-ant-api03-Abcdefghijklmnopqrstuvwx", "sk-ant-api03"),
+        ("google AIzaSyA1234567890abcdefghijklmnopqrstuv", "AIzaSyA123"),
+        ("sendgrid SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ", "SG.abcdef"),
+        ("twilio SK0123456789abcdef0123456789abcdef", "SK0123456789"),
+        ("gitlab glpat-abcdefghijklmnopqrst", "glpat-abc"),
+        ("pay to GB82 WEST 1234 5698 7654 32 today", "5698 7654"),
+        ("pay to DE89370400440532013000", "DE89370400440532013000"),
+    ],
+)
+def test_secrets_in_free_text_and_provider_keys_are_redacted(text: str, secret: str) -> None:
+    assert secret not in redact_text(text)
+
+
+def test_ordinary_words_and_numbers_survive() -> None:
+    for text in ("the token expired", "passwords must match", "order DE12 is late", "see issue 1234567"):
+        assert redact_text(text) == text
+
+
+def test_a_long_message_is_redacted_before_it_is_cut() -> None:
+    from redrive.core.classify import one_line
+
+    pem = "-----BEGIN RSA PRIVATE KEY-----\n" + "MIIEpAIBAAKCAQEA" * 80 + "\n-----END RSA PRIVATE KEY-----"
+    assert "MIIEpAIBAAKCAQEA" not in one_line(f"could not sign: {pem}")  # the cut would lose its END line
+    straddling = "x" * 495 + " AKIAIOSFODNN7EXAMPLE"  # a key across character 500
+    assert "AKIAIOS" not in one_line(straddling)
+    assert "MIIE" not in redact_text("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg")  # cut short already

@@ -17,6 +17,7 @@ from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from typing import Any
 
+from redrive.core.redact import redact_text
 from redrive.core.taxonomy import DEFAULT_TAXONOMY, Taxonomy
 from redrive.errors import ConfigError, Permanent, Transient
 
@@ -24,8 +25,10 @@ MESSAGE_LIMIT = 500
 
 
 def one_line(text: object, limit: int = MESSAGE_LIMIT) -> str:
-    """Messages are stored and shown as one line: whitespace folded, long ones cut."""
-    line = " ".join(str(text).split())
+    """Messages are stored and shown as one line: redacted whole first (a
+    secret cut in half is no longer recognisable), then whitespace folded
+    and long ones cut."""
+    line = " ".join(redact_text(str(text)).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
