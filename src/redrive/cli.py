@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args) or 0
     except RedriveError as exc:
-        print(f"redrive: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        print(f"redrive: error [{exc.code}]: {redact_text(exc.message)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130

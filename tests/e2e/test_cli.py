@@ -101,6 +101,10 @@ def test_arguments_that_are_not_json(sqlite_url: str) -> None:
          "cannot connect to PostgreSQL at 127.0.0.1:1/nowhere"),
         ("postgresql://127.0.0.1:5432/x?bogus=1", "CONFIG_INVALID", "malformed PostgreSQL URL"),
         ("postgresql://[::1/x", "CONFIG_INVALID", "malformed PostgreSQL URL"),
+        # a malformed URL's password is not echoed back, as written or decoded
+        ("postgresql://u:hunter2@[::1", "CONFIG_INVALID", "malformed PostgreSQL URL"),
+        ("postgresql://u:hun%zzter2@h/db", "CONFIG_INVALID", "malformed PostgreSQL URL"),
+        ("postgresql://u:hunter2%zz@h/db", "CONFIG_INVALID", "malformed PostgreSQL URL"),
         # an operator's read never creates a database: a mistyped path is an error
         ("sqlite:////no/such/dir/redrive.db", "CONFIG_INVALID", "no SQLite database at /no/such/dir/redrive.db"),
     ],
@@ -108,7 +112,7 @@ def test_arguments_that_are_not_json(sqlite_url: str) -> None:
 def test_a_bad_or_unreachable_database_url(url: str, code: str, phrase: str) -> None:
     result = redrive("jobs", "list", "--database-url", url)
     assert_clean_error(result, code, phrase)
-    assert "hunter2" not in result.stderr
+    assert "hunter2" not in result.stderr and "hun%zzter2" not in result.stderr
 
 
 def test_a_schema_older_than_the_code_says_to_migrate(pg_empty_url: str) -> None:

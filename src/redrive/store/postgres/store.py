@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from itertools import chain, islice
 from typing import Any
+from urllib.parse import unquote
 from uuid import UUID, uuid4
 
 import psycopg
@@ -652,10 +653,23 @@ def _describe(url: str) -> str:
     try:
         info = conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
-        raise ConfigError(f"malformed PostgreSQL URL: {_reason(exc)}") from exc
+        # libpq quotes the part it could not read, which may be the password
+        raise ConfigError(f"malformed PostgreSQL URL: {_without_password(_reason(exc), url)}") from None
     host = info.get("host", "localhost")
     port = info.get("port", "5432")
     return f"{host}:{port}/{info.get('dbname', '')}"
+
+
+_PASSWORD = re.compile(r"^[^:/]+://[^:/@\[]*:([^@/]*)@")
+
+
+def _without_password(text: str, url: str) -> str:
+    """``text`` with the URL's password gone, as written and as decoded."""
+    found = _PASSWORD.match(url)
+    if found and found.group(1):
+        for form in {found.group(1), unquote(found.group(1))}:
+            text = text.replace(form, "***")
+    return text
 
 
 def _reason(exc: BaseException) -> str:
