@@ -256,6 +256,8 @@ def _json_arg(text: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise argparse.ArgumentTypeError("nested too deep to read") from None
 
 
 def _datetime_arg(text: str) -> datetime:
@@ -289,6 +291,7 @@ def load_app(path: str | None, database_url: str | None = None) -> App:
         raise ConfigError(f"{path!r} is not a redrive App")
     if database_url:
         app.use_database(database_url)
+    _lasting(app.settings.database_url)
     return app
 
 
@@ -302,11 +305,18 @@ def _version() -> str:
 def _store_url(args: argparse.Namespace) -> str:
     """The database an operator verb works on: --database-url, else the app's, else the environment's."""
     if args.database_url:
-        return args.database_url
+        return _lasting(args.database_url)
     if getattr(args, "app", None):
         with load_app(args.app) as app:
             return app.settings.database_url
-    return Settings.load().database_url
+    return _lasting(Settings.load().database_url)
+
+
+def _lasting(url: str) -> str:
+    """A command runs in a process of its own: a memory store would forget its work when it exits."""
+    if url.split("://", 1)[0].lower() == "memory":
+        raise ConfigError("memory:// lives only as long as one process; a command needs sqlite:/// or postgresql://")
+    return url
 
 
 @contextmanager

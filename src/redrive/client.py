@@ -153,9 +153,11 @@ class Client:
             raise ConfigError("run_at must be timezone-aware (for example datetime.now(timezone.utc))")
         if request.delay is not None and request.delay < timedelta(0):
             raise ConfigError("delay cannot be negative")
-        max_attempts = request.max_attempts or task.max_attempts or self.settings.retry_max_attempts
-        args = checks.json_value(list(request.args), "args")
-        kwargs = checks.json_value(dict(request.kwargs), "kwargs")
+        # None means "not given"; a given 0 or "" is an error, never a default
+        max_attempts = (checks.max_attempts(request.max_attempts) or task.max_attempts
+                        or self.settings.retry_max_attempts)
+        args = checks.json_value(checks.job_args(request.args), "args")
+        kwargs = checks.json_value(checks.job_kwargs(request.kwargs), "kwargs")
         key = _job_key(request, args, kwargs)
         return NewJob(
             # time-ordered (UUIDv7), so a new job lands at the right edge of every
@@ -163,7 +165,7 @@ class Client:
             id=ids.job_id_for(task.name, key.key, key.version, request.owner)
             if key and key.kind == "key" else uuid7(),
             task=task.name,
-            queue=checks.queue_name(request.queue or task.queue),
+            queue=checks.queue_name(task.queue if request.queue is None else request.queue),
             args=args,
             kwargs=kwargs,
             priority=checks.priority(task.priority if request.priority is None else request.priority),

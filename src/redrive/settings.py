@@ -22,6 +22,9 @@ def _setting(default: Any, env: str, doc: str, *, alias: str | None = None) -> A
     return field(default=default, metadata={"env": env, "alias": alias, "doc": doc})
 
 
+MAX_CONCURRENCY = 1000
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     database_url: str = _setting(
@@ -73,8 +76,9 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
-        if self.worker_concurrency < 1:
-            raise ConfigError("worker_concurrency must be at least 1")
+        if not 1 <= self.worker_concurrency <= MAX_CONCURRENCY:
+            raise ConfigError(f"worker_concurrency must be from 1 to {MAX_CONCURRENCY} (a sync job holds a thread; "
+                              "run more worker processes for more)")
         if self.retry_max_attempts < 1:
             raise ConfigError("retry_max_attempts must be at least 1")
         if self.worker_lease_ttl < timedelta(milliseconds=300):

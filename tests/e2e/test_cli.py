@@ -311,3 +311,49 @@ def test_cancel_a_job_and_pause_a_queue_from_the_command_line(sqlite_url: str) -
 def test_a_worker_queue_limit_must_be_a_positive_number(sqlite_url: str) -> None:
     result = redrive("worker", APP, "--queue", "email=0", url=sqlite_url)
     assert result.returncode == 2 and "the limit after '=' must be a whole number of at least 1" in result.stderr
+
+
+def _env_run(*args: str, env: dict[str, str], url: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PYTHONPATH": str(REPO), "REDRIVE_DATABASE_URL": url, **env}
+    return subprocess.run([sys.executable, "-m", "redrive", *args], cwd=REPO, env=full,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_careless_inputs_get_one_line_errors_never_a_default_or_a_traceback(sqlite_url: str, tmp_path) -> None:
+    made = redrive("enqueue", APP, "record", "--args", '["k"]', url=sqlite_url)  # the database exists
+    assert made.returncode == 0, made.stderr
+    refused = [
+        (("enqueue", APP, "record", "--max-attempts", "0"), "CONFIG_INVALID", "max_attempts must be"),
+        (("enqueue", APP, "record", "--queue", ""), "CONFIG_INVALID", "queue name must be a non-empty string"),
+        (("enqueue", APP, "record", "--args", '"abc"'), "CONFIG_INVALID", "--args must be a JSON array"),
+        (("enqueue", APP, "record", "--args", '{"a": 1}'), "CONFIG_INVALID", "--args must be a JSON array"),
+        (("enqueue", APP, "record", "--kwargs", "[1]"), "CONFIG_INVALID", "--kwargs must be a JSON object"),
+        (("enqueue", APP, "record", "--args", "[" * 100 + "]" * 100), "ARGS_NOT_JSON",
+         "job args: nested deeper than 64 levels"),
+        (("enqueue", APP, "record", "--database-url", "memory://"), "CONFIG_INVALID", "memory://"),
+        (("dead", "show", "99999999999999999999"), "DEAD_LETTER_NOT_FOUND", "is not a dead letter id"),
+        (("worker", APP, "-c", "100000"), "CONFIG_INVALID", "worker_concurrency must be from 1 to 1000"),
+    ]
+    for args, code, phrase in refused:
+        assert_clean_error(redrive(*args, url=sqlite_url), code, phrase)
+    # JSON nested past what the parser takes is an argument error, not a traceback
+    deep = redrive("enqueue", APP, "record", "--args", "[" * 5000 + "]" * 5000, url=sqlite_url)
+    assert deep.returncode == 2 and "nested too deep to read" in deep.stderr and "Traceback" not in deep.stderr
+    assert_clean_error(_env_run("worker", APP, env={"WORKER_LEASE_TTL_SEC": "inf"}, url=sqlite_url),
+                       "CONFIG_INVALID", "'inf' is not a duration")
+    # Nothing was enqueued by any of them
+    listed = redrive("jobs", "list", "--json", url=sqlite_url).stdout.splitlines()
+    assert len(listed) == 1
+
+
+def test_an_operator_read_never_touches_another_applications_sqlite_file(tmp_path) -> None:
+    import sqlite3
+
+    theirs = tmp_path / "crm.db"
+    with sqlite3.connect(theirs) as conn:
+        conn.execute("CREATE TABLE customer (id INTEGER PRIMARY KEY)")
+    result = redrive("jobs", "list", url=f"sqlite:///{theirs}")
+    assert_clean_error(result, "CONFIG_INVALID", "is not one of redrive's")
+    with sqlite3.connect(theirs) as conn:
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    assert tables == ["customer"]

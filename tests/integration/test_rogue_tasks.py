@@ -16,7 +16,7 @@ ROGUES = {
     "exits": ("BUG", "SystemExit: 0"),
     "interrupts": ("BUG", "KeyboardInterrupt"),
     "exits_async": ("BUG", "SystemExit: 3"),
-    "too_deep": ("RESULT_NOT_JSON", "RecursionError"),
+    "too_deep": ("RESULT_NOT_JSON", "the result: nested deeper than 64 levels"),
     "unprintable": ("BUG", "Unprintable: (its message could not be read)"),
 }
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from redrive import App, ConfigError, MemoryStore, Status, Task
+from redrive import App, ArgumentsNotSerializable, ConfigError, MemoryStore, Status, Task
 
 TYPED = '''
 from redrive import App
@@ -60,3 +60,41 @@ def test_a_type_checker_flags_a_wrong_argument_type(tmp_path) -> None:
     assert len(errors) == 1, done.stdout
     assert 'Argument 1 to "enqueue" of "Task" has incompatible type "str"; expected "int"' in errors[0]
     assert "typed_example.py:11:" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("options", "phrase"),
+    [
+        ({"args": "abc"}, "args must be a list"),
+        ({"args": {"a": 1}}, "args must be a list"),
+        ({"kwargs": [("a", 1)]}, "kwargs must be an object"),
+        ({"kwargs": {1: "a"}}, "kwargs must be an object with string keys"),
+        ({"max_attempts": 0}, "max_attempts must be an integer of at least 1"),
+        ({"queue": ""}, "queue name must be a non-empty string"),
+    ],
+)
+def test_a_given_value_is_checked_never_replaced_by_a_default(options: dict, phrase: str) -> None:
+    app = _welcome_app()
+    with pytest.raises(ConfigError, match=phrase):
+        app.enqueue("send_welcome", **options)
+    assert app.client.jobs().items == []
+
+
+def _welcome_app() -> App:
+    app = App(store=MemoryStore())
+
+    @app.task
+    def send_welcome(*args: object, **kwargs: object) -> None: ...
+
+    return app
+
+
+def test_arguments_past_the_payload_limits_are_refused_at_enqueue() -> None:
+    app = _welcome_app()
+    deep: list = []
+    for _ in range(70):
+        deep = [deep]
+    with pytest.raises(ArgumentsNotSerializable, match="nested deeper than 64 levels"):
+        app.enqueue("send_welcome", args=[deep])
+    with pytest.raises(ArgumentsNotSerializable, match="over the limit of 1,000,000"):
+        app.enqueue("send_welcome", kwargs={"blob": "x" * 1_000_001})

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from redrive.core.job import JSON, Job, StageDone, strict_json
+from redrive.core.checks import payload_problem
+from redrive.core.job import JSON, Job, StageDone
 from redrive.core.stages import Stage, next_after, resume_at
 from redrive.errors import CircuitOpen, ConfigError, LeaseLost
 from redrive.events import EventStream
@@ -54,10 +55,9 @@ class _Run:
         return self.declared(self.current) if self.current else resume_at(self.stages, self.checkpoint)
 
     def done(self, name: str, output: JSON) -> StageDone:
-        try:
-            strict_json(output)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"stage {name!r} returned a value that is not JSON: {exc}") from None
+        problem = payload_problem(output, f"stage {name!r}'s output")
+        if problem is not None:
+            raise ConfigError(problem)
         self.stage_attempts[name] = self.stage_attempts.get(name, 0) + 1
         self.checkpoint[name] = output
         self.current = None

@@ -16,8 +16,9 @@ from random import Random
 from typing import Any, cast
 
 from redrive.core.backoff import FullJitter
+from redrive.core.checks import payload_problem
 from redrive.core.classify import Classifier, Failure, describe, one_line
-from redrive.core.job import JSON, Job, strict_json
+from redrive.core.job import JSON, Job
 from redrive.core.outcome import Cancelled, Failed, Outcome, Retry, Succeeded
 from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
@@ -145,12 +146,12 @@ async def _execute(
         interrupt.in_handler = False
         interrupt.clear()
         _current.reset(token)
-    try:
-        if result is not None:  # most jobs return nothing: no encoder to run
-            strict_json(result)
-    except Exception as exc:  # not JSON, nested too deep (RecursionError), or an object that breaks its encoder
-        failure = Failure(code=RESULT_NOT_JSON, retryable=False,
-                          message=one_line(f"the result is not JSON: {describe(exc)}"))
+    try:  # most jobs return nothing: no encoder to run
+        problem = payload_problem(result, "the result") if result is not None else None
+    except Exception as exc:  # an object that breaks its encoder
+        problem = f"the result is not JSON: {describe(exc)}"
+    if problem is not None:
+        failure = Failure(code=RESULT_NOT_JSON, retryable=False, message=one_line(problem))
         return Execution(Failed(failure), context=_context(run, failure))
     # A run that finished its work succeeded, even if a cancel came too late to stop it.
     return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=found is not None)

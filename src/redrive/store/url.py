@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+from contextlib import closing
 from urllib.parse import urlsplit
 
 from redrive.errors import ConfigError
@@ -28,6 +30,9 @@ def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False)
             )
         if must_exist and not os.path.exists(path):
             raise ConfigError(f"there is no SQLite database at {path} (check the path, or --database-url)")
+        if must_exist and not _holds_redrive(path):
+            raise ConfigError(f"the SQLite database at {path} is not one of redrive's (it has no redrive tables); "
+                              "check the path, or --database-url")
         from redrive.store.sqlite.store import SQLiteStore
 
         return SQLiteStore(path)
@@ -43,6 +48,16 @@ def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False)
         f"unsupported database URL {_redact(url)!r}: it must start with one of "
         + ", ".join(f"{s}://" for s in SCHEMES)
     )
+
+
+def _holds_redrive(path: str) -> bool:
+    """Whether a file is a redrive database, read without changing it (an
+    operator pointed at another application's file must not add our tables)."""
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'redrive_job'").fetchone() is not None
+    except sqlite3.DatabaseError:  # not a database at all, or locked past the timeout
+        return False
 
 
 def _redact(url: str) -> str:
