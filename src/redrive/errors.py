@@ -12,6 +12,7 @@ are chained as ``__cause__``, never shown to users.
     ├── StoreError                    the database could not do what was asked (worth retrying)
     │   ├── StoreUnavailable          the database cannot be reached
     │   ├── StoreBusy                 the database stayed locked past our retries
+    │   ├── StoreFull                 the disk (or the database's space) is full: nothing was written
     │   └── SchemaOutdated            migrations are pending: run `redrive migrate`
     ├── JobStateError                 the job is not in a state that allows it (retrying will not help)
     │   ├── IllegalTransition         a state change the job's state does not allow
@@ -56,6 +57,7 @@ __all__ = [
     "SchemaOutdated",
     "StoreBusy",
     "StoreError",
+    "StoreFull",
     "StoreUnavailable",
     "Transient",
     "UnknownDependency",
@@ -119,6 +121,13 @@ class StoreBusy(StoreError):
     """The database stayed locked by other writers past our retries."""
 
     code = "STORE_BUSY"
+
+
+class StoreFull(StoreError):
+    """The database's disk is full: the write was refused whole. Retrying
+    works once space is freed."""
+
+    code = "STORE_FULL"
 
 
 class SchemaOutdated(StoreError):

@@ -56,6 +56,7 @@ from redrive.errors import (
     JobNotFound,
     SchemaOutdated,
     StoreError,
+    StoreFull,
     StoreUnavailable,
 )
 from redrive.store.port import SHUTDOWN, BreakerEvent, Control, lease_expired
@@ -144,6 +145,8 @@ class PostgresStore:
     def _errors(self) -> Iterator[None]:
         try:
             yield
+        except psycopg.errors.DiskFull as exc:  # an OperationalError, but the server is there
+            raise StoreFull(f"the disk of PostgreSQL at {self._where} is full: nothing was written") from exc
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreUnavailable(
                 f"lost PostgreSQL at {self._where}: {_reason(exc)}"

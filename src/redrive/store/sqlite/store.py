@@ -50,6 +50,7 @@ from redrive.errors import (
     JobNotFound,
     StoreBusy,
     StoreError,
+    StoreFull,
     StoreUnavailable,
 )
 from redrive.store.port import ANY_QUEUE, SHUTDOWN, BreakerEvent, Control, lease_expired
@@ -123,6 +124,8 @@ class SQLiteStore:
             try:
                 return fn()
             except sqlite3.OperationalError as exc:
+                if _is_full(exc):
+                    raise StoreFull(f"the disk of SQLite database {self.path} is full: nothing was written") from exc
                 if not _is_busy(exc):
                     raise StoreError(f"SQLite refused the operation: {exc}") from exc
                 if time.monotonic() > deadline:
@@ -145,7 +148,10 @@ class SQLiteStore:
                     self._conn.execute("COMMIT")
                     return result
                 except BaseException:
-                    self._conn.execute("ROLLBACK")
+                    # SQLite may have rolled back already (a full disk does):
+                    # a second ROLLBACK would hide why.
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
                     raise
 
         return self._retrying(attempt)
@@ -801,6 +807,10 @@ class SQLiteStore:
         self._closed.set()
         with self._lock:
             self._conn.close()
+
+
+def _is_full(exc: sqlite3.OperationalError) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
