@@ -80,3 +80,13 @@ def pg_empty_url(pg_template: str) -> Iterator[str]:
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'redrive.db'}"
+
+
+@pytest.fixture
+def cluster():
+    """A PostgreSQL server this test may stop, crash or fill (tests/cluster.py)."""
+    from tests.cluster import Cluster
+
+    made = Cluster()
+    yield made
+    made.remove()

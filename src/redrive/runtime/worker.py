@@ -44,6 +44,7 @@ from redrive.runtime.completer import (
 from redrive.runtime.executor import execute
 from redrive.runtime.interrupts import Interrupt
 from redrive.runtime.maintenance import Pruner, Reclaimer
+from redrive.runtime.outage import OutageLog
 from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.threads import DaemonThreadPool
 from redrive.store.port import Store
@@ -187,6 +188,8 @@ class Worker:
         def woken(_queue: str) -> None:  # from the store's listening thread
             loop.call_soon_threadsafe(self._wake.set)
 
+        outages = OutageLog()
+        outages.attach()
         unsubscribe = store.wakeups_subscribe(woken)
         await self._read_control()  # a paused queue is obeyed from the first claim
         shown = [f"{q}={self.queue_limits[q]}" if q in self.queue_limits else q for q in self.queues]
@@ -223,6 +226,7 @@ class Worker:
             if unsubscribe is not None:
                 await self._call(unsubscribe)
             self._db.shutdown(wait=True)
+            outages.detach()
             log.info("worker %s stopped", self.id)
             self.events.emit("worker.stopped", worker=self.id)
 

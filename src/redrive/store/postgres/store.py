@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -75,6 +76,10 @@ from redrive.store.reads import (
 from redrive.store.sql import load_migrations, load_queries
 
 log = logging.getLogger("redrive.store.postgres")
+# The pool logs each failed reconnection, with libpq's multi-line message,
+# about once a second during an outage; the store says it once instead.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+_PROBE_TIMEOUT_S = 2
 
 # A claim with limits looks past this many due jobs (and four per job wanted)
 # for ones that fit: jobs of an owner at its limit must not hide the others.
@@ -111,15 +116,10 @@ class PostgresStore:
         self._migrations = load_migrations(_PACKAGE)
         if check_schema:
             self._check_schema()
-        self._pool = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=pool_size,
-            kwargs={"autocommit": True, "row_factory": dict_row},
-            timeout=_CONNECT_TIMEOUT_S * 2,
-            open=True,
-            name="redrive",
-        )
+        self._pool_size = pool_size
+        self._pool = self._new_pool()
+        self._down: float | None = None  # when the server stopped answering, while it does not
+        self._revive_lock = threading.Lock()
         if check_schema:
             # The first connection is made in the background; a request made
             # before it is ready makes the pool open a second one, and a pool
@@ -129,6 +129,41 @@ class PostgresStore:
                 self._pool.wait(timeout=_CONNECT_TIMEOUT_S)
 
     # -- connections and errors ----------------------------------------------
+
+    def _new_pool(self) -> ConnectionPool[Any]:
+        return ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self._pool_size,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            timeout=_CONNECT_TIMEOUT_S * 2,
+            open=True,
+            name="redrive",
+        )
+
+    def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        if self._down is not None and not self._revive():
+            # Fail at once while the server is down: waiting on the old pool
+            # would hold the caller for the pool's timeout after it is back.
+            raise psycopg.OperationalError("the server is not answering yet")
+        return self._pool.connection()
+
+    def _revive(self) -> bool:
+        """After an outage, a fresh pool as soon as the server answers. The
+        pool's own reconnection backs off, doubling: after a minute's outage
+        its next try could come half a minute after the server is back."""
+        with self._revive_lock:
+            if self._down is None:
+                return True
+            try:
+                psycopg.connect(self.url, connect_timeout=_PROBE_TIMEOUT_S).close()
+            except psycopg.OperationalError:
+                return False
+            old, self._pool = self._pool, self._new_pool()
+            log.warning("PostgreSQL at %s answers again after %.1f s", self._where, time.monotonic() - self._down)
+            self._down = None
+        old.close(timeout=0)
+        return True
 
     def _connect(self) -> psycopg.Connection[dict[str, Any]]:
         try:
@@ -148,6 +183,8 @@ class PostgresStore:
         except psycopg.errors.DiskFull as exc:  # an OperationalError, but the server is there
             raise StoreFull(f"the disk of PostgreSQL at {self._where} is full: nothing was written") from exc
         except (psycopg.OperationalError, PoolTimeout) as exc:
+            if self._down is None:
+                self._down = time.monotonic()
             raise StoreUnavailable(
                 f"lost PostgreSQL at {self._where}: {_reason(exc)}"
             ) from exc
@@ -167,7 +204,7 @@ class PostgresStore:
                 with conn.cursor(row_factory=rows) as cur:
                     cur.execute(sql, params)
                     return cur.fetchall() if cur.description else []
-            with self._pool.connection() as pooled, pooled.cursor(row_factory=rows) as cur:
+            with self._connection() as pooled, pooled.cursor(row_factory=rows) as cur:
                 cur.execute(sql, params)
                 return cur.fetchall() if cur.description else []
 
@@ -231,7 +268,7 @@ class PostgresStore:
             # one statement in autocommit: already atomic, one round trip
             docs = [_new_job_json(j) for j in head]
             return self._answer(head, docs, self._run("jobs_insert", {"jobs": Jsonb(docs)}, rows=tuple_row))
-        with self._errors(), self._pool.connection() as pooled, pooled.transaction():
+        with self._errors(), self._connection() as pooled, pooled.transaction():
             # a refusal found after the insert statements must undo them
             return self._answer(*self._insert_pipelined(chain(head, pending), pooled), pooled)
 
@@ -301,7 +338,7 @@ class PostgresStore:
     def _claim_within(self, params: dict[str, Any], limits: Limits) -> list[Job]:
         """A claim with limits: under the limits' lock, the due jobs that fit,
         claimed with their permits, in one transaction."""
-        with self._errors(), self._pool.connection() as conn, conn.transaction():
+        with self._errors(), self._connection() as conn, conn.transaction():
             self._run("limits_lock", conn=conn)
             found = self._run("jobs_due_limited", {**params, "limit": _SCAN_FOR_LIMITS + params["limit"] * 4},
                               conn=conn)
@@ -460,7 +497,7 @@ class PostgresStore:
     def breaker_update(
         self, *, name: str, change: Callable[[Breaker, float], Breaker], by: str | None = None
     ) -> Breaker:
-        with self._errors(), self._pool.connection() as conn, conn.transaction():
+        with self._errors(), self._connection() as conn, conn.transaction():
             row = self._run("breaker_lock", {"name": name, "initial": Jsonb(to_json(Breaker()))}, conn=conn)[0]
             before = from_json(row["data"])
             after = change(before, row["now"])
@@ -570,16 +607,20 @@ class PostgresStore:
         stop = threading.Event()
 
         def listen() -> None:
+            lost = False
             while not stop.is_set():
                 try:
                     with self._connect() as conn:
                         conn.execute(self._queries["wakeups_listen"])
+                        lost = False
                         while not stop.is_set():
                             for note in conn.notifies(timeout=0.5):
                                 on_wake(note.payload)
                 except (StoreError, psycopg.Error) as exc:
-                    # Polling still finds the jobs; try to listen again shortly.
-                    log.warning("LISTEN connection lost (%s); workers poll meanwhile", exc)
+                    # Polling still finds the jobs; try to listen again shortly (said once per outage).
+                    if not lost:
+                        log.warning("LISTEN connection lost (%s); workers poll meanwhile", _reason(exc))
+                    lost = True
                     stop.wait(1.0)
 
         thread = threading.Thread(target=listen, name="redrive-listen", daemon=True)
@@ -615,10 +656,12 @@ class PostgresStore:
         return stop
 
     def _listen_finishes(self) -> None:
+        lost = False
         while not self._closing.is_set():
             try:
                 with self._connect() as conn:
                     conn.execute(self._queries["finishes_listen"])
+                    lost = False
                     self._finish_ready.set()
                     while not self._closing.is_set():
                         for note in conn.notifies(timeout=0.5):
@@ -627,7 +670,9 @@ class PostgresStore:
                             for on_finish in told:
                                 on_finish()
             except (StoreError, psycopg.Error) as exc:
-                log.warning("LISTEN for results lost (%s); waiters re-read their jobs meanwhile", exc)
+                if not lost:
+                    log.warning("LISTEN for results lost (%s); waiters re-read their jobs meanwhile", _reason(exc))
+                lost = True
                 self._closing.wait(1.0)
 
     def close(self) -> None:

@@ -1,0 +1,68 @@
+"""A PostgreSQL server of a test's own, for scenarios that stop, crash or
+fill a database: never the shared server. Made with the installed server's
+initdb and pg_ctl, run as the postgres user (the server refuses root), on a
+free port, trust auth, removed at the end."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import IN_CI
+
+
+def _bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    return Path(found[-1]).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self) -> None:
+        binaries = _bin()
+        if binaries is None or shutil.which("runuser") is None or os.geteuid() != 0:
+            message = "a throwaway PostgreSQL needs the server's binaries and root (to run them as postgres)"
+            if IN_CI:
+                pytest.fail(message)
+            pytest.skip(message)
+        self._bin = binaries
+        self.dir = Path(tempfile.mkdtemp(prefix="redrive-pg-"))
+        os.chmod(self.dir, 0o755)
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        shutil.chown(self.dir, "postgres", "postgres")
+        self._as_postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _as_postgres(self, tool: str, *args: str) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", str(self._bin / tool), *args],
+                       check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.dir} -c fsync=off"
+        self._as_postgres("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        """``fast`` closes sessions cleanly; ``immediate`` is a crash (recovery on the next start)."""
+        self._as_postgres("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def remove(self) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", str(self._bin / "pg_ctl"), "-D", str(self.data),
+                        "-m", "immediate", "stop"], capture_output=True, timeout=60)
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,48 @@
+"""A PostgreSQL outage longer than the pool's reconnection backoff: workers
+resume within about a second of the server's return, and say the outage
+once, not once a second. On a server of the test's own (tests/cluster.py)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from redrive import Client, Settings, Status
+from redrive.store.postgres.store import PostgresStore
+from redrive.testing import wait_until
+from tests.apps.drain import app as drain_app
+from tests.integration.processes import WorkerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+OUTAGE_S = 60  # the pool's own retries would be 16 and 32 s apart by now
+
+
+def test_a_worker_resumes_within_a_second_or_two_of_the_database_returning(
+    cluster, tmp_path: Path, workers: list[WorkerProcess],
+) -> None:
+    PostgresStore(cluster.url, check_schema=False).migrate()
+    client = Client(drain_app.registry, settings=Settings.load(database_url=cluster.url))
+    first = client.enqueue("record", args=["before"]).job
+    workers.append(WorkerProcess(cluster.url, tmp_path, "--poll-interval", "0.2", "--lease-ttl", "10s"))
+    wait_until(lambda: client.job(first.id).status is Status.SUCCEEDED, timeout=30)
+    client.close()
+    # When the server is down for longer than the pool's backoff grows in
+    cluster.stop()
+    time.sleep(OUTAGE_S)
+    cluster.start()
+    back = time.monotonic()
+    # Then a job enqueued at once is started within about a second
+    client = Client(drain_app.registry, settings=Settings.load(database_url=cluster.url))
+    after = client.enqueue("record", args=["after"]).job
+    wait_until(lambda: client.job(after.id).status is Status.SUCCEEDED, timeout=60, every=0.05)
+    assert time.monotonic() - back < 2.0  # claimed and run, from the server's return
+    assert workers[0].process.poll() is None
+    log = workers[0].log
+    # And the outage was told once per service, not every second
+    assert log.count("claim failed") <= 2, log
+    assert "error connecting in 'redrive'" not in log
+    assert "answers again after" in log
+    client.close()
