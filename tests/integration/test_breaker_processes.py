@@ -89,8 +89,11 @@ def test_fail_fast_fails_with_the_mapped_code(pg_url, tmp_path, workers) -> None
         assert {j.error_code for j in jobs} == {"UPSTREAM_5XX"}
         fast = [j for j in jobs if "circuit open" in j.error_message]
         assert fast, "no job was failed by the open breaker"
-        for job in fast:  # its last dispatch never reached the gateway
-            assert len(upstream.calls(f"/convert_ff/{job.args[0]}")) == job.attempts - 1
+        for job in fast:
+            # UPSTREAM_5XX is retryable: fail-fast spent attempts by the task's
+            # policy, and its dispatches that failed fast never reached the gateway
+            assert job.attempts == 20
+            assert len(upstream.calls(f"/convert_ff/{job.args[0]}")) <= job.attempts - 1
         assert state(app, "gateway_ff") == "open"
         letters = {d.job_id: d for d in app.admin(OPERATOR).dead_letters(limit=100)}
         assert all(letters[j.id].context.get("dependency") == "gateway_ff" for j in fast)

@@ -22,6 +22,7 @@ from redrive.core.breaker import (
     probe_passed,
     record,
     time_open,
+    trial_returned,
 )
 from redrive.errors import ConfigError
 
@@ -36,6 +37,7 @@ class Model:
         self.calls: list[tuple[float, bool]] = []
         self.opened_at: float | None = None
         self.started = self.succeeded = 0
+        self.trial_at = 0.0
         self.forced = False
 
     def window(self, now: float) -> list[tuple[float, bool]]:
@@ -79,10 +81,17 @@ class Model:
             if self.forced or probe_decides or now < self.opened_at + self.p.wait.total_seconds():
                 return False
             self.state, self.started, self.succeeded = "half_open", 0, 0
+        if self.started >= self.p.trial_calls and now >= self.trial_at + self.p.wait.total_seconds():
+            self.started = self.succeeded  # permits whose holders never said: handed out again
         if self.started < self.p.trial_calls:
             self.started += 1
+            self.trial_at = now
             return True
         return False
+
+    def trial_returned(self) -> None:
+        if self.state == "half_open" and self.started > self.succeeded:
+            self.started -= 1
 
 
 @st.composite
@@ -120,6 +129,11 @@ class BreakerMachine(RuleBasedStateMachine):
     def a_call_asks(self) -> None:
         allowed, self.breaker = admit(self.breaker, self.policy, self.now, probe_decides=self.probe)
         assert allowed == self.model.admit(self.now, self.probe)
+
+    @rule()
+    def a_trial_ends_without_a_verdict(self) -> None:
+        self.breaker = trial_returned(self.breaker)
+        self.model.trial_returned()
 
     @rule()
     def the_probe_passes(self) -> None:
@@ -215,3 +229,30 @@ def test_folding_a_batch_equals_recording_each_call(policy, window, calls, state
         one_by_one = _record_one(one_by_one, policy, call, 100.0)
     batched = record(start, policy, calls, 100.0)
     assert batched == one_by_one and batched.changes == one_by_one.changes
+
+
+POLICY_ONE_TRIAL = BreakerPolicy(window_calls=4, min_calls=2, wait=timedelta(seconds=30), trial_calls=1)
+
+
+def _half_open_with_its_trial_out() -> Breaker:
+    b = record(Breaker(), POLICY_ONE_TRIAL, [Call(0, False), Call(1, False)], 1)
+    assert b.state is State.OPEN
+    allowed, b = admit(b, POLICY_ONE_TRIAL, 40)
+    assert allowed and b.state is State.HALF_OPEN
+    assert admit(b, POLICY_ONE_TRIAL, 41)[0] is False  # one trial at a time
+    return b
+
+
+def test_a_trial_without_a_verdict_gives_its_permit_back() -> None:
+    b = trial_returned(_half_open_with_its_trial_out())  # the trial job failed for a reason of its own
+    allowed, b = admit(b, POLICY_ONE_TRIAL, 42)
+    assert allowed and b.state is State.HALF_OPEN
+
+
+def test_a_trial_whose_holder_died_is_handed_out_again_after_the_wait() -> None:
+    b = _half_open_with_its_trial_out()  # and its worker is killed: no verdict, no return
+    assert admit(b, POLICY_ONE_TRIAL, 69)[0] is False
+    allowed, b = admit(b, POLICY_ONE_TRIAL, 70)
+    assert allowed
+    b = record(b, POLICY_ONE_TRIAL, [Call(71, True)], 71)
+    assert b.state is State.CLOSED  # it reached an ending by itself

@@ -3,7 +3,10 @@
 closed -> open when, over the window, failures reach ``failure_rate`` percent
 of at least ``min_calls`` calls. open -> half_open after ``wait`` (or when the
 dependency's health probe passes). half_open admits ``trial_calls`` calls:
-closed when they all succeed, open again at the first failure. An operator can
+closed when they all succeed, open again at the first failure. A trial that
+ends without a verdict (the job failed for a reason of its own) gives its
+permit back; permits handed out ``wait`` ago without a verdict (the worker
+died) are handed out again: a half-open breaker always reaches open or closed. An operator can
 force it open (it stays open until closed by hand) or close it (a fresh
 window). Every worker shares one state through the store; this module only
 says what the next state is.
@@ -89,6 +92,7 @@ class Breaker:
     forced: bool = False  # forced open by an operator
     open_seconds: float = 0.0  # total time spent open (or half-open) before the current spell
     probed_at: float | None = None  # the last health probe, so one worker probes per interval
+    trial_at: float | None = None  # when the last trial permit was handed out
     changes: tuple[tuple[State, State, str], ...] = field(default=(), compare=False)
 
     def _to(self, state: State, now: float, reason: str, **changes: Any) -> Breaker:
@@ -177,9 +181,19 @@ def admit(b: Breaker, policy: BreakerPolicy, now: float, *, probe_decides: bool 
                 or now < b.opened_at + policy.wait.total_seconds():
             return False, b
         b = b._to(State.HALF_OPEN, now, "wait elapsed", trials_started=0, trials_ok=0)
+    if b.trials_started >= policy.trial_calls and b.trial_at is not None \
+            and now >= b.trial_at + policy.wait.total_seconds():
+        b = replace(b, trials_started=b.trials_ok)  # their holders never said: hand them out again
     if b.trials_started < policy.trial_calls:
-        return True, replace(b, trials_started=b.trials_started + 1)
+        return True, replace(b, trials_started=b.trials_started + 1, trial_at=now)
     return False, b
+
+
+def trial_returned(b: Breaker) -> Breaker:
+    """A trial call ended without a verdict on the dependency: its permit comes back."""
+    if b.state is not State.HALF_OPEN or b.trials_started <= b.trials_ok:
+        return b
+    return replace(b, trials_started=b.trials_started - 1)
 
 
 def probe_passed(b: Breaker, now: float) -> Breaker:
@@ -209,7 +223,7 @@ def to_json(b: Breaker) -> dict[str, Any]:
     return {
         "state": b.state.value, "window": [[c.at, c.ok] for c in b.window],
         "opened_at": b.opened_at, "trials_started": b.trials_started, "trials_ok": b.trials_ok,
-        "forced": b.forced, "open_seconds": b.open_seconds, "probed_at": b.probed_at,
+        "forced": b.forced, "open_seconds": b.open_seconds, "probed_at": b.probed_at, "trial_at": b.trial_at,
     }
 
 
@@ -218,5 +232,5 @@ def from_json(data: dict[str, Any]) -> Breaker:
         state=State(data["state"]), window=tuple(Call(at, ok) for at, ok in data["window"]),
         opened_at=data["opened_at"], trials_started=data["trials_started"],
         trials_ok=data["trials_ok"], forced=data["forced"], open_seconds=data["open_seconds"],
-        probed_at=data.get("probed_at"),
+        probed_at=data.get("probed_at"), trial_at=data.get("trial_at"),
     )

@@ -20,7 +20,17 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
-from redrive.core.breaker import Breaker, BreakerMode, BreakerPolicy, Call, State, admit, probe_passed, record
+from redrive.core.breaker import (
+    Breaker,
+    BreakerMode,
+    BreakerPolicy,
+    Call,
+    State,
+    admit,
+    probe_passed,
+    record,
+    trial_returned,
+)
 from redrive.core.job import Job
 from redrive.core.outcome import Failed, Retry, Succeeded
 from redrive.declarations import Dependency
@@ -41,10 +51,13 @@ class Refusal:
     """A job may not run now: ``dependency`` is open (or out of trial permits)."""
 
     dependency: Dependency
+    half_open: bool = False  # a trial is under way: the dependency may well be healthy
 
     @property
     def fails_fast(self) -> bool:
-        return BreakerMode(self.dependency.mode) is BreakerMode.FAIL_FAST
+        """Fail-fast fails jobs only while the breaker is open: while a trial
+        decides, the jobs it leaves out wait (held) rather than fail."""
+        return BreakerMode(self.dependency.mode) is BreakerMode.FAIL_FAST and not self.half_open
 
 
 class BreakerGate:
@@ -87,7 +100,8 @@ class BreakerGate:
                     or now < b.opened_at + dependency.policy.wait.total_seconds()
                 if waiting:
                     names.append(name)
-            elif b.state is State.HALF_OPEN and b.trials_started >= dependency.policy.trial_calls:
+            elif b.state is State.HALF_OPEN and b.trials_started >= dependency.policy.trial_calls \
+                    and (b.trial_at is None or now < b.trial_at + dependency.policy.wait.total_seconds()):
                 names.append(name)
         return names
 
@@ -102,12 +116,17 @@ class BreakerGate:
                 continue  # an undeclared dependency here has no breaker in this deploy
             allowed = await self._call(self._admit, dependency=dependency)
             if not allowed:
-                return Refusal(dependency)
+                return Refusal(dependency, half_open=self._view[name].state is State.HALF_OPEN)
             if self._view[name].state is State.HALF_OPEN:
                 trials.add(name)
         if trials:
             self._trials[job.lease_token] = trials
         return None
+
+    def refusal(self, name: str) -> Refusal:
+        """Why a guarded call to ``name`` was refused, as the view now has it."""
+        b = self._view.get(name)
+        return Refusal(self.dependencies[name], half_open=b is not None and b.state is State.HALF_OPEN)
 
     def admit_now(self, name: str) -> bool:
         """For a guarded call, from the handler's thread."""
@@ -142,19 +161,24 @@ class BreakerGate:
         success, or failure when retryable (or slower than ``slow_call``); a
         non-retryable failure (a 4xx we caused, a bug) counts for nothing."""
         trials = self._trials.pop(job.lease_token, set())
+        returned = set()
         for name in job.dependencies:
             dependency = self.dependencies.get(name)
             if dependency is None or name in guarded:
                 continue
             ok = _verdict(outcome)
             if ok is None:
+                returned |= trials & {name}
                 continue
             slow = dependency.policy.slow_call
             if slow is not None and duration_s > slow.total_seconds():
                 ok = False
             with self._pending_lock:
                 self._pending[name].append(Call(self._now(), ok))
-        if trials:  # a half-open breaker waits on this result: no batching
+        for name in returned:  # no verdict: the next job gets the trial
+            b = await self._call(self._store().breaker_update, name=name, change=lambda b, now: trial_returned(b))
+            self._view[name] = self._logged(name, b)
+        if trials - returned:  # a half-open breaker waits on this result: no batching
             await self.flush()
 
     # -- the service: refresh, flush, probe ----------------------------------------
@@ -195,10 +219,19 @@ class BreakerGate:
                 continue
             if not await self._call(self._take_probe_slot, dependency=dependency):
                 continue
+            limit = dependency.probe_interval.total_seconds()
             try:
-                healthy = dependency.probe()
-                if inspect.isawaitable(healthy):
-                    healthy = await healthy
+                # Off the event loop, and no longer than its interval: a sync
+                # probe (httpx.get) on the loop would stall every heartbeat.
+                if inspect.iscoroutinefunction(dependency.probe):
+                    healthy = await asyncio.wait_for(dependency.probe(), timeout=limit)
+                else:
+                    healthy = await asyncio.wait_for(asyncio.to_thread(dependency.probe), timeout=limit)
+                    if inspect.isawaitable(healthy):
+                        healthy = await asyncio.wait_for(healthy, timeout=limit)
+            except TimeoutError:
+                log.info("health probe of %s took longer than %.0f s: not healthy yet", name, limit)
+                healthy = False
             except Exception as exc:  # a probe that raises says "not yet"
                 log.info("health probe of %s failed: %s", name, exc)
                 healthy = False

@@ -8,16 +8,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import assert_never
+from random import Random
+from typing import Any, assert_never
 
-from redrive.core.classify import Failure
+from redrive.core.classify import Classifier, Failure
 from redrive.core.job import JSON, Cancellation, Completion, FailNow, Job, Lease, RetryLater
 from redrive.core.outcome import Cancelled, Failed, Retry, Succeeded
+from redrive.core.retry import after_failure
+from redrive.core.stages import Stage, resume_at
 from redrive.core.states import Status
+from redrive.declarations import Task
 from redrive.errors import StoreError
 from redrive.events import EventStream
 from redrive.runtime.breakers import Refusal
-from redrive.runtime.executor import Execution
+from redrive.runtime.executor import Execution, stages_of
 from redrive.runtime.offload import Offload
 from redrive.store.port import Store
 
@@ -149,13 +153,24 @@ def outcome_item(job: Job, execution: Execution, duration_ms: int) -> Item:
     assert_never(execution.outcome)
 
 
-def fail_fast(refusal: Refusal) -> Execution:
+def fail_fast(refusal: Refusal, job: Job, task: Task[Any, Any] | None, classifier: Classifier,
+              rng: Random) -> Execution:
+    """The attempt fails at once with the dependency's code, and the code's
+    own retryability decides what follows, as for any failure: a retryable
+    code (UPSTREAM_5XX) is retried by the task's policy, spending an attempt;
+    a non-retryable one fails the job for good."""
     name = refusal.dependency.name
     # Dependency() refuses a fail-fast declaration without a fail_code.
     assert refusal.dependency.fail_code is not None
-    failure = Failure(code=refusal.dependency.fail_code, retryable=False,
+    code = classifier.taxonomy.require(refusal.dependency.fail_code)
+    failure = Failure(code=refusal.dependency.fail_code, retryable=code.retryable,
                       message=f"dependency {name} is unavailable (circuit open)")
-    return Execution(Failed(failure), context={"dependency": name, "breaker": "open"})
+    stage = resume_at(stages_of(task, job), job.checkpoint) if task is not None else Stage(job.task)
+    stage_attempts = {**job.stage_attempts, stage.name: job.stage_attempts.get(stage.name, 0) + 1}
+    outcome = after_failure(failure, stage=stage, stage_attempts=stage_attempts[stage.name],
+                            attempts=job.attempts, max_attempts=job.max_attempts, rng=rng)
+    return Execution(outcome, stage=stage.name, stage_attempts=stage_attempts,
+                     context={"dependency": name, "breaker": "open"} if isinstance(outcome, Failed) else {})
 
 
 def _failure_meta(meta: dict[str, JSON], failure: Failure) -> dict[str, JSON]:

@@ -308,7 +308,7 @@ class Worker:
                     gate=self._gate if self._gate.active else None, events=self.events,
                 )
                 if execution.held_by is not None:  # a guarded call found its breaker open
-                    refusal = Refusal(self.registry.dependencies[execution.held_by])
+                    refusal = self._gate.refusal(execution.held_by)
                 elif job.dependencies:
                     await self._gate.record(job, execution.outcome, loop.time() - started,
                                             execution.guarded)
@@ -317,7 +317,8 @@ class Worker:
                     self._handled(running)
                     await self._hold(job, refusal)
                     return
-                execution = fail_fast(refusal)
+                execution = fail_fast(refusal, job, self.registry.tasks.get(job.task), self.registry.classifier,
+                                      self._rng)
             self._handled(running)
             if running.abandoned:
                 return
