@@ -45,3 +45,15 @@ def unprintable() -> None:
 @app.task
 def fine() -> str:
     return "ok"
+
+
+@app.task
+async def hogs_loop(seconds: float) -> str:
+    """Computes on the event loop: what an async task must not do."""
+    import time
+
+    until = time.monotonic() + seconds
+    spins = 0
+    while time.monotonic() < until:
+        spins += 1
+    return "done"

@@ -43,3 +43,45 @@ def test_a_rogue_task_fails_its_own_job_and_the_worker_goes_on(
     assert workers[0].stop() == 0
     assert "Task exception was never retrieved" not in workers[0].log
     client.close()
+
+
+def test_an_async_task_that_holds_the_event_loop_keeps_its_lease_and_is_named(
+    sqlite_url: str, tmp_path: Path, workers: list[WorkerProcess],
+) -> None:
+    client = Client(rogue.registry, settings=Settings.load(database_url=sqlite_url))
+    hog = client.enqueue("hogs_loop", args=[5.0]).job
+    # Two workers: if the first lost its lease while its loop was held, the other would take the job
+    options = ("--lease-ttl", "1.5s", "--poll-interval", "0.1")
+    workers.append(WorkerProcess(sqlite_url, tmp_path, *options, app="tests.apps.rogue:app"))
+    wait_until(lambda: client.job(hog.id).status is Status.RUNNING, timeout=30)
+    workers.append(WorkerProcess(sqlite_url, tmp_path, *options, app="tests.apps.rogue:app"))
+    wait_until(lambda: client.job(hog.id).status is Status.SUCCEEDED, timeout=60)
+    # The heartbeats went on beside the held loop: one run, never reclaimed
+    assert client.job(hog.id).attempts == 1
+    log = workers[0].log
+    assert "the event loop has been blocked" in log and "hogs_loop" in log, log
+    assert "the event loop answers again" in log
+    client.close()
+
+
+def test_a_worker_whose_loop_stays_held_still_stops_giving_its_jobs_back(
+    sqlite_url: str, tmp_path: Path, workers: list[WorkerProcess],
+) -> None:
+    import signal
+    import time
+
+    client = Client(rogue.registry, settings=Settings.load(database_url=sqlite_url))
+    hog = client.enqueue("hogs_loop", args=[120.0]).job
+    workers.append(WorkerProcess(sqlite_url, tmp_path, "--shutdown-grace", "2s", "--poll-interval", "0.1",
+                                 app="tests.apps.rogue:app"))
+    wait_until(lambda: client.job(hog.id).status is Status.RUNNING, timeout=30)
+    time.sleep(0.5)
+    asked = time.monotonic()
+    workers[0].signal(signal.SIGTERM)
+    code = workers[0].process.wait(timeout=30)
+    # It ended within its grace and a beat, and the job is back in the queue for another worker
+    assert time.monotonic() - asked < 6
+    assert code == 70
+    assert client.job(hog.id).status is Status.QUEUED
+    assert "gave back 1 jobs and ended the process" in workers[0].log
+    client.close()

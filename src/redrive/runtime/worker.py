@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,7 @@ from redrive.runtime.maintenance import Pruner, Reclaimer
 from redrive.runtime.outage import OutageLog
 from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.threads import DaemonThreadPool
+from redrive.runtime.watchdog import Watchdog
 from redrive.store.port import Store
 
 log = logging.getLogger("redrive.worker")
@@ -142,6 +144,7 @@ class Worker:
         self._completer = Completer(self._call, lambda: self.store)
         self._gate = BreakerGate(self.registry.dependencies, lambda: self.store, self._call, events=self.events)
         self._scheduler = Scheduler(client) if schedules and self.registry.schedules else None
+        self._watchdog: Watchdog | None = None
 
     @property
     def store(self) -> Store:
@@ -171,10 +174,16 @@ class Worker:
     def run_until_stopped(self) -> None:
         """Run in this thread until SIGTERM or SIGINT, then shut down gracefully."""
 
+        def asked_to_stop(signum: int, frame: Any) -> None:
+            # A plain signal handler runs between the main thread's bytecodes,
+            # so it is heard even while an async task holds the event loop.
+            self.stop()
+            if self._watchdog is not None:
+                self._watchdog.stop_asked()
+
         async def main() -> None:
-            loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self._begin_stop)
+                signal.signal(sig, asked_to_stop)
             await self.run()
 
         asyncio.run(main())
@@ -199,7 +208,6 @@ class Worker:
                          concurrency=self.concurrency)
         services = [
             asyncio.create_task(self._completer.run(), name="completer"),
-            asyncio.create_task(self._heartbeat(), name="heartbeat"),
             asyncio.create_task(self._control(), name="control"),
             asyncio.create_task(Reclaimer(store, self._call, lease_ttl=self.lease_ttl, rng=self._rng,
                                           events=self.events, found=self._wake.set).run(), name="reclaimer"),
@@ -214,12 +222,20 @@ class Worker:
             services.append(asyncio.create_task(self._gate.run(), name="breakers"))
         for service in services:
             service.add_done_callback(self._service_ended)
+        beating = threading.Event()
+        heartbeat = threading.Thread(target=self._heartbeat, args=(beating,), name="redrive-heartbeat", daemon=True)
+        heartbeat.start()
+        self._watchdog = Watchdog(loop, loop_thread=threading.get_ident(),
+                                  grace_s=self.shutdown_grace.total_seconds(), give_back=self._give_back)
+        self._watchdog.start()
         try:
             await self._claim_loop()
             await self._drain()
             if self._announcing:  # what was written is told before the worker says it stopped
                 await asyncio.wait(self._announcing, timeout=self.lease_ttl.total_seconds())
         finally:
+            beating.set()
+            self._watchdog.close()
             for service in services:
                 service.cancel()
             await asyncio.gather(*services, return_exceptions=True)
@@ -418,25 +434,34 @@ class Worker:
 
     # -- leases ------------------------------------------------------------------
 
-    async def _heartbeat(self) -> None:
+    def _heartbeat(self, done: threading.Event) -> None:
+        """Renew the leases of running jobs, on a thread of its own: an async
+        task that holds the event loop must not cost every job its lease."""
         store = self.store
-        while True:
-            await asyncio.sleep(self.lease_ttl.total_seconds() / 3)
-            live = [r for r in self._running.values() if not (r.finishing or r.lost or r.abandoned)]
+        while not done.wait(self.lease_ttl.total_seconds() / 3):
+            # list() copies in one step under the GIL: safe beside the loop's changes
+            live = [r for r in list(self._running.values()) if not (r.finishing or r.lost or r.abandoned)]
             if not live:
                 continue
             try:
-                held = await self._call(
-                    store.leases_extend, leases=[r.job.lease for r in live], lease_ttl=self.lease_ttl
-                )
+                held = store.leases_extend(leases=[r.job.lease for r in live], lease_ttl=self.lease_ttl)
             except StoreError as exc:
                 log.warning("heartbeat failed, retrying: %s", exc)
                 continue
-            for r in live:
-                if r.job.lease not in held and not r.finishing:
-                    self._lost(r)
-                    log.warning("lost the lease on job %s (%s): another worker may run it",
-                                r.job.id, r.job.task)
+            gone = [r for r in live if r.job.lease not in held]
+            if gone and self._loop is not None:
+                self._loop.call_soon_threadsafe(self._leases_gone, gone)
+
+    def _leases_gone(self, gone: list[_Running]) -> None:
+        for r in gone:
+            if not (r.finishing or r.lost):
+                self._lost(r)
+                log.warning("lost the lease on job %s (%s): another worker may run it", r.job.id, r.job.task)
+
+    def _give_back(self) -> int:
+        """For the watchdog, from its thread: requeue every job held, straight to the store."""
+        leases = [r.job.lease for r in list(self._running.values()) if not r.lost]
+        return len(self.store.jobs_requeue(leases=leases)) if leases else 0
 
     # -- shutdown ----------------------------------------------------------------
 
