@@ -308,3 +308,36 @@ def test_a_secret_in_a_long_error_message_is_stored_nowhere(tmp_path: Path) -> N
     for text in (failed.error_message, failed.last_error_message, letter.error_message, letter.last_stack):
         assert "MIIEpAIBAAKCAQEA" not in (text or "") and "hunter2" not in (text or "")
     assert "[PEM]" in failed.error_message
+
+
+class _LosesOneReply(MemoryStore):
+    """Commits an outcome, then loses the reply, once: as a connection dropped after COMMIT."""
+
+    lost = False
+
+    def jobs_complete(self, *, items):  # type: ignore[no-untyped-def]
+        applied = super().jobs_complete(items=items)
+        if not self.lost:
+            self.lost = True
+            from redrive import StoreUnavailable
+
+            raise StoreUnavailable("server closed the connection unexpectedly")
+        return applied
+
+
+def test_an_outcome_whose_reply_was_lost_is_found_written_not_called_lost(caplog) -> None:
+    store = _LosesOneReply()
+    app = App(store=store)
+
+    @app.task
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    seen: list[str] = []
+    app.events.subscribe(lambda e: seen.append(e.name), names=["job.succeeded", "job.lease_lost"])
+    job = add.enqueue(2, 3).job
+    with caplog.at_level("INFO", logger="redrive.worker"):
+        asyncio.run(_run_until(app, lambda: seen == ["job.succeeded"]))
+    assert store.lost and app.client.job(job.id).result == 5
+    assert "lost the lease" not in caplog.text
+    assert "was written before the connection was lost" in caplog.text

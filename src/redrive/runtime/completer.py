@@ -39,13 +39,17 @@ class Completer:
     def __init__(self, call: Offload, store: Callable[[], Store]) -> None:
         self._call = call
         self._store = store
-        self._pending: list[tuple[Item, Callable[[bool], None]]] = []
+        self._pending: list[tuple[Item, Callable[[bool | None], None]]] = []
         self._ready = asyncio.Event()
+        # Writes whose reply was lost: the commit may have happened all the same.
+        self._uncertain: set[Lease] = set()
 
-    def submit(self, item: Item, written: Callable[[bool], None]) -> None:
+    def submit(self, item: Item, written: Callable[[bool | None], None]) -> None:
         """Queue the outcome's write; ``written(applied)`` follows once it is
-        done (False if the lease was gone). A callback, not a future per job:
-        a batch of hundreds is answered without waking hundreds of tasks."""
+        done: True, False if the lease was gone, or None when an earlier try
+        lost its reply and may have committed (the caller reads the job to
+        tell). A callback, not a future per job: a batch of hundreds is
+        answered without waking hundreds of tasks."""
         self._pending.append((item, written))
         self._ready.set()
 
@@ -60,12 +64,19 @@ class Completer:
                 # The writes stay fenced: retrying after the lease expired
                 # changes nothing, so retrying is always safe.
                 log.warning("writing %d outcomes failed, retrying: %s", len(batch), exc)
+                self._uncertain.update(item.lease for item, _ in batch)
                 self._pending[:0] = batch
                 await asyncio.sleep(STORE_RETRY_PAUSE_S)
                 self._ready.set()
                 continue
             for item, written in batch:
-                written(item.lease in applied)
+                if item.lease in applied:
+                    written(True)
+                elif self._uncertain:
+                    written(None if item.lease in self._uncertain else False)
+                else:
+                    written(False)
+                self._uncertain.discard(item.lease)
 
     async def _write(self, items: list[Item]) -> set[Lease]:
         store = self._store()
@@ -86,6 +97,25 @@ class Completer:
 
 
 OUTCOME_NAMES = {Completion: "success", RetryLater: "retry", FailNow: "failure", Cancellation: "cancel"}
+
+
+def landed(item: Item, attempts: int, now: Job | None) -> bool:
+    """Whether the job as read now shows ``item``'s write: its ending, at the
+    attempt that wrote it (a reclaim and a rerun would show another)."""
+    if now is None or now.attempts != attempts or now.lease_token is not None:
+        return False
+    match item:
+        case Completion():
+            return now.status is Status.SUCCEEDED
+        case FailNow():
+            return now.status is Status.FAILED and now.error_code == item.error_code
+        case Cancellation():
+            return now.status is Status.CANCELLED
+        case RetryLater():
+            # queued again by this retry, or cancelled by a cancel it crossed
+            return now.status in (Status.QUEUED, Status.SCHEDULED, Status.CANCELLED) \
+                and now.last_error_code == item.error_code
+    return False
 
 
 def announce_outcome(events: EventStream, job: Job, item: Item,

@@ -40,6 +40,7 @@ from redrive.runtime.completer import (
     announce_dead_letter,
     announce_outcome,
     fail_fast,
+    landed,
     outcome_item,
 )
 from redrive.runtime.executor import execute
@@ -347,8 +348,13 @@ class Worker:
                 self._release(running)
 
     def _written(self, running: _Running, item: Item, duration_s: float,
-                 applied: bool) -> None:
+                 applied: bool | None) -> None:
         job = running.job
+        if applied is None:  # a lost reply, then a refused retry: read the job to tell which
+            confirming = asyncio.ensure_future(self._confirm(running, item, duration_s))
+            self._announcing.add(confirming)
+            confirming.add_done_callback(self._announcing.discard)
+            return
         if not applied:
             log.warning("lost the lease on job %s (%s, attempt %d): dropping its %s",
                         job.id, job.task, job.attempts, OUTCOME_NAMES[type(item)])
@@ -361,6 +367,17 @@ class Worker:
                 self._announcing.add(announcing)
                 announcing.add_done_callback(self._announcing.discard)
         self._release(running)
+
+    async def _confirm(self, running: _Running, item: Item, duration_s: float) -> None:
+        try:
+            now = await self._call(self.store.job_get, job_id=running.job.id)
+        except StoreError:
+            now = None
+        ours = landed(item, running.job.attempts, now)
+        if ours:
+            log.info("job %s (%s): its %s was written before the connection was lost", running.job.id,
+                     running.job.task, OUTCOME_NAMES[type(item)])
+        self._written(running, item, duration_s, ours)
 
     def _lost(self, running: _Running) -> None:
         running.lost = True
