@@ -31,9 +31,12 @@ def _start(workers: list, url: str, tmp_path, *options: str) -> WorkerProcess:
 def _drain(url: str, tmp_path, workers: list, *, processes: int, jobs: int) -> None:
     client = _client(url)
     keys = [f"k{n}" for n in range(jobs)]
-    client.enqueue_many([JobRequest("record", args=[key]) for key in keys])
     for _ in range(processes):
         _start(workers, url, tmp_path, "--concurrency", "8", "--poll-interval", "0.2")
+    # Every worker is claiming before the jobs arrive: one that started first
+    # must not drain them all before the others are up.
+    wait_until(lambda: all(" started: " in worker.log for worker in workers), timeout=60)
+    client.enqueue_many([JobRequest("record", args=[key]) for key in keys])
 
     def drained() -> bool:
         counts = client.store.jobs_count()

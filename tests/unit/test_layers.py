@@ -22,6 +22,7 @@ LAYERS = {
     "redrive.views": 3,
     "redrive.runtime": 4,
     "redrive.demo": 5,
+    "redrive.verify": 5,
     "redrive.cli": 5,
     "redrive.__main__": 5,
     "redrive.testing": 6,  # test code: imports anything, imported by nothing

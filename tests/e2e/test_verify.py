@@ -1,0 +1,45 @@
+"""`redrive verify` against a deployment's own database: a scratch database
+it creates and drops, the figures in one table, exit 1 naming the figure
+when a planted bug makes a checker fire."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from tests.conftest import PG_SERVER
+from tests.e2e.test_cli import APP, redrive
+
+pytestmark = pytest.mark.slow
+
+
+def _their_jobs(url: str) -> list[str]:
+    return redrive("jobs", "list", "--json", url=url).stdout.splitlines()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_verify_passes_on_a_sound_store_and_leaves_no_trace(kind: str, request, tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'theirs.db'}" if kind == "sqlite" else request.getfixturevalue("pg_url")
+    assert redrive("enqueue", APP, "record", "--args", '["theirs"]', url=url).returncode == 0
+    before = _their_jobs(url)
+    result = redrive("verify", "--database-url", url, "--profile", "quick", timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {line.rsplit(None, 2)[0].strip(): line.split()[-1] for line in result.stdout.splitlines()[1:]}
+    for figure in ("lost", "more than one ending", "illegal transitions", "succeeded without running",
+                   "stale writes accepted"):
+        assert rows[figure] == "ok", result.stdout
+    assert _their_jobs(url) == before  # their jobs untouched
+    if kind == "sqlite":
+        assert not list(tmp_path.glob(".redrive_verify_*"))  # the scratch file went beside theirs, and is gone
+    else:
+        with psycopg.connect(f"{PG_SERVER}/postgres") as admin:
+            left = admin.execute("SELECT datname FROM pg_database WHERE datname LIKE 'redrive_verify_%'").fetchall()
+        assert left == []
+
+
+def test_a_planted_bug_fails_verify_naming_its_figure(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'theirs.db'}"
+    result = redrive("verify", "--database-url", url, "--plant", "stale_write", timeout=240)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "redrive: verify failed: stale writes accepted"
+    assert "FAILED (must be at most 0)" in result.stdout
