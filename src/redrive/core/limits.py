@@ -64,6 +64,12 @@ class Limits:
         return max((r.rate.per for r in self.rules.values() if r.rate), default=timedelta(0))
 
 
+def scan_size(want: int) -> int:
+    """How many due jobs a claim with limits looks through for ``want`` that
+    fit: enough that one owner's backlog at its limit hides nobody else's."""
+    return 200 + want * 4
+
+
 class Candidate(NamedTuple):
     id: str
     queue: str

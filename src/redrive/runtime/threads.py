@@ -51,11 +51,6 @@ class DaemonThreadPool:
             self._orphans.add(thread)
         self._ensure_threads()
 
-    @property
-    def orphans(self) -> int:
-        with self._lock:
-            return len(self._orphans)
-
     def _ensure_threads(self) -> None:
         with self._lock:
             while len(self._threads) - len(self._orphans) < self._size:

@@ -47,7 +47,7 @@ from redrive.core.job import (
     StageDone,
     refuse_reuse,
 )
-from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, usage_of
+from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, scan_size, usage_of
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import (
@@ -81,9 +81,6 @@ log = logging.getLogger("redrive.store.postgres")
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 _PROBE_TIMEOUT_S = 2
 
-# A claim with limits looks past this many due jobs (and four per job wanted)
-# for ones that fit: jobs of an owner at its limit must not hide the others.
-_SCAN_FOR_LIMITS = 200
 
 _PACKAGE = "redrive.store.postgres"
 _CONNECT_TIMEOUT_S = 5
@@ -340,7 +337,7 @@ class PostgresStore:
         claimed with their permits, in one transaction."""
         with self._errors(), self._connection() as conn, conn.transaction():
             self._run("limits_lock", conn=conn)
-            found = self._run("jobs_due_limited", {**params, "limit": _SCAN_FOR_LIMITS + params["limit"] * 4},
+            found = self._run("jobs_due_limited", {**params, "limit": scan_size(params["limit"])},
                               conn=conn)
             candidates = [Candidate(r["id"], r["queue"], r["owner"], r["dependencies"]) for r in found]
             if not candidates:

@@ -40,7 +40,7 @@ from redrive.core.job import (
     refuse_reuse,
     takes_over,
 )
-from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, usage_of
+from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, scan_size, usage_of
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import (
@@ -70,9 +70,6 @@ from redrive.store.sql import load_migrations, load_queries
 
 T = TypeVar("T")
 
-# A claim with limits looks past this many due jobs (and four per job wanted)
-# for ones that fit: jobs of an owner at its limit must not hide the others.
-_SCAN_FOR_LIMITS = 200
 
 log = logging.getLogger("redrive.store.sqlite")
 
@@ -311,7 +308,7 @@ class SQLiteStore:
     def _within(self, conn: sqlite3.Connection, where: dict[str, Any], limits: Limits, limit: int,
                 now: float) -> tuple[list[list[Any]], dict[str, list[str]]]:
         """The due jobs that fit the limits (we hold the write lock: nobody else claims meanwhile)."""
-        found = conn.execute(self._queries["jobs_due_limited"], {**where, "limit": _SCAN_FOR_LIMITS + limit * 4})
+        found = conn.execute(self._queries["jobs_due_limited"], {**where, "limit": scan_size(limit)})
         rows = {row["id"]: row for row in found}
         candidates = [Candidate(r["id"], r["queue"], r["owner"], json.loads(r["dependencies"])) for r in rows.values()]
         keys = {c.id: [key for key, _ in keys_of(c, limits)] for c in candidates}
