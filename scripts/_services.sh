@@ -34,3 +34,20 @@ start_redis() {
     fi
   fi
 }
+
+# Debian packages the tests drive from outside Python (faketime for a worker
+# whose clock runs ahead). Installed when missing and apt-get can; a test
+# whose tool is still missing says so and is skipped, or fails under CI=true.
+install_debian_packages() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "installing ${missing[*]} (once)..." >&2
+    apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; } ||
+      echo "could not install ${missing[*]}" >&2
+  fi
+}

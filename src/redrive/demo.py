@@ -63,7 +63,7 @@ def _requests(count: int) -> list[JobRequest]:
 
 def run_demo(*, database_url: str | None, jobs: int, concurrency: int) -> int:
     if database_url is None:
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("", "-wal", "-shm", "-clock"):
             if os.path.exists(DEMO_DATABASE + suffix):
                 os.remove(DEMO_DATABASE + suffix)
         database_url = f"sqlite:///{DEMO_DATABASE}"

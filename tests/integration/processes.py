@@ -15,14 +15,15 @@ APP = "tests.apps.drain:app"
 
 class WorkerProcess:
     def __init__(self, url: str, log_dir: Path, *options: str, app: str = APP,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> None:
+        """``prefix`` goes before the Python command, such as ``faketime +60s``."""
         self.log_dir = log_dir
         env = {**os.environ, "REDRIVE_DATABASE_URL": url, "REDRIVE_TEST_LOG_DIR": str(log_dir),
                "PYTHONPATH": str(REPO), **(env or {})}
         self._stderr_path = log_dir / f"worker-{len(list(log_dir.glob('worker-*.err')))}.err"
         self._stderr = open(self._stderr_path, "w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "redrive", "worker", app, *options],
+            [*prefix, sys.executable, "-m", "redrive", "worker", app, *options],
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=self._stderr,
         )
         self.pid = self.process.pid

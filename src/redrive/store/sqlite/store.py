@@ -67,6 +67,7 @@ from redrive.store.reads import (
     paged,
 )
 from redrive.store.sql import load_migrations, load_queries
+from redrive.store.sqlite.clock import FileClock
 
 T = TypeVar("T")
 
@@ -89,10 +90,11 @@ class SQLiteStore:
     dialect = "sqlite"
 
     def __init__(self, path: str = "redrive.db", *, clock: Callable[[], datetime] | None = None) -> None:
-        """``clock`` stands in for SQLite's clock in every transaction, so
-        tests can move time instead of sleeping."""
+        """``clock`` stands in for the database's clock in every transaction,
+        so tests can move time instead of sleeping."""
         self.path = path
         self._clock = clock
+        self._file_clock: FileClock | None = None
         self._queries = load_queries(_PACKAGE)
         self._migrations = load_migrations(_PACKAGE)
         self._lock = threading.RLock()
@@ -109,6 +111,8 @@ class SQLiteStore:
             self._conn.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite database {path}: {exc}") from exc
+        if clock is None and _on_disk(path):
+            self._file_clock = FileClock(path)
         # The embedded store migrates itself: there is no operator step to forget.
         self.migrate()
 
@@ -172,6 +176,8 @@ class SQLiteStore:
     def _now(self, conn: sqlite3.Connection | sqlite3.Cursor) -> float:
         if self._clock is not None:
             return self._clock().timestamp()
+        if self._file_clock is not None and (now := self._file_clock.read()) is not None:
+            return now
         return float(conn.execute(self._queries["now"]).fetchone()[0])
 
     # -- schema ----------------------------------------------------------------
@@ -804,6 +810,12 @@ class SQLiteStore:
         self._closed.set()
         with self._lock:
             self._conn.close()
+        if self._file_clock is not None:
+            self._file_clock.close()
+
+
+def _on_disk(path: str) -> bool:
+    return path not in ("", ":memory:") and not path.startswith("file:")
 
 
 def _is_full(exc: sqlite3.OperationalError) -> bool:
