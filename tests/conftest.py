@@ -90,3 +90,13 @@ def cluster():
     made = Cluster()
     yield made
     made.remove()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    from tests.figures import table
+
+    rows = table()
+    if rows:
+        terminalreporter.write_sep("=", "fault suite figures (scenario, figure, value, held to)")
+        for row in rows:
+            terminalreporter.write_line(row)

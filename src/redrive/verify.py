@@ -10,9 +10,11 @@ Scenarios:
 - **stale writes**: a lease that expired and was taken over must not be able
   to write: every such write is refused.
 
-``--plant NAME`` plants one bug before the checks (a lost job, a second
-ending, a stale write let through, a success that never ran), to show that
-the checker it is aimed at fires.
+Every run also checks its checkers: each bug below is planted in a copy of
+what the run saw, and the figure it is aimed at must fire ("planted bugs
+missed" must be 0). ``--plant NAME`` plants one of them in the real figures
+(a lost job, a second ending, a stale write let through, a success that
+never ran), to see verify fail.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -36,13 +38,15 @@ from urllib.parse import urlsplit
 from redrive.admin import Actor, Admin
 from redrive.app import App, JobRequest
 from redrive.client import Client
-from redrive.core.job import Completion, Lease, NewJob
+from redrive.core.job import Completion, Job, JobEvent, Lease, NewJob
 from redrive.core.states import TERMINAL, Status, is_legal
 from redrive.errors import ConfigError
 from redrive.settings import Settings
 from redrive.store.url import open_store
 
-PLANTS = ("lost", "double_terminal", "stale_write", "never_ran")
+# Each planted bug, and the figure that must fire on it.
+PLANTS = {"lost": "lost", "double_terminal": "more than one ending",
+          "stale_write": "stale writes accepted", "never_ran": "succeeded without running"}
 
 
 @dataclass(frozen=True)
@@ -53,8 +57,8 @@ class Profile:
     stale_tries: int
 
 
-PROFILES = {"quick": Profile(jobs=300, workers=3, kills=8, stale_tries=20),
-            "full": Profile(jobs=3000, workers=3, kills=20, stale_tries=100)}
+PROFILES = {"quick": Profile(jobs=600, workers=3, kills=20, stale_tries=20),
+            "full": Profile(jobs=3000, workers=3, kills=60, stale_tries=100)}
 
 # The jobs of the kill storm: each run is recorded in a file of its process,
 # so the checker can tell a success that never ran from one that did.
@@ -87,9 +91,19 @@ def verify(database_url: str, *, profile: str = "quick", plant: str | None = Non
         raise ConfigError(f"no planted bug {plant!r}: one of {', '.join(PLANTS)}")
     chosen = PROFILES[profile]
     with _scratch(database_url) as url, tempfile.TemporaryDirectory(prefix="redrive-verify-") as work:
-        figures = _kill_storm(url, Path(work), chosen, plant)
-        figures.append(_stale_writes(url, chosen.stale_tries, plant))
+        storm = _kill_storm(url, Path(work), chosen)
+        stale = _stale_writes(url, chosen.stale_tries, plant)
+        missed = [name for name in PLANTS if not _fires(name, storm, url)]
+    figures = [*_storm_figures(planted(storm, plant)), stale,
+               Figure("planted bugs missed by the checks", len(missed), 0)]
     return figures
+
+
+def _fires(plant: str, storm: Storm, url: str) -> bool:
+    """Whether the check a planted bug is aimed at catches it."""
+    if plant == "stale_write":
+        return not _stale_writes(url, 1, plant).ok
+    return not next(f for f in _storm_figures(planted(storm, plant)) if f.name == PLANTS[plant]).ok
 
 
 # -- the scratch database ------------------------------------------------------------
@@ -124,11 +138,24 @@ def _scratch(database_url: str) -> Iterator[str]:
 # -- scenarios -------------------------------------------------------------------------
 
 
-def _kill_storm(url: str, work: Path, profile: Profile, plant: str | None) -> list[Figure]:
+@dataclass(frozen=True)
+class Storm:
+    """What a kill storm left: each job's row (None if gone), its history, and
+    how many times each key's body ran."""
+
+    keys: dict[uuid.UUID, str]
+    jobs: dict[uuid.UUID, Job | None]
+    histories: dict[uuid.UUID, list[JobEvent]]
+    runs: Counter[str]
+    kills: int
+
+
+def _kill_storm(url: str, work: Path, profile: Profile) -> Storm:
     open_store(url, check_schema=False).migrate()
     client = Client(app.registry, settings=Settings.load(database_url=url))
     keys = [f"k{n}" for n in range(profile.jobs)]
     ids = [r.job.id for r in client.enqueue_many([JobRequest("record", args=[key]) for key in keys])]
+    client.close()
     env = {**os.environ, "REDRIVE_DATABASE_URL": url, "REDRIVE_VERIFY_DIR": str(work)}
     command = [sys.executable, "-m", "redrive", "worker", "redrive.verify:app", "--lease-ttl", "2s",
                "--poll-interval", "0.1", "--shutdown-grace", "1s", "-c", "4", "--log-level", "error"]
@@ -138,15 +165,21 @@ def _kill_storm(url: str, work: Path, profile: Profile, plant: str | None) -> li
 
     workers = [start() for _ in range(profile.workers)]
     rng = random.Random()
+    killed = 0
     try:
-        for _ in range(profile.kills):
-            time.sleep(rng.uniform(0.2, 0.8))
-            victim = rng.randrange(len(workers))
-            workers[victim].send_signal(signal.SIGKILL)
-            workers[victim].wait()
-            workers[victim] = start()
-        deadline = time.monotonic() + 60 + profile.jobs * 0.05
         with Admin.open(url, actor=Actor.operator("verify")) as watching:
+            # Each kill lands on a worker holding jobs, so it interrupts runs.
+            deadline = time.monotonic() + 60 + profile.jobs * 0.05
+            while killed < profile.kills and time.monotonic() < deadline:
+                time.sleep(rng.uniform(0.1, 0.4))
+                busy = [n for n, w in enumerate(workers) if w.pid in _holding(watching)]
+                if not busy:
+                    continue
+                victim = rng.choice(busy)
+                workers[victim].send_signal(signal.SIGKILL)
+                workers[victim].wait()
+                workers[victim] = start()
+                killed += 1
             while time.monotonic() < deadline and any(sum(q.counts.values()) for q in watching.queues()):
                 time.sleep(0.5)
     finally:
@@ -161,29 +194,47 @@ def _kill_storm(url: str, work: Path, profile: Profile, plant: str | None) -> li
     for log in work.glob("runs-*.log"):
         runs.update(log.read_text().split())
     with Admin.open(url, actor=Actor.operator("verify")) as admin:
-        if plant == "lost":
-            admin.store.jobs_prune(older_than=timedelta(0), limit=1)
-        histories = {}
-        for job_id in ids:
-            histories[job_id] = admin.store.job_events_list(job_id=job_id)
+        histories = {job_id: admin.store.job_events_list(job_id=job_id) for job_id in ids}
         jobs = {job_id: admin.store.job_get(job_id=job_id) for job_id in ids}
+    return Storm(dict(zip(ids, keys, strict=True)), jobs, histories, runs, killed)
+
+
+def _holding(admin: Admin) -> set[int]:
+    """The pids of the worker processes holding a running job (a worker's id is host:pid:nonce)."""
+    page = admin.jobs(status=Status.RUNNING, limit=1000)
+    return {int(job.lease_owner.split(":")[-2]) for job in page.items if job.lease_owner}
+
+
+def planted(storm: Storm, plant: str | None) -> Storm:
+    """A copy of what the storm left with one bug planted in it."""
+    first = next(iter(storm.keys))
+    if plant == "lost":
+        return replace(storm, jobs={**storm.jobs, first: None})
     if plant == "double_terminal":
-        histories[ids[0]] = [*histories[ids[0]], histories[ids[0]][-1]]
+        return replace(storm, histories={**storm.histories, first: [*storm.histories[first],
+                                                                     storm.histories[first][-1]]})
     if plant == "never_ran":
-        runs.pop(keys[0], None)
-    client.close()
+        succeeded = next(i for i, job in storm.jobs.items() if job is not None and job.status is Status.SUCCEEDED)
+        return replace(storm, runs=Counter({k: n for k, n in storm.runs.items() if k != storm.keys[succeeded]}))
+    return storm
+
+
+def _storm_figures(storm: Storm) -> list[Figure]:
+    jobs, histories, runs = storm.jobs, storm.histories, storm.runs
     lost = sum(1 for job in jobs.values() if job is None or job.status not in TERMINAL)
     endings = sum(1 for h in histories.values() if sum(e.to_status in TERMINAL for e in h) > 1)
     illegal = sum(1 for h in histories.values() for e in h if not is_legal(e.from_status, e.to_status))
-    succeeded = [job for job in jobs.values() if job is not None and job.status is Status.SUCCEEDED]
-    never_ran = sum(1 for job in succeeded if runs[job.args[0]] == 0)
+    succeeded = [i for i, job in jobs.items() if job is not None and job.status is Status.SUCCEEDED]
+    never_ran = sum(1 for i in succeeded if runs[storm.keys[i]] == 0)
     return [
-        Figure("jobs", profile.jobs, None),
-        Figure("workers killed (SIGKILL)", profile.kills, None),
+        Figure("jobs", len(jobs), None),
+        Figure("workers killed (SIGKILL)", storm.kills, None),
         Figure("lost", lost, 0),
         Figure("more than one ending", endings, 0),
         Figure("illegal transitions", illegal, 0),
         Figure("succeeded without running", never_ran, 0),
+        # record never fails, so a second dispatch means a kill interrupted the first
+        Figure("taken back from a killed worker", sum(1 for j in jobs.values() if j and j.attempts > 1), None),
         Figure("ran more than once (at-least-once, after a kill)", sum(1 for n in runs.values() if n > 1), None),
     ]
 

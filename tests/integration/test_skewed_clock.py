@@ -14,6 +14,7 @@ from redrive import Client, Settings, Status
 from redrive.testing import wait_until
 from tests.apps.drain import app as drain_app
 from tests.conftest import IN_CI
+from tests.figures import record
 from tests.integration.processes import WorkerProcess, executions
 
 AHEAD = ("faketime", "-f", "+60s")
@@ -48,6 +49,8 @@ def test_a_worker_with_its_clock_ahead_takes_no_live_lease_and_runs_nothing_earl
 
         wait_until(lambda: client.job(long.id).status is Status.SUCCEEDED, timeout=30)
         ran = executions(tmp_path)
+        record("SQLite, a worker's clock +60 s", "runs of a job holding a live lease", ran["long"], "1")
+        record("SQLite, a worker's clock +60 s", "delayed jobs run early", ran["delayed"], "0")
         assert ran["long"] == 1, f"the long job ran {ran['long']} times: its live lease was taken"
         assert client.job(long.id).attempts == 1
         assert client.job(delayed.id).status is Status.SCHEDULED, "the delayed job ran early"
