@@ -8,10 +8,17 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+class _Server(ThreadingHTTPServer):
+    # A real service accepts a burst of connections; the standard library's
+    # backlog of 5 drops SYNs, and clients then wait seconds to retransmit.
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 @contextmanager
 def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """Serve ``handler`` on a free port; yields its base URL."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = _Server(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:

@@ -1,0 +1,79 @@
+"""200 jobs fail at the same instant (their upstream answers 503 once to
+each): how many of their retries reach it in the busiest 100 ms, with full
+jitter against none. Without jitter the retries come back as one burst, the
+storm a recovering dependency falls over under; full jitter spreads them
+over the backoff window."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from datetime import timedelta
+
+import httpx
+
+from redrive import App, Backoff, Fixed, FullJitter, JobRequest, Status, Worker
+from tests.conftest import every_job
+from tests.fakes.upstream import Upstream, serving
+from tests.figures import record
+
+JOBS = 200
+WINDOW_S = 0.1
+DELAY = timedelta(seconds=2)
+
+
+def _peak(calls: list[float]) -> int:
+    """The most calls inside any window of WINDOW_S."""
+    calls = sorted(calls)
+    start, best = 0, 0
+    for end, at in enumerate(calls):
+        while at - calls[start] > WINDOW_S:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+async def _storm(url: str, upstream: Upstream, backoff: Backoff, tag: str) -> int:
+    app = App(url)
+    http = httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_connections=JOBS))
+
+    @app.task(name=f"call_{tag}", max_attempts=2, backoff=backoff)
+    async def call(n: int) -> int:
+        (await http.get(f"{upstream.url}/{tag}/{n}")).raise_for_status()
+        return n
+
+    for n in range(JOBS):
+        upstream.script(f"/{tag}/{n}", 503)
+    app.enqueue_many([JobRequest(call, args=[n]) for n in range(JOBS)])
+    worker = Worker(app.client, concurrency=JOBS, poll_interval=timedelta(milliseconds=50))
+    running = asyncio.create_task(worker.run())
+    try:
+        for _ in range(600):
+            if sum(j.status is Status.SUCCEEDED for j in every_job(app.client, task=f"call_{tag}")) == JOBS:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"the {tag} storm did not drain in 30 s: "
+                                 f"{Counter((j.status, j.error_code, j.error_message) for j in every_job(app.client))}")
+    finally:
+        worker.stop()
+        await running
+        await http.aclose()
+        app.close()
+    calls = upstream.calls(f"/{tag}/")
+    first_attempts_end = sorted(calls)[JOBS - 1]  # every job's first call, then the retries
+    return _peak([at for at in calls if at > first_attempts_end])
+
+
+def test_full_jitter_spreads_200_simultaneous_retries(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'redrive.db'}"
+    with serving() as upstream:
+        fixed = asyncio.run(_storm(url, upstream, Fixed([DELAY]), "fixed"))
+        jittered = asyncio.run(_storm(url, upstream, FullJitter(initial=DELAY, cap=DELAY), "jitter"))
+    scenario = f"{JOBS} jobs failing at once"
+    record(scenario, "peak retries per 100 ms, no jitter", fixed)
+    record(scenario, "peak retries per 100 ms, full jitter", jittered)
+    record(scenario, "full jitter / no jitter", f"{jittered / fixed:.2f}", "< 1")
+    # Only held to "lower": both peaks also depend on how fast this machine
+    # drains 200 jobs (0.2 to 0.5 here, quiet and loaded).
+    assert jittered < fixed, (fixed, jittered)
