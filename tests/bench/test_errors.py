@@ -78,6 +78,9 @@ def test_an_interrupted_run_stops_its_workers_and_writes_no_report(tmp_path: Pat
         [sys.executable, "-m", "bench", "--systems", "bare-sqlite", "--out", str(out)],
         cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)},  # its work directory, and its workers' paths
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A shell runs background jobs with SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt: give the run the default, as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 60
