@@ -42,6 +42,7 @@ class Cluster:
         os.chmod(self.dir, 0o755)
         self.data = self.dir / "data"
         self.port = _free_port()
+        self.listen = ["127.0.0.1"]  # and whatever a test adds, such as a network namespace's link
         shutil.chown(self.dir, "postgres", "postgres")
         self._as_postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
         self.start()
@@ -55,8 +56,17 @@ class Cluster:
                        check=True, capture_output=True, timeout=120)
 
     def start(self) -> None:
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.dir} -c fsync=off"
+        options = (f"-p {self.port} -c listen_addresses={','.join(self.listen)} "
+                   f"-c unix_socket_directories={self.dir} -c fsync=off")
         self._as_postgres("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "start")
+
+    def serve(self, address: str, network: str) -> None:
+        """Also listen on ``address`` and trust clients from ``network`` (a restart)."""
+        with open(self.data / "pg_hba.conf", "a") as hba:
+            hba.write(f"host all all {network} trust\n")
+        self.listen.append(address)
+        self.stop()
+        self.start()
 
     def stop(self, mode: str = "fast") -> None:
         """``fast`` closes sessions cleanly; ``immediate`` is a crash (recovery on the next start)."""
