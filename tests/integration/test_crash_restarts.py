@@ -70,10 +70,8 @@ def test_three_crash_restarts_mid_drain_lose_nothing(cluster, tmp_path: Path, wo
     finally:
         stop.set()
         enqueuer.join(60)
-    client.close()
     # Retry every indeterminate enqueue with its key: one job per key either way
     unsure = [key for key, outcome in history if outcome == "indeterminate"]
-    client = Client(drain_app.registry, settings=Settings.load(database_url=cluster.url))
     retried = {key: client.enqueue("record", args=[key], idempotency_key=key) for key in unsure}
     client.close()
     with Admin.open(cluster.url, actor=Actor.operator("test")) as admin:

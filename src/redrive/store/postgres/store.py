@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -136,6 +137,7 @@ class PostgresStore:
             timeout=_CONNECT_TIMEOUT_S * 2,
             open=True,
             name="redrive",
+            check=_check_if_stirred,
         )
 
     def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
@@ -692,6 +694,17 @@ def _savepoint(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
     if not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
         conn.execute("SELECT 1")
     return conn.transaction()
+
+
+def _check_if_stirred(conn: psycopg.Connection[Any]) -> None:
+    """Before a pooled connection is handed out: an idle connection has
+    nothing to say, so one with something to read was told something while
+    it waited (the server shutting down, or gone: end of file), and is
+    checked with a round trip; the pool replaces it if it is dead. Without
+    this, the first call after a restart failed with STORE_UNAVAILABLE in every
+    process. A quiet connection costs one select() here, no round trip."""
+    if select.select([conn.fileno()], [], [], 0)[0]:
+        ConnectionPool.check_connection(conn)
 
 
 def _describe(url: str) -> str:
