@@ -183,6 +183,11 @@ class SQLiteStore:
     # -- schema ----------------------------------------------------------------
 
     def migrate(self) -> list[int]:
+        if self._schema_current():
+            # No write lock for nothing: a caller holding SQLite's write lock
+            # in its own transaction (enqueue with conn=) opens the store too.
+            return []
+
         def body(conn: sqlite3.Connection, _: float) -> list[int]:
             conn.execute(self._queries["migration_table_create"])
             current = conn.execute(self._queries["migration_version"]).fetchone()["version"]
@@ -196,6 +201,11 @@ class SQLiteStore:
             return applied
 
         return self._write(body)
+
+    def _schema_current(self) -> bool:
+        if not self._read("migration_table_exists")[0]["present"]:
+            return False
+        return bool(self._read("migration_version")[0]["version"] >= self._migrations[-1].version)
 
     def now(self) -> datetime:
         return _time(self._reading(lambda conn, now: now))
