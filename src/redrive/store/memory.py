@@ -98,6 +98,9 @@ class MemoryStore:
     def migrate(self) -> list[int]:
         return []
 
+    def schema_current(self) -> bool:
+        return True
+
     def now(self) -> datetime:
         return self._clock()
 

@@ -93,6 +93,9 @@ class Store(Protocol):
     def migrate(self) -> list[int]:
         """Apply pending migrations; return the versions applied."""
 
+    def schema_current(self) -> bool:
+        """Whether no migration is pending (a readiness check)."""
+
     def now(self) -> datetime:
         """The database's clock."""
 

@@ -227,6 +227,10 @@ class PostgresStore:
                 f"redrive needs {latest}: run `redrive migrate`"
             )
 
+    def schema_current(self) -> bool:
+        with self._errors(), self._connection() as conn:
+            return self._schema_version(conn) >= self._migrations[-1].version
+
     def migrate(self) -> list[int]:
         applied = []
         with self._connect() as conn, self._errors():

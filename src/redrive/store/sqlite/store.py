@@ -183,7 +183,7 @@ class SQLiteStore:
     # -- schema ----------------------------------------------------------------
 
     def migrate(self) -> list[int]:
-        if self._schema_current():
+        if self.schema_current():
             # No write lock for nothing: a caller holding SQLite's write lock
             # in its own transaction (enqueue with conn=) opens the store too.
             return []
@@ -202,7 +202,7 @@ class SQLiteStore:
 
         return self._write(body)
 
-    def _schema_current(self) -> bool:
+    def schema_current(self) -> bool:
         if not self._read("migration_table_exists")[0]["present"]:
             return False
         return bool(self._read("migration_version")[0]["version"] >= self._migrations[-1].version)

@@ -1,0 +1,31 @@
+"""What a client may send. Every model forbids fields it does not name, so
+status, owner, attempts, lease, result, error fields and timestamps sent on
+a create or an action are refused (422), never quietly taken or dropped."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EnqueueBody(Strict):
+    task: str = Field(min_length=1, max_length=255)
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    queue: str | None = Field(default=None, min_length=1, max_length=255)
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    run_at: datetime | None = None
+    delay_s: float | None = Field(default=None, ge=0, le=366 * 86400)
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    version: int = Field(default=1, ge=1, le=1_000_000)
+    dedupe: list[Any] | None = None
+
+
+class Empty(Strict):
+    """An action's body: nothing may be set (an empty object or no body)."""

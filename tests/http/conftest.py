@@ -1,0 +1,90 @@
+"""A real uvicorn server on 127.0.0.1 serving the API of an app of our own."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from redrive import App
+from redrive.http import TokenAuth, create_api
+from redrive.http.auth import parse_tokens
+
+TOKENS = {
+    "operator": "op-0123456789abcdef",
+    "alice": "alice-0123456789abcdef",
+    "bob": "bob-0123456789abcdef",
+    "carol": "carol-0123456789abcdef",
+}
+SPECS = [f"{TOKENS['operator']}=operator:ops"] + [f"{TOKENS[o]}=owner:{o}" for o in ("alice", "bob", "carol")]
+
+
+@contextmanager
+def serving(asgi: Any) -> Iterator[str]:
+    server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=0, log_config=None, access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def make_app(url: str) -> App:
+    app = App(url)
+
+    @app.task
+    def greet(name: str) -> str:
+        return f"hello {name}"
+
+    @app.task
+    def fail(reason: str) -> None:
+        from redrive import Permanent
+
+        raise Permanent(reason)
+
+    return app
+
+
+@pytest.fixture
+def api_app(tmp_path) -> Iterator[App]:
+    app = make_app(f"sqlite:///{tmp_path / 'redrive.db'}")
+    yield app
+    app.close()
+
+
+@pytest.fixture
+def base_url(api_app: App) -> Iterator[str]:
+    with serving(create_api(api_app, auth=TokenAuth(parse_tokens(SPECS)))) as url:
+        yield url
+
+
+_OPEN: list[httpx.Client] = []
+
+
+def as_(who: str | None, base_url: str, *, token: str | None = None) -> httpx.Client:
+    """A client calling as ``who`` (None: no token), closed after the test."""
+    token = token or (TOKENS[who] if who else None)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    client = httpx.Client(base_url=base_url, headers=headers, timeout=30)
+    _OPEN.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
