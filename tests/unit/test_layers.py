@@ -24,6 +24,7 @@ LAYERS = {
     "redrive.demo": 5,
     "redrive.verify": 5,
     "redrive.cli": 5,
+    "redrive.http": 5,
     "redrive.__main__": 5,
     "redrive.testing": 6,  # test code: imports anything, imported by nothing
 }
