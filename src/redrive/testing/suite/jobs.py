@@ -337,3 +337,4 @@ def test_list_and_count_see_active_and_finished_jobs(store: Store) -> None:
 
 def test_a_store_handed_to_the_suite_is_migrated(store: Store) -> None:
     assert store.migrate() == []  # nothing pending: migrating again changes nothing
+    assert store.schema_current()
