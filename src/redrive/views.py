@@ -20,6 +20,7 @@ from redrive.core.breaker import failure_percent, time_open
 from redrive.core.job import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, DeadLetter, Job, JobEvent
 from redrive.core.outbox import OutboxRow
 from redrive.core.redact import redact
+from redrive.core.schedule import Schedule, last_firing, next_firing
 from redrive.store.port import BreakerEvent
 from redrive.store.reads import AuditEntry, DeadLetterFacets, Page, QueueStats, ScheduleState
 
@@ -109,8 +110,24 @@ def queue_view(stats: QueueStats) -> JSONDict:
             "paused": stats.paused_by is not None, "paused_by": stats.paused_by}
 
 
-def schedule_view(state: ScheduleState) -> JSONDict:
-    return {"name": state.name, "fired_until": plain(state.fired_until), "updated_at": plain(state.updated_at)}
+def schedule_view(state: ScheduleState | None, schedule: Schedule | None = None,
+                  now: datetime | None = None) -> JSONDict:
+    """How far a schedule fired (``state``: None when it never has); with its
+    declaration and the store's time, also its task and cron, and per time
+    zone the next firing and the key of the last one fired."""
+    name = state.name if state is not None else schedule.name if schedule is not None else None
+    fired_until = state.fired_until if state is not None else None
+    out: JSONDict = {"name": name, "fired_until": plain(fired_until),
+                     "updated_at": plain(state.updated_at) if state is not None else None}
+    if schedule is not None and now is not None:
+        zones = {}
+        for tz in schedule.zones():
+            upcoming = next_firing(schedule, tz, max(now, fired_until) if fired_until else now)
+            fired = last_firing(schedule, tz, fired_until) if fired_until else None
+            zones[tz] = {"next_at": plain(upcoming.at) if upcoming else None,
+                         "last_key": fired.key if fired else None}
+        out.update(task=schedule.task, cron=schedule.cron, zones=zones)
+    return out
 
 
 def page_view(page: Page[T], view: Callable[[T], JSONDict]) -> JSONDict:

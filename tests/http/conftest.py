@@ -43,7 +43,9 @@ def serving(asgi: Any) -> Iterator[str]:
 
 
 def make_app(url: str) -> App:
-    app = App(url)
+    from redrive import Dependency
+
+    app = App(url, dependencies=[Dependency("mailer")])
 
     @app.task
     def greet(name: str) -> str:
@@ -55,6 +57,8 @@ def make_app(url: str) -> App:
 
         raise Permanent(reason)
 
+    app.schedule("digest", "greet", "0 9 * * *", timezones=["Europe/Paris", "America/New_York"],
+                 kwargs={"name": "digest"})
     return app
 
 

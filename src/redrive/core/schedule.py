@@ -121,6 +121,28 @@ class Schedule:
         return found
 
 
+_HORIZONS = (timedelta(days=1), timedelta(days=32), timedelta(days=367), timedelta(days=366 * 8))
+
+
+def next_firing(schedule: Schedule, tz: str, after: datetime) -> Firing | None:
+    """The first firing in ``tz`` after ``after`` (looking up to 8 years ahead,
+    a day first, so a minutely schedule is not expanded for a year)."""
+    for horizon in _HORIZONS:
+        found = schedule.firings(tz, after, after + horizon)
+        if found:
+            return found[0]
+    return None
+
+
+def last_firing(schedule: Schedule, tz: str, until: datetime) -> Firing | None:
+    """The latest firing in ``tz`` at or before ``until``."""
+    for horizon in _HORIZONS:
+        found = schedule.firings(tz, until - horizon, until)
+        if found:
+            return found[-1]
+    return None
+
+
 def _wall(instant: datetime, info: ZoneInfo) -> datetime:
     return instant.astimezone(info).replace(tzinfo=None)
 

@@ -5,20 +5,32 @@ function: store calls block, and FastAPI runs them on its threads."""
 # No ``from __future__ import annotations``: FastAPI reads the routes'
 # annotations, and ``Depends(actor)`` names a function local to ``routes``.
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from redrive.admin import Actor, Admin
 from redrive.app import App
+from redrive.core.outbox import OutboxStatus
 from redrive.core.states import Status
-from redrive.errors import Forbidden, RedriveError
+from redrive.errors import Forbidden, RedriveError, UnknownDependency
 from redrive.http.auth import Auth
 from redrive.http.errors import Unauthorized, error
-from redrive.http.models import EnqueueBody, Strict
+from redrive.http.models import EnqueueBody, NoteBody, ReplayBody, Strict
 from redrive.store.reads import page_size
-from redrive.views import event_view, job_view, page_view
+from redrive.views import (
+    breaker_event_view,
+    breaker_view,
+    dead_letter_view,
+    event_view,
+    facets_view,
+    job_view,
+    outbox_view,
+    page_view,
+    queue_view,
+    schedule_view,
+)
 
 JSON = dict[str, Any]
 
@@ -33,6 +45,12 @@ def routes(app: App, auth: Auth) -> APIRouter:
         return found
 
     def admin(who: Annotated[Actor, Depends(actor)]) -> Admin:
+        return app.admin(who)
+
+    def operator(who: Annotated[Actor, Depends(actor)]) -> Admin:
+        """Operator-only routes say so before they look at the request (Admin checks again)."""
+        if not who.is_operator:
+            raise Forbidden("only an operator may do this")
         return app.admin(who)
 
     # -- jobs ------------------------------------------------------------------
@@ -87,6 +105,106 @@ def routes(app: App, auth: Auth) -> APIRouter:
         stopped by its worker within a second or so (it is still running in
         this answer)."""
         return job_view(ops.cancel(job_id))
+
+    # -- dead letters (operators) ------------------------------------------------
+
+    def letter_filters(
+        error_class: str | None = None, stage: str | None = None, task: str | None = None,
+        owner: str | None = None, state: Literal["open", "replayed", "escalated"] | None = None,
+        older_than_s: Annotated[float | None, Query(ge=0)] = None,
+        newer_than_s: Annotated[float | None, Query(ge=0)] = None,
+    ) -> dict[str, Any]:
+        return {"error_class": error_class, "stage": stage, "task": task, "owner": owner, "state": state,
+                "older_than": None if older_than_s is None else timedelta(seconds=older_than_s),
+                "newer_than": None if newer_than_s is None else timedelta(seconds=newer_than_s)}
+
+    @router.get("/dead-letters", tags=["dead letters"])
+    def dead_letters(ops: Annotated[Admin, Depends(operator)],
+                     where: Annotated[dict[str, Any], Depends(letter_filters)],
+                     cursor: str | None = None, limit: Annotated[int, Query(ge=1)] = 50) -> JSON:
+        """Newest first, with the CLI's filters; age is from the last failure."""
+        return page_view(ops.dead_letters(**where, after=cursor, limit=page_size(limit)), dead_letter_view)
+
+    @router.get("/dead-letters/facets", tags=["dead letters"])
+    def dead_letter_facets(ops: Annotated[Admin, Depends(operator)],
+                           where: Annotated[dict[str, Any], Depends(letter_filters)]) -> JSON:
+        """How many match, by error class and by stage."""
+        return facets_view(ops.dead_letter_facets(**where))
+
+    @router.get("/dead-letters/{letter_id}", tags=["dead letters"])
+    def dead_letter(letter_id: int, ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        return dead_letter_view(ops.dead_letter(letter_id))
+
+    @router.post("/dead-letters/{letter_id}/notes", tags=["dead letters"])
+    def note(letter_id: int, body: NoteBody, ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """Add a resolution note, signed by the caller."""
+        return dead_letter_view(ops.note(letter_id, body.text))
+
+    @router.post("/dead-letters/replay", tags=["dead letters"])
+    def replay(body: ReplayBody, ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """Run the letters' jobs again from the failed stage (or from the
+        start); a letter replayed already is left alone (``job`` null)."""
+        done = ops.replay(body.ids, from_start=body.from_start)
+        return {"items": [{"dead_letter": dead_letter_view(r.letter),
+                           "job": job_view(r.job) if r.job is not None else None} for r in done]}
+
+    # -- breakers, queues, schedules, outbox (operators) -------------------------------
+
+    @router.get("/breakers", tags=["breakers"])
+    def breakers(ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """Each dependency's breaker: state, failure rate in its window, time open."""
+        return {"items": [breaker_view(b) for b in ops.breakers().values()]}
+
+    @router.get("/breakers/{name}", tags=["breakers"])
+    def breaker(name: str, ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """One breaker, with its state changes, oldest first."""
+        found = ops.breakers().get(name)
+        if found is None:
+            raise UnknownDependency(f"no breaker named {name!r}")
+        return {**breaker_view(found), "history": [breaker_event_view(e) for e in ops.breaker_history(name)]}
+
+    @router.post("/breakers/{name}/open", tags=["breakers"])
+    def open_breaker(name: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
+        """Force it open until it is closed by hand."""
+        return breaker_view(ops.open_breaker(name))
+
+    @router.post("/breakers/{name}/close", tags=["breakers"])
+    def close_breaker(name: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
+        """Close it with a fresh window."""
+        return breaker_view(ops.close_breaker(name))
+
+    @router.get("/queues", tags=["queues"])
+    def queues(ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """Per queue: active jobs by state, the oldest due job's wait, paused or not."""
+        return {"items": [queue_view(q) for q in ops.queues()]}
+
+    @router.post("/queues/{queue}/pause", tags=["queues"])
+    def pause(queue: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
+        """No worker starts the queue's jobs until it is resumed; running ones go on."""
+        return {"queue": queue, "changed": ops.pause_queue(queue)}
+
+    @router.post("/queues/{queue}/resume", tags=["queues"])
+    def resume(queue: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
+        return {"queue": queue, "changed": ops.resume_queue(queue)}
+
+    @router.get("/schedules", tags=["schedules"])
+    def schedules(ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """Each schedule: how far it fired, and per time zone the next firing
+        and the key of the last one."""
+        states = {s.name: s for s in ops.schedules()}
+        declared = app.registry.schedules
+        now = app.store.now()
+        return {"items": [schedule_view(states.get(name), declared.get(name), now)
+                          for name in sorted(set(states) | set(declared))]}
+
+    @router.get("/outbox", tags=["outbox"])
+    def outbox(ops: Annotated[Admin, Depends(operator)],
+               status: OutboxStatus | None = None,
+               job_id: str | None = None, cursor: str | None = None,
+               limit: Annotated[int, Query(ge=1)] = 50) -> JSON:
+        """Outbox rows, oldest first; ``status=failed`` lists what awaits an operator."""
+        return page_view(ops.outbox(status=status, job_id=job_id, after=cursor, limit=page_size(limit)),
+                         outbox_view)
 
     return router
 

@@ -22,6 +22,7 @@ from redrive.errors import (
     RedriveError,
     StoreError,
     StoreFull,
+    UnknownDependency,
     UnknownTask,
 )
 
@@ -41,6 +42,7 @@ _STATUS: tuple[tuple[type[RedriveError], int], ...] = (
     (DeadLetterNotFound, 404),
     (Forbidden, 403),
     (IdempotencyKeyReused, 422),
+    (UnknownDependency, 404),
     (UnknownTask, 422),
     (ConfigError, 422),
     (JobStateError, 409),

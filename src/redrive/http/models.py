@@ -29,3 +29,12 @@ class EnqueueBody(Strict):
 
 class Empty(Strict):
     """An action's body: nothing may be set (an empty object or no body)."""
+
+
+class NoteBody(Strict):
+    text: str = Field(min_length=1, max_length=4000)
+
+
+class ReplayBody(Strict):
+    ids: list[int] = Field(min_length=1, max_length=1000)
+    from_start: bool = False

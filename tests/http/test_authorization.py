@@ -1,0 +1,111 @@
+"""Every route of the served OpenAPI document, called as three owners, an
+operator and nobody, on jobs of each owner in every state: no request
+succeeds that its rule forbids. A route added without a rule here fails."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from redrive import Actor, App, Status
+from tests.figures import record
+from tests.http.conftest import TOKENS, as_
+from tests.integration.test_worker_in_process import _run_until
+
+OWNERS = ("alice", "bob", "carol")
+CANARY = "canary-4111111111111111"  # in every owner's arguments: must never reach another owner
+
+# (method, path) -> who may: "public", "operator", "owner" (any principal; owners
+# for themselves), or "job" (the job's owner and operators).
+RULES = {
+    ("GET", "/healthz"): "public",
+    ("GET", "/readyz"): "public",
+    ("POST", "/api/v1/jobs"): "owner",
+    ("GET", "/api/v1/jobs"): "owner",
+    ("GET", "/api/v1/jobs/{job_id}"): "job",
+    ("POST", "/api/v1/jobs/{job_id}/retry"): "job",
+    ("POST", "/api/v1/jobs/{job_id}/cancel"): "job",
+    ("GET", "/api/v1/dead-letters"): "operator",
+    ("GET", "/api/v1/dead-letters/facets"): "operator",
+    ("GET", "/api/v1/dead-letters/{letter_id}"): "operator",
+    ("POST", "/api/v1/dead-letters/{letter_id}/notes"): "operator",
+    ("POST", "/api/v1/dead-letters/replay"): "operator",
+    ("GET", "/api/v1/breakers"): "operator",
+    ("GET", "/api/v1/breakers/{name}"): "operator",
+    ("POST", "/api/v1/breakers/{name}/open"): "operator",
+    ("POST", "/api/v1/breakers/{name}/close"): "operator",
+    ("GET", "/api/v1/queues"): "operator",
+    ("POST", "/api/v1/queues/{queue}/pause"): "operator",
+    ("POST", "/api/v1/queues/{queue}/resume"): "operator",
+    ("GET", "/api/v1/schedules"): "operator",
+    ("GET", "/api/v1/outbox"): "operator",
+}
+BODIES = {
+    "/api/v1/jobs": {"task": "greet", "args": ["x"]},
+    "/api/v1/dead-letters/{letter_id}/notes": {"text": "looked at it"},
+    "/api/v1/dead-letters/replay": {"ids": [1]},
+}
+
+
+def _jobs_in_every_state(app: App) -> dict[str, list[tuple[str, str]]]:
+    """Per owner: (job id, state) for scheduled, queued, running, succeeded, failed, cancelled."""
+    made: dict[str, list[tuple[str, str]]] = {}
+    for owner in OWNERS:
+        ids = {
+            "succeeded": app.enqueue("greet", args=[CANARY], owner=owner).job.id,
+            "failed": app.enqueue("fail", args=[CANARY], owner=owner).job.id,
+        }
+        made[owner] = [(str(i), s) for s, i in ids.items()]
+    asyncio.run(_run_until(app, lambda: all(app.client.job(i).status in (Status.SUCCEEDED, Status.FAILED)
+                                            for jobs in made.values() for i, _ in jobs)))
+    for owner in OWNERS:
+        running = app.enqueue("greet", args=[CANARY], owner=owner, queue=f"held-{owner}").job.id
+        app.store.jobs_claim(queues=[f"held-{owner}"], limit=1, worker_id="test:1:x", lease_ttl=timedelta(hours=1))
+        cancelled = app.enqueue("greet", args=[CANARY], owner=owner).job.id
+        app.admin(Actor.operator("test")).cancel(cancelled)
+        made[owner] += [
+            (str(app.enqueue("greet", args=[CANARY], owner=owner, delay=timedelta(hours=1)).job.id), "scheduled"),
+            (str(app.enqueue("greet", args=[CANARY], owner=owner, queue="idle").job.id), "queued"),
+            (str(running), "running"), (str(cancelled), "cancelled"),
+        ]
+    return made
+
+
+def test_no_request_succeeds_that_its_rule_forbids(base_url: str, api_app: App) -> None:
+    jobs = _jobs_in_every_state(api_app)
+    letter = api_app.admin(Actor.operator("test")).dead_letters().items[0].id
+    spec = as_(None, base_url).get("/api/v1/openapi.json").json()
+    served = {(method.upper(), path) for path, item in spec["paths"].items() for method in item}
+    assert served == set(RULES), f"routes without a rule: {served - set(RULES)}; rules for no route: {set(RULES) - served}"
+
+    tried, wrongly_allowed, wrong, leaks = 0, [], [], []
+    callers = [*OWNERS, "operator", None]
+    for (method, template), rule in sorted(RULES.items()):
+        targets = ([(owner, job_id) for owner in OWNERS for job_id, _ in jobs[owner]]
+                   if "{job_id}" in template else [(None, None)])
+        for job_owner, job_id in targets:
+            path = (template.replace("{job_id}", job_id or "").replace("{letter_id}", str(letter))
+                    .replace("{name}", "mailer").replace("{queue}", "idle"))
+            for caller in callers:
+                client = as_(caller, base_url)
+                answer = client.request(method, path, json=BODIES.get(template))
+                tried += 1
+                allowed = (rule == "public" or (caller is not None and (
+                    caller == "operator" or rule == "owner" or (rule == "job" and caller == job_owner))))
+                if not allowed:
+                    expected = 401 if caller is None else 403
+                    if 200 <= answer.status_code < 300:
+                        wrongly_allowed.append((caller, method, path, answer.status_code))
+                    elif answer.status_code != expected:
+                        wrong.append((caller, method, path, answer.status_code))
+                    if CANARY in answer.text:
+                        leaks.append((caller, method, path))
+                elif answer.status_code in (401, 403):
+                    wrong.append((caller, method, path, f"refused {answer.status_code}"))
+                if caller in OWNERS and CANARY in answer.text and job_owner not in (None, caller):
+                    leaks.append((caller, method, path))
+    record("HTTP authorization matrix", "requests tried", tried)
+    record("HTTP authorization matrix", "unauthorized successes", len(wrongly_allowed), "0")
+    assert not wrongly_allowed, wrongly_allowed[:10]
+    assert not wrong, wrong[:10]  # refused with the wrong status, or a permitted caller refused
+    assert not leaks, leaks[:10]
