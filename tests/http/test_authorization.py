@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from redrive import Actor, App, Status
 from tests.figures import record
-from tests.http.conftest import TOKENS, as_
+from tests.http.conftest import as_
 from tests.integration.test_worker_in_process import _run_until
 
 OWNERS = ("alice", "bob", "carol")
