@@ -81,6 +81,7 @@ log = logging.getLogger("redrive.store.postgres")
 # about once a second during an outage; the store says it once instead.
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 _PROBE_TIMEOUT_S = 2
+_QUICK_WAIT_S = 1.0  # a wait for a pooled connection past this asks whether the server is there
 
 
 _PACKAGE = "redrive.store.postgres"
@@ -145,7 +146,23 @@ class PostgresStore:
             # Fail at once while the server is down: waiting on the old pool
             # would hold the caller for the pool's timeout after it is back.
             raise psycopg.OperationalError("the server is not answering yet")
-        return self._pool.connection()
+        try:
+            conn = self._pool.getconn(timeout=_QUICK_WAIT_S)
+        except PoolTimeout:
+            # No connection within a second: the server is gone (fail now, as
+            # while it is down) or every connection is busy (wait as usual).
+            if not self._answers():
+                self._down = self._down or time.monotonic()
+                raise psycopg.OperationalError("the server is not answering") from None
+            conn = self._pool.getconn()
+        return _lent(self._pool, conn)
+
+    def _answers(self) -> bool:
+        try:
+            psycopg.connect(self.url, connect_timeout=_PROBE_TIMEOUT_S).close()
+        except psycopg.OperationalError:
+            return False
+        return True
 
     def _revive(self) -> bool:
         """After an outage, a fresh pool as soon as the server answers. The
@@ -154,9 +171,7 @@ class PostgresStore:
         with self._revive_lock:
             if self._down is None:
                 return True
-            try:
-                psycopg.connect(self.url, connect_timeout=_PROBE_TIMEOUT_S).close()
-            except psycopg.OperationalError:
+            if not self._answers():
                 return False
             old, self._pool = self._pool, self._new_pool()
             log.warning("PostgreSQL at %s answers again after %.1f s", self._where, time.monotonic() - self._down)
@@ -698,6 +713,14 @@ def _savepoint(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
     if not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
         conn.execute("SELECT 1")
     return conn.transaction()
+
+
+@contextmanager
+def _lent(pool: ConnectionPool[Any], conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    try:
+        yield conn
+    finally:
+        pool.putconn(conn)
 
 
 def _check_if_stirred(conn: psycopg.Connection[Any]) -> None:
