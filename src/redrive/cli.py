@@ -368,13 +368,17 @@ def _serve(args: argparse.Namespace) -> int:
 
     tokens = tokens_from_env()
     if not tokens:
-        raise ConfigError("no API tokens: set REDRIVE_API_TOKENS (token=operator:NAME,...) or REDRIVE_API_TOKENS_FILE")
+        raise ConfigError("no API tokens: set REDRIVE_API_TOKENS or REDRIVE_API_TOKENS_FILE (docs/http.md)")
     import uvicorn
 
     app = load_app(args.app, args.database_url) if args.app else App(_store_url(args))
     with app:
         _ = app.store  # open now: a bad URL or an old schema is reported before serving
         api = create_api(app, auth=TokenAuth(tokens))
+        # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal
+        # again to the handler it found: a stop asked for is a clean exit (0).
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: None)
         # Our logging (redacted), not uvicorn's own configuration.
         uvicorn.run(api, host=args.host, port=args.port, log_config=None)
     return 0

@@ -42,7 +42,8 @@ def parse_tokens(lines: list[str]) -> dict[str, Actor]:
             continue
         token, sep, spec = line.partition("=")
         if not sep or len(token.strip()) < 16:
-            raise ConfigError(f"API token {number}: write TOKEN=operator:NAME, with a token of 16 characters or more")
+            raise ConfigError(f"API token {number}: write the token (16 characters or more), '=', "
+                              "then operator:NAME or owner:NAME")
         tokens[token.strip()] = _principal(spec.strip())
     return tokens
 
