@@ -33,6 +33,7 @@ from redrive.views import (
 )
 
 JSON = dict[str, Any]
+_MAX_AGE_S = 100 * 366 * 86400  # a century: more is a typo, and overflows timedelta
 
 
 def routes(app: App, auth: Auth) -> APIRouter:
@@ -111,8 +112,8 @@ def routes(app: App, auth: Auth) -> APIRouter:
     def letter_filters(
         error_class: str | None = None, stage: str | None = None, task: str | None = None,
         owner: str | None = None, state: Literal["open", "replayed", "escalated"] | None = None,
-        older_than_s: Annotated[float | None, Query(ge=0)] = None,
-        newer_than_s: Annotated[float | None, Query(ge=0)] = None,
+        older_than_s: Annotated[float | None, Query(ge=0, le=_MAX_AGE_S)] = None,
+        newer_than_s: Annotated[float | None, Query(ge=0, le=_MAX_AGE_S)] = None,
     ) -> dict[str, Any]:
         return {"error_class": error_class, "stage": stage, "task": task, "owner": owner, "state": state,
                 "older_than": None if older_than_s is None else timedelta(seconds=older_than_s),

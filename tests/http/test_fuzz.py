@@ -1,0 +1,36 @@
+"""Fuzzing the API from its own OpenAPI document (schemathesis), bounded:
+whatever a client sends to any operation, as an owner or an operator, no
+answer is a 5xx."""
+
+from __future__ import annotations
+
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+
+from tests.figures import record
+from tests.http.conftest import TOKENS
+
+EXAMPLES = 25  # per operation
+
+
+def test_no_request_gets_a_server_error(base_url: str) -> None:
+    schema = schemathesis.openapi.from_url(f"{base_url}/api/v1/openapi.json")
+    calls, errors = 0, []
+    for found in schema.get_all_operations():
+        operation = found.ok()
+
+        @given(case=operation.as_strategy())
+        @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        def fuzz(case) -> None:
+            nonlocal calls
+            for who in ("alice", "operator"):
+                response = case.call(base_url=base_url, headers={"Authorization": f"Bearer {TOKENS[who]}"},
+                                     timeout=30)
+                calls += 1
+                if response.status_code >= 500:
+                    errors.append((who, case.method, case.formatted_path, response.status_code, response.text))
+
+        fuzz()
+    record("HTTP API fuzzed from its OpenAPI document", "requests", calls)
+    record("HTTP API fuzzed from its OpenAPI document", "5xx answers", len(errors), "0")
+    assert not errors, errors[:5]
