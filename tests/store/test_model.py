@@ -52,7 +52,9 @@ class Lifecycle(RuleBasedStateMachine):
         self.store.close()
 
     def _with(self, status: Status) -> list[uuid.UUID]:
-        return sorted(i for i, e in self.jobs.items() if e.status is status)
+        # In the order they were made: ids made within one millisecond do not
+        # sort the same way every run, and a replay must pick the same job.
+        return [i for i, e in self.jobs.items() if e.status is status]
 
     def _take(self, status: Status, pick: int) -> uuid.UUID | None:
         found = self._with(status)
