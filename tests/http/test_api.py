@@ -203,3 +203,18 @@ def test_an_owner_cannot_see_a_status_outside_their_jobs(base_url: str, api_app:
     job = alice.post("/api/v1/jobs", json={"task": "fail", "args": ["no"]}).json()
     assert alice.get("/api/v1/jobs", params={"status": "queued"}).json()["items"][0]["id"] == job["id"]
     assert Status.QUEUED.value == "queued"
+
+
+def test_a_batch_is_all_or_nothing_and_has_a_limit(base_url: str) -> None:
+    alice = as_("alice", base_url)
+    made = alice.post("/api/v1/jobs/batch", json={"jobs": [
+        {"task": "greet", "args": ["a"], "idempotency_key": "k1"}, {"task": "greet", "args": ["b"]}]})
+    assert made.status_code == 201 and [j["owner"] for j in made.json()["items"]] == ["alice", "alice"]
+    again = alice.post("/api/v1/jobs/batch", json={"jobs": [{"task": "greet", "args": ["a"], "idempotency_key": "k1"}]})
+    assert again.json()["items"][0]["duplicate"] is True
+    refused = alice.post("/api/v1/jobs/batch", json={"jobs": [{"task": "greet", "args": ["c"]}, {"task": "nope"}]})
+    assert refused.status_code == 422 and _error(refused)["code"] == "UNKNOWN_TASK"
+    too_many = alice.post("/api/v1/jobs/batch", json={"jobs": [{"task": "greet", "args": [str(n)]}
+                                                               for n in range(1001)]})
+    assert too_many.status_code == 400 and _error(too_many)["code"] == "BATCH_TOO_LARGE"
+    assert len(alice.get("/api/v1/jobs").json()["items"]) == 2  # nothing of the refused batches

@@ -21,6 +21,7 @@ RULES = {
     ("GET", "/healthz"): "public",
     ("GET", "/readyz"): "public",
     ("POST", "/api/v1/jobs"): "owner",
+    ("POST", "/api/v1/jobs/batch"): "owner",
     ("GET", "/api/v1/jobs"): "owner",
     ("GET", "/api/v1/jobs/{job_id}"): "job",
     ("POST", "/api/v1/jobs/{job_id}/retry"): "job",
@@ -42,6 +43,7 @@ RULES = {
 }
 BODIES = {
     "/api/v1/jobs": {"task": "greet", "args": ["x"]},
+    "/api/v1/jobs/batch": {"jobs": [{"task": "greet", "args": ["x"]}]},
     "/api/v1/dead-letters/{letter_id}/notes": {"text": "looked at it"},
     "/api/v1/dead-letters/replay": {"ids": [1]},
 }

@@ -12,12 +12,13 @@ from fastapi.responses import JSONResponse
 
 from redrive.admin import Actor, Admin
 from redrive.app import App
+from redrive.client import JobRequest
 from redrive.core.outbox import OutboxStatus
 from redrive.core.states import Status
 from redrive.errors import Forbidden, RedriveError, UnknownDependency
 from redrive.http.auth import Auth
-from redrive.http.errors import Unauthorized, error
-from redrive.http.models import EnqueueBody, NoteBody, ReplayBody, Strict
+from redrive.http.errors import BatchTooLarge, Unauthorized, error
+from redrive.http.models import MAX_BATCH, BatchBody, EnqueueBody, NoteBody, ReplayBody, Strict
 from redrive.store.reads import page_size
 from redrive.views import (
     breaker_event_view,
@@ -72,6 +73,24 @@ def routes(app: App, auth: Auth) -> APIRouter:
         if done.duplicate:
             response.status_code = 200
         return job_view(done.job)
+
+    @router.post("/jobs/batch", status_code=201, tags=["jobs"])
+    def enqueue_batch(body: BatchBody, who: Annotated[Actor, Depends(actor)]) -> JSON:
+        """Enqueue up to 1,000 jobs in one transaction: all of them, or none
+        when any is refused. Each may carry its own ``idempotency_key``."""
+        if len(body.jobs) > MAX_BATCH:
+            raise BatchTooLarge(f"a batch holds at most {MAX_BATCH} jobs, not {len(body.jobs)}")
+        requests = []
+        for item in body.jobs:
+            if item.run_at is not None and item.delay_s is not None:
+                raise _invalid("give run_at or delay_s, not both")
+            requests.append(JobRequest(
+                item.task, args=item.args, kwargs=item.kwargs, queue=item.queue, priority=item.priority,
+                run_at=item.run_at, delay=None if item.delay_s is None else timedelta(seconds=item.delay_s),
+                owner=who.owner, max_attempts=item.max_attempts, idempotency_key=item.idempotency_key,
+                version=item.version, dedupe=item.dedupe))
+        done = app.client.enqueue_many(requests)
+        return {"items": [{**job_view(r.job), "duplicate": r.duplicate} for r in done]}
 
     @router.get("/jobs", tags=["jobs"])
     def jobs(

@@ -35,9 +35,14 @@ class Unauthorized(RedriveError):
     code = "UNAUTHORIZED"
 
 
+class BatchTooLarge(RedriveError):
+    code = "BATCH_TOO_LARGE"
+
+
 # The most specific class first.
 _STATUS: tuple[tuple[type[RedriveError], int], ...] = (
     (Unauthorized, 401),
+    (BatchTooLarge, 400),
     (JobNotFound, 404),
     (DeadLetterNotFound, 404),
     (Forbidden, 403),

@@ -27,8 +27,16 @@ class EnqueueBody(Strict):
     dedupe: list[Any] | None = None
 
 
-class Empty(Strict):
-    """An action's body: nothing may be set (an empty object or no body)."""
+MAX_BATCH = 1000
+
+
+class BatchItem(EnqueueBody):
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=255)
+
+
+class BatchBody(Strict):
+    # Checked by the route, not here: over the limit is a 400, not a 422.
+    jobs: list[BatchItem] = Field(min_length=1)
 
 
 class NoteBody(Strict):
