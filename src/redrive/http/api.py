@@ -62,14 +62,7 @@ def routes(app: App, auth: Auth) -> APIRouter:
                 idempotency_key: Annotated[str | None, Header(max_length=255)] = None) -> JSON:
         """Enqueue a job for the caller. With an ``Idempotency-Key`` header the
         same key (per owner) returns the existing job: 200, not 201."""
-        if body.run_at is not None and body.delay_s is not None:
-            raise _invalid("give run_at or delay_s, not both")
-        done = app.client.enqueue(
-            body.task, args=body.args, kwargs=body.kwargs, queue=body.queue, priority=body.priority,
-            run_at=body.run_at, delay=None if body.delay_s is None else timedelta(seconds=body.delay_s),
-            owner=who.owner, max_attempts=body.max_attempts, idempotency_key=idempotency_key,
-            version=body.version, dedupe=body.dedupe,
-        )
+        (done,) = app.client.enqueue_many([_request(body, who, idempotency_key)])
         if done.duplicate:
             response.status_code = 200
         return job_view(done.job)
@@ -80,15 +73,7 @@ def routes(app: App, auth: Auth) -> APIRouter:
         when any is refused. Each may carry its own ``idempotency_key``."""
         if len(body.jobs) > MAX_BATCH:
             raise BatchTooLarge(f"a batch holds at most {MAX_BATCH} jobs, not {len(body.jobs)}")
-        requests = []
-        for item in body.jobs:
-            if item.run_at is not None and item.delay_s is not None:
-                raise _invalid("give run_at or delay_s, not both")
-            requests.append(JobRequest(
-                item.task, args=item.args, kwargs=item.kwargs, queue=item.queue, priority=item.priority,
-                run_at=item.run_at, delay=None if item.delay_s is None else timedelta(seconds=item.delay_s),
-                owner=who.owner, max_attempts=item.max_attempts, idempotency_key=item.idempotency_key,
-                version=item.version, dedupe=item.dedupe))
+        requests = [_request(item, who, item.idempotency_key) for item in body.jobs]
         done = app.client.enqueue_many(requests)
         return {"items": [{**job_view(r.job), "duplicate": r.duplicate} for r in done]}
 
@@ -248,6 +233,18 @@ def health(app: App) -> APIRouter:
         return {"status": "ready"}
 
     return router
+
+
+def _request(body: EnqueueBody, who: Actor, idempotency_key: str | None) -> JobRequest:
+    """A job for the caller: its owner is whoever asks, never the body's."""
+    if body.run_at is not None and body.delay_s is not None:
+        raise _invalid("give run_at or delay_s, not both")
+    return JobRequest(
+        body.task, args=body.args, kwargs=body.kwargs, queue=body.queue, priority=body.priority,
+        run_at=body.run_at, delay=None if body.delay_s is None else timedelta(seconds=body.delay_s),
+        owner=who.owner, max_attempts=body.max_attempts, idempotency_key=idempotency_key,
+        version=body.version, dedupe=body.dedupe,
+    )
 
 
 def _invalid(message: str) -> RedriveError:
