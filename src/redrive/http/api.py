@@ -7,7 +7,7 @@ function: store calls block, and FastAPI runs them on its threads."""
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from redrive.admin import Actor, Admin
@@ -252,5 +252,3 @@ def _invalid(message: str) -> RedriveError:
 
     return ConfigError(message)
 
-
-__all__ = ["FastAPI", "Forbidden", "health", "routes"]
