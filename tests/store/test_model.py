@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
@@ -216,5 +216,9 @@ def test_every_store_follows_the_model(kind: str, request: pytest.FixtureRequest
             return SQLiteStore(str(tmp_path / f"{uuid.uuid4().hex}.db"), clock=clock)
         return PostgresStore(request.getfixturevalue("pg_url"), clock=clock)
 
+    # No shrinking: under a loaded machine a run failed twice in the full suite
+    # and its replay diverged (FlakyStrategyDefinition), hiding the failure
+    # itself. Unshrunk, the next one shows its real error and steps.
     run_state_machine_as_test(lambda: Lifecycle(open_store),
-                              settings=settings(max_examples=100, stateful_step_count=40, deadline=None))
+                              settings=settings(max_examples=100, stateful_step_count=40, deadline=None,
+                                                phases=[Phase.explicit, Phase.reuse, Phase.generate]))
