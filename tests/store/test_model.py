@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -45,6 +45,9 @@ class Lifecycle(RuleBasedStateMachine):
         self.clock = Clock()
         self.store = open_store(self.clock)
         self.queue = f"q-{uuid.uuid4().hex[:8]}"  # a queue of this run's own: the database may be shared
+        # Job ids in the order the run makes them (the store breaks ties by id):
+        # random ids would let a replay claim or cancel other jobs than the run did.
+        self.ids = uuid.uuid4().int >> 64 << 64
         self.jobs: dict[uuid.UUID, Expected] = {}
         self.old_leases: list[Lease] = []  # leases that were held once and are no longer
 
@@ -70,7 +73,9 @@ class Lifecycle(RuleBasedStateMachine):
     @precondition(lambda self: len(self.jobs) < 4)  # few jobs, many turns each: deep histories
     @rule(delayed=st.booleans())
     def enqueue(self, delayed: bool) -> None:
-        (made,) = self.store.jobs_insert(jobs=[new(queue=self.queue, delay=timedelta(seconds=45) if delayed else None)])
+        job = replace(new(queue=self.queue, delay=timedelta(seconds=45) if delayed else None),
+                      id=uuid.UUID(int=self.ids | len(self.jobs)))
+        (made,) = self.store.jobs_insert(jobs=[job])
         self.jobs[made.job.id] = Expected(Status.SCHEDULED if delayed else Status.QUEUED,
                                           due=self.clock.now + timedelta(seconds=45 if delayed else 0))
 
@@ -159,7 +164,7 @@ class Lifecycle(RuleBasedStateMachine):
     def cancel(self, pick: int) -> None:
         if not self.jobs:
             return
-        job_id = sorted(self.jobs)[pick % len(self.jobs)]
+        job_id = list(self.jobs)[pick % len(self.jobs)]
         expected = self.jobs[job_id]
         if expected.status in TERMINAL:
             with pytest.raises(IllegalTransition):
