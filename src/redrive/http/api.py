@@ -15,7 +15,7 @@ from redrive.app import App
 from redrive.client import JobRequest
 from redrive.core.outbox import OutboxStatus
 from redrive.core.states import Status
-from redrive.errors import Forbidden, RedriveError, UnknownDependency
+from redrive.errors import ConfigError, Forbidden, RedriveError, UnknownDependency
 from redrive.http.auth import Auth
 from redrive.http.errors import BatchTooLarge, Unauthorized, error
 from redrive.http.models import MAX_BATCH, BatchBody, EnqueueBody, NoteBody, ReplayBody, Strict
@@ -248,7 +248,5 @@ def _request(body: EnqueueBody, who: Actor, idempotency_key: str | None) -> JobR
 
 
 def _invalid(message: str) -> RedriveError:
-    from redrive.errors import ConfigError
-
     return ConfigError(message)
 

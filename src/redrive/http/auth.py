@@ -50,7 +50,7 @@ def parse_tokens(lines: list[str]) -> dict[str, Actor]:
 
 def tokens_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Actor]:
     env = os.environ if environ is None else environ
-    lines = [part for part in env.get("REDRIVE_API_TOKENS", "").split(",")]
+    lines = env.get("REDRIVE_API_TOKENS", "").split(",")
     if path := env.get("REDRIVE_API_TOKENS_FILE"):
         try:
             lines += Path(path).read_text().splitlines()
