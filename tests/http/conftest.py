@@ -92,3 +92,30 @@ def _close_clients() -> Iterator[None]:
     yield
     while _OPEN:
         _OPEN.pop().close()
+
+
+class Conformance:
+    """Checks answers against the served OpenAPI document: the status is one
+    the operation declares, and the body validates against that status's
+    schema. Every object schema in the document must be closed
+    (``additionalProperties: false``), so a field no schema names fails."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.open_schemas = sorted(
+            name for name, schema in spec["components"]["schemas"].items()
+            if "properties" in schema and schema.get("additionalProperties") is not False)
+
+    def problem(self, method: str, template: str, answer: httpx.Response) -> str | None:
+        import jsonschema_rs
+
+        declared = self.spec["paths"][template][method.lower()]["responses"]
+        found = declared.get(str(answer.status_code))
+        if found is None:
+            return f"status {answer.status_code} is not declared"
+        schema = found.get("content", {}).get("application/json", {}).get("schema")
+        if schema is None:
+            return None
+        validator = jsonschema_rs.validator_for({**schema, "components": self.spec["components"]})
+        errors = [f"{e.instance_path}: {e.message}" for e in validator.iter_errors(answer.json())]
+        return "; ".join(errors[:3]) or None

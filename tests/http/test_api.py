@@ -25,6 +25,13 @@ def _error(answer: httpx.Response) -> dict:
     return body["error"]
 
 
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def test_no_token_or_a_wrong_one_is_401(base_url: str) -> None:
     for client in (as_(None, base_url), as_(None, base_url, token="nope")):
         answer = client.get("/api/v1/jobs")
@@ -113,6 +120,10 @@ def test_bad_requests_get_one_line_errors_with_their_status(base_url: str) -> No
          415, "UNSUPPORTED_MEDIA_TYPE"),
         (alice.get("/api/v1/jobs", params={"status": "sideways"}), 422, "VALIDATION_FAILED"),
         (alice.post("/api/v1/jobs", json={"task": "greet", "args": [[[[1]]] * 1]}), 201, None),
+        (alice.post("/api/v1/jobs", json={"task": "greet", "args": [_nested(64)]}), 422, "ARGS_NOT_JSON"),
+        (alice.post("/api/v1/jobs", content=b'{"task": "greet", "args": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}",
+                    headers={"Content-Type": "application/json"}), 422, "VALIDATION_FAILED"),
+        (alice.post("/api/v1/jobs", json={"task": "greet", "args": ["x" * 1_050_000]}), 422, "ARGS_NOT_JSON"),
     ]
     for answer, status, code in cases:
         assert answer.status_code == status, (answer.request.url, answer.text)
@@ -220,3 +231,28 @@ def test_a_batch_is_all_or_nothing_and_has_a_limit(base_url: str) -> None:
                                                                for n in range(1001)]})
     assert too_many.status_code == 400 and _error(too_many)["code"] == "BATCH_TOO_LARGE"
     assert len(alice.get("/api/v1/jobs").json()["items"]) == 2  # nothing of the refused batches
+
+
+def test_a_caller_over_the_rate_limit_gets_429_and_others_do_not(api_app: App) -> None:
+    with serving(create_api(api_app, auth=TokenAuth(parse_tokens(SPECS)), rate_limit="5/minute")) as url:
+        alice, bob, nobody = as_("alice", url), as_("bob", url), as_(None, url, token="guess-0123456789abcdef")
+        assert [alice.get("/api/v1/jobs").status_code for _ in range(5)] == [200] * 5
+        refused = alice.get("/api/v1/jobs")
+        assert refused.status_code == 429 and _error(refused)["code"] == "RATE_LIMITED"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        assert alice.post("/api/v1/jobs", json={"task": "greet", "args": ["x"]}).status_code == 429
+        assert api_app.client.jobs().items == []  # a refused enqueue made nothing
+        assert bob.get("/api/v1/jobs").status_code == 200  # counted per caller
+        assert alice.get("/healthz").status_code == 200  # health checks are not limited
+        # Guessing tokens is counted by address: the sixth wrong guess is throttled.
+        assert [nobody.get("/api/v1/jobs").status_code for _ in range(6)] == [401] * 5 + [429]
+
+
+def test_a_rate_limit_that_does_not_parse_is_refused_at_start(api_app: App) -> None:
+    import pytest
+
+    from redrive.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="not like 6000/minute"):
+        create_api(api_app, auth=TokenAuth({}), rate_limit="lots")
+    assert create_api(api_app, auth=TokenAuth({}), rate_limit="off") is not None

@@ -1,6 +1,8 @@
 """Every route of the served OpenAPI document, called as three owners, an
 operator and nobody, on jobs of each owner in every state: no request
-succeeds that its rule forbids. A route added without a rule here fails."""
+succeeds that its rule forbids, and every answer, allowed or refused, is one
+its operation declares and validates against its schema with no property
+the schema does not name. A route added without a rule here fails."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from datetime import timedelta
 
 from redrive import Actor, App, Status
 from tests.figures import record
-from tests.http.conftest import as_
+from tests.http.conftest import Conformance, as_
 from tests.integration.test_worker_in_process import _run_until
 
 OWNERS = ("alice", "bob", "carol")
@@ -79,8 +81,10 @@ def test_no_request_succeeds_that_its_rule_forbids(base_url: str, api_app: App) 
     spec = as_(None, base_url).get("/api/v1/openapi.json").json()
     served = {(method.upper(), path) for path, item in spec["paths"].items() for method in item}
     assert served == set(RULES), f"routes without a rule: {served - set(RULES)}; rules for no route: {set(RULES) - served}"
+    conformance = Conformance(spec)
+    assert not conformance.open_schemas, f"schemas that allow properties they do not name: {conformance.open_schemas}"
 
-    tried, wrongly_allowed, wrong, leaks = 0, [], [], []
+    tried, wrongly_allowed, wrong, leaks, nonconforming = 0, [], [], [], []
     callers = [*OWNERS, "operator", None]
     for (method, template), rule in sorted(RULES.items()):
         targets = ([(owner, job_id) for owner in OWNERS for job_id, _ in jobs[owner]]
@@ -92,6 +96,8 @@ def test_no_request_succeeds_that_its_rule_forbids(base_url: str, api_app: App) 
                 client = as_(caller, base_url)
                 answer = client.request(method, path, json=BODIES.get(template))
                 tried += 1
+                if problem := conformance.problem(method, template, answer):
+                    nonconforming.append((caller, method, path, answer.status_code, problem))
                 allowed = (rule == "public" or (caller is not None and (
                     caller == "operator" or rule == "owner" or (rule == "job" and caller == job_owner))))
                 if not allowed:
@@ -108,6 +114,8 @@ def test_no_request_succeeds_that_its_rule_forbids(base_url: str, api_app: App) 
                     leaks.append((caller, method, path))
     record("HTTP authorization matrix", "requests tried", tried)
     record("HTTP authorization matrix", "unauthorized successes", len(wrongly_allowed), "0")
+    record("HTTP authorization matrix", "answers not matching their schema", len(nonconforming), "0")
     assert not wrongly_allowed, wrongly_allowed[:10]
     assert not wrong, wrong[:10]  # refused with the wrong status, or a permitted caller refused
     assert not leaks, leaks[:10]
+    assert not nonconforming, nonconforming[:10]

@@ -1,21 +1,30 @@
 """Fuzzing the API from its own OpenAPI document (schemathesis), bounded:
 whatever a client sends to any operation, as an owner or an operator, no
-answer is a 5xx."""
+answer is a 5xx, and every answer is a status the operation declares, JSON,
+and valid against that status's schema."""
 
 from __future__ import annotations
 
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import (
+    FailureGroup,
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.figures import record
 from tests.http.conftest import TOKENS
 
 EXAMPLES = 25  # per operation
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
 def test_no_request_gets_a_server_error(base_url: str) -> None:
     schema = schemathesis.openapi.from_url(f"{base_url}/api/v1/openapi.json")
-    calls, errors = 0, []
+    calls, errors, nonconforming = 0, [], []
     for found in schema.get_all_operations():
         operation = found.ok()
 
@@ -29,8 +38,16 @@ def test_no_request_gets_a_server_error(base_url: str) -> None:
                 calls += 1
                 if response.status_code >= 500:
                     errors.append((who, case.method, case.formatted_path, response.status_code, response.text))
+                try:
+                    case.validate_response(response, checks=CHECKS)
+                except FailureGroup as failed:  # the checks that failed
+                    nonconforming.append((who, case.method, case.formatted_path, response.status_code,
+                                          str(failed)[:300]))
 
         fuzz()
     record("HTTP API fuzzed from its OpenAPI document", "requests", calls)
     record("HTTP API fuzzed from its OpenAPI document", "5xx answers", len(errors), "0")
+    record("HTTP API fuzzed from its OpenAPI document", "answers not matching the document",
+           len(nonconforming), "0")
     assert not errors, errors[:5]
+    assert not nonconforming, nonconforming[:5]

@@ -23,18 +23,23 @@ from redrive.http import errors
 from redrive.http.api import health, routes
 from redrive.http.auth import Auth, TokenAuth, tokens_from_env
 from redrive.http.limits import DEFAULT_MAX_BODY, BodyLimit
+from redrive.http.throttle import Throttle, rate_limit_from_env
 
 __all__ = ["Auth", "TokenAuth", "create_api", "tokens_from_env"]
 
 
-def create_api(app: App, *, auth: Auth | None = None, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+def create_api(app: App, *, auth: Auth | None = None, max_body: int = DEFAULT_MAX_BODY,
+               rate_limit: str | None = None) -> FastAPI:
     """The API on ``app``'s database, with its tasks. ``auth`` maps a request
     to an ``Actor`` (or None: 401); by default, bearer tokens from the
-    environment (redrive.http.auth)."""
+    environment (redrive.http.auth). ``rate_limit`` is per caller, like
+    ``6000/minute`` or ``off``; by default ``REDRIVE_API_RATE_LIMIT`` or
+    6000/minute (redrive.http.throttle)."""
     api = FastAPI(title="redrive", version="1", docs_url="/api/v1/docs", redoc_url=None,
                   openapi_url="/api/v1/openapi.json")
     errors.install(api)
-    api.include_router(routes(app, auth or TokenAuth(tokens_from_env())))
+    throttle = Throttle(rate_limit if rate_limit is not None else rate_limit_from_env())
+    api.include_router(routes(app, auth or TokenAuth(tokens_from_env()), throttle))
     api.include_router(health(app))
     api.add_middleware(BodyLimit, max_body=max_body)
     return api

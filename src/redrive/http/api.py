@@ -16,9 +16,11 @@ from redrive.client import JobRequest
 from redrive.core.outbox import OutboxStatus
 from redrive.core.states import Status
 from redrive.errors import ConfigError, Forbidden, RedriveError, UnknownDependency
+from redrive.http import responses as out
 from redrive.http.auth import Auth
 from redrive.http.errors import BatchTooLarge, Unauthorized, error
 from redrive.http.models import MAX_BATCH, BatchBody, EnqueueBody, NoteBody, ReplayBody, Strict
+from redrive.http.throttle import Throttle
 from redrive.store.reads import page_size
 from redrive.views import (
     breaker_event_view,
@@ -37,11 +39,15 @@ JSON = dict[str, Any]
 _MAX_AGE_S = 100 * 366 * 86400  # a century: more is a typo, and overflows timedelta
 
 
-def routes(app: App, auth: Auth) -> APIRouter:
-    router = APIRouter(prefix="/api/v1")
+def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
+    router = APIRouter(prefix="/api/v1", responses=out.ERRORS)
 
     def actor(request: Request) -> Actor:
         found = auth(request)
+        # A caller without a valid token is counted by its address: guessing
+        # tokens is throttled too.
+        throttle.check(found.name if found is not None
+                       else f"anonymous@{request.client.host if request.client else '?'}")
         if found is None:
             raise Unauthorized("send a valid API token in the Authorization header")
         return found
@@ -57,7 +63,7 @@ def routes(app: App, auth: Auth) -> APIRouter:
 
     # -- jobs ------------------------------------------------------------------
 
-    @router.post("/jobs", status_code=201, tags=["jobs"])
+    @router.post("/jobs", status_code=201, response_model=out.Job, tags=["jobs"])
     def enqueue(body: EnqueueBody, response: Response, who: Annotated[Actor, Depends(actor)],
                 idempotency_key: Annotated[str | None, Header(max_length=255)] = None) -> JSON:
         """Enqueue a job for the caller. With an ``Idempotency-Key`` header the
@@ -67,7 +73,7 @@ def routes(app: App, auth: Auth) -> APIRouter:
             response.status_code = 200
         return job_view(done.job)
 
-    @router.post("/jobs/batch", status_code=201, tags=["jobs"])
+    @router.post("/jobs/batch", status_code=201, response_model=out.Batch, tags=["jobs"])
     def enqueue_batch(body: BatchBody, who: Annotated[Actor, Depends(actor)]) -> JSON:
         """Enqueue up to 1,000 jobs in one transaction: all of them, or none
         when any is refused. Each may carry its own ``idempotency_key``."""
@@ -77,7 +83,7 @@ def routes(app: App, auth: Auth) -> APIRouter:
         done = app.client.enqueue_many(requests)
         return {"items": [{**job_view(r.job), "duplicate": r.duplicate} for r in done]}
 
-    @router.get("/jobs", tags=["jobs"])
+    @router.get("/jobs", response_model=out.Page[out.Job], tags=["jobs"])
     def jobs(
         ops: Annotated[Admin, Depends(admin)],
         status: Annotated[list[Status] | None, Query()] = None,
@@ -93,18 +99,18 @@ def routes(app: App, auth: Auth) -> APIRouter:
                         created_before=created_before, after=cursor, limit=page_size(limit))
         return page_view(page, job_view)
 
-    @router.get("/jobs/{job_id}", tags=["jobs"])
+    @router.get("/jobs/{job_id}", response_model=out.JobWithEvents, tags=["jobs"])
     def job(job_id: str, ops: Annotated[Admin, Depends(admin)]) -> JSON:
         """The job and its events, oldest first."""
         found = ops.job(job_id)
         return {**job_view(found), "events": [event_view(e) for e in ops.job_events(found.id)]}
 
-    @router.post("/jobs/{job_id}/retry", tags=["jobs"])
+    @router.post("/jobs/{job_id}/retry", response_model=out.Job, tags=["jobs"])
     def retry(job_id: str, ops: Annotated[Admin, Depends(admin)], body: Strict | None = None) -> JSON:
         """A failed job runs again, at the stage that failed; 409 otherwise."""
         return job_view(ops.retry(job_id))
 
-    @router.post("/jobs/{job_id}/cancel", tags=["jobs"])
+    @router.post("/jobs/{job_id}/cancel", response_model=out.Job, tags=["jobs"])
     def cancel(job_id: str, ops: Annotated[Admin, Depends(admin)], body: Strict | None = None) -> JSON:
         """A scheduled or queued job ends cancelled now; a running one is
         stopped by its worker within a second or so (it is still running in
@@ -123,29 +129,29 @@ def routes(app: App, auth: Auth) -> APIRouter:
                 "older_than": None if older_than_s is None else timedelta(seconds=older_than_s),
                 "newer_than": None if newer_than_s is None else timedelta(seconds=newer_than_s)}
 
-    @router.get("/dead-letters", tags=["dead letters"])
+    @router.get("/dead-letters", response_model=out.Page[out.DeadLetter], tags=["dead letters"])
     def dead_letters(ops: Annotated[Admin, Depends(operator)],
                      where: Annotated[dict[str, Any], Depends(letter_filters)],
                      cursor: str | None = None, limit: Annotated[int, Query(ge=1)] = 50) -> JSON:
         """Newest first, with the CLI's filters; age is from the last failure."""
         return page_view(ops.dead_letters(**where, after=cursor, limit=page_size(limit)), dead_letter_view)
 
-    @router.get("/dead-letters/facets", tags=["dead letters"])
+    @router.get("/dead-letters/facets", response_model=out.Facets, tags=["dead letters"])
     def dead_letter_facets(ops: Annotated[Admin, Depends(operator)],
                            where: Annotated[dict[str, Any], Depends(letter_filters)]) -> JSON:
         """How many match, by error class and by stage."""
         return facets_view(ops.dead_letter_facets(**where))
 
-    @router.get("/dead-letters/{letter_id}", tags=["dead letters"])
+    @router.get("/dead-letters/{letter_id}", response_model=out.DeadLetter, tags=["dead letters"])
     def dead_letter(letter_id: int, ops: Annotated[Admin, Depends(operator)]) -> JSON:
         return dead_letter_view(ops.dead_letter(letter_id))
 
-    @router.post("/dead-letters/{letter_id}/notes", tags=["dead letters"])
+    @router.post("/dead-letters/{letter_id}/notes", response_model=out.DeadLetter, tags=["dead letters"])
     def note(letter_id: int, body: NoteBody, ops: Annotated[Admin, Depends(operator)]) -> JSON:
         """Add a resolution note, signed by the caller."""
         return dead_letter_view(ops.note(letter_id, body.text))
 
-    @router.post("/dead-letters/replay", tags=["dead letters"])
+    @router.post("/dead-letters/replay", response_model=out.Replays, tags=["dead letters"])
     def replay(body: ReplayBody, ops: Annotated[Admin, Depends(operator)]) -> JSON:
         """Run the letters' jobs again from the failed stage (or from the
         start); a letter replayed already is left alone (``job`` null)."""
@@ -155,12 +161,12 @@ def routes(app: App, auth: Auth) -> APIRouter:
 
     # -- breakers, queues, schedules, outbox (operators) -------------------------------
 
-    @router.get("/breakers", tags=["breakers"])
+    @router.get("/breakers", response_model=out.Breakers, tags=["breakers"])
     def breakers(ops: Annotated[Admin, Depends(operator)]) -> JSON:
         """Each dependency's breaker: state, failure rate in its window, time open."""
         return {"items": [breaker_view(b) for b in ops.breakers().values()]}
 
-    @router.get("/breakers/{name}", tags=["breakers"])
+    @router.get("/breakers/{name}", response_model=out.BreakerWithHistory, tags=["breakers"])
     def breaker(name: str, ops: Annotated[Admin, Depends(operator)]) -> JSON:
         """One breaker, with its state changes, oldest first."""
         found = ops.breakers().get(name)
@@ -168,31 +174,31 @@ def routes(app: App, auth: Auth) -> APIRouter:
             raise UnknownDependency(f"no breaker named {name!r}")
         return {**breaker_view(found), "history": [breaker_event_view(e) for e in ops.breaker_history(name)]}
 
-    @router.post("/breakers/{name}/open", tags=["breakers"])
+    @router.post("/breakers/{name}/open", response_model=out.Breaker, tags=["breakers"])
     def open_breaker(name: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
         """Force it open until it is closed by hand."""
         return breaker_view(ops.open_breaker(name))
 
-    @router.post("/breakers/{name}/close", tags=["breakers"])
+    @router.post("/breakers/{name}/close", response_model=out.Breaker, tags=["breakers"])
     def close_breaker(name: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
         """Close it with a fresh window."""
         return breaker_view(ops.close_breaker(name))
 
-    @router.get("/queues", tags=["queues"])
+    @router.get("/queues", response_model=out.Queues, tags=["queues"])
     def queues(ops: Annotated[Admin, Depends(operator)]) -> JSON:
         """Per queue: active jobs by state, the oldest due job's wait, paused or not."""
         return {"items": [queue_view(q) for q in ops.queues()]}
 
-    @router.post("/queues/{queue}/pause", tags=["queues"])
+    @router.post("/queues/{queue}/pause", response_model=out.QueueChange, tags=["queues"])
     def pause(queue: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
         """No worker starts the queue's jobs until it is resumed; running ones go on."""
         return {"queue": queue, "changed": ops.pause_queue(queue)}
 
-    @router.post("/queues/{queue}/resume", tags=["queues"])
+    @router.post("/queues/{queue}/resume", response_model=out.QueueChange, tags=["queues"])
     def resume(queue: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
         return {"queue": queue, "changed": ops.resume_queue(queue)}
 
-    @router.get("/schedules", tags=["schedules"])
+    @router.get("/schedules", response_model=out.Schedules, tags=["schedules"])
     def schedules(ops: Annotated[Admin, Depends(operator)]) -> JSON:
         """Each schedule: how far it fired, and per time zone the next firing
         and the key of the last one."""
@@ -202,7 +208,7 @@ def routes(app: App, auth: Auth) -> APIRouter:
         return {"items": [schedule_view(states.get(name), declared.get(name), now)
                           for name in sorted(set(states) | set(declared))]}
 
-    @router.get("/outbox", tags=["outbox"])
+    @router.get("/outbox", response_model=out.Page[out.OutboxRow], tags=["outbox"])
     def outbox(ops: Annotated[Admin, Depends(operator)],
                status: OutboxStatus | None = None,
                job_id: str | None = None, cursor: str | None = None,
@@ -217,12 +223,12 @@ def routes(app: App, auth: Auth) -> APIRouter:
 def health(app: App) -> APIRouter:
     router = APIRouter()
 
-    @router.get("/healthz", tags=["health"])
+    @router.get("/healthz", response_model=out.Health, tags=["health"])
     def healthz() -> JSON:
         """The process answers."""
         return {"status": "ok"}
 
-    @router.get("/readyz", tags=["health"], response_model=None)
+    @router.get("/readyz", tags=["health"], response_model=out.Health, responses={503: out.ERRORS[503]})
     def readyz() -> JSON | JSONResponse:
         """The store answers and its schema is current."""
         try:

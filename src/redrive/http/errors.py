@@ -60,6 +60,10 @@ _HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "
                415: "UNSUPPORTED_MEDIA_TYPE", 422: "VALIDATION_FAILED", 429: "RATE_LIMITED"}
 
 
+# What FastAPI raises when parsing a body fails other than by a JSON syntax error.
+_FASTAPI_PARSE_FAILURE = "There was an error parsing the body"
+
+
 def error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": one_line(message)}}, status_code=status,
                         headers=headers)
@@ -88,6 +92,11 @@ def install(api: FastAPI) -> None:
 
     @api.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == _FASTAPI_PARSE_FAILURE:
+            # JSON that Python's parser gives up on (in practice: nested
+            # past its recursion limit) is a bad body like any other, not a
+            # vague 400.
+            return error(422, "VALIDATION_FAILED", "the body is not JSON this server reads (nested too deeply?)")
         code = _HTTP_CODES.get(exc.status_code, "HTTP_ERROR")
         message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ").lower()
         return error(exc.status_code, code, message, headers=getattr(exc, "headers", None))
