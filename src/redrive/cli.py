@@ -11,7 +11,6 @@ import asyncio
 import getpass
 import importlib
 import json
-import logging
 import os
 import signal
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 
 from dotenv import find_dotenv, load_dotenv
 
-from redrive import views
+from redrive import logs, views
 from redrive.admin import Actor, Admin
 from redrive.app import App
 from redrive.core.durations import parse_duration
@@ -44,10 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if getattr(args, "app_path", None):  # `redrive worker myapp.tasks:app`
         args.app = args.app_path
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), handlers=[handler])
     try:
+        logs.configure(level=args.log_level, fmt=args.log_format)
         return args.handler(args) or 0
     except RedriveError as exc:
         print(f"redrive: error [{exc.code}]: {redact_text(exc.message)}", file=sys.stderr)
@@ -58,14 +55,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `redrive jobs list | head`: the reader left; that is not an error.
         sys.stderr.close()
         return 0
-
-
-class RedactingFormatter(logging.Formatter):
-    """Every line this process logs, ours or a library's (httpx logs whole
-    URLs), is redacted before it is written."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return redact_text(super().format(record))
 
 
 def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -79,6 +68,8 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
                         help="the database, over the app's and REDRIVE_DATABASE_URL")
     parser.add_argument("--log-level", default="info" if top else unset,
                         choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default=os.environ.get("REDRIVE_LOG_FORMAT", "text") if top else unset,
+                        help="text (for a terminal) or json, one object per line (REDRIVE_LOG_FORMAT)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -114,6 +105,10 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--schedules", action="store_true", help="also run the app's schedules")
     worker.add_argument("--retention", type=_seconds,
                         help="prune finished jobs older than this, such as 7d (REDRIVE_JOB_RETENTION)")
+    worker.add_argument("--metrics-port", type=int,
+                        help="serve Prometheus metrics at :PORT/metrics (needs redrive[metrics])")
+    worker.add_argument("--metrics-host", default="127.0.0.1",
+                        help="the address metrics listen on (default 127.0.0.1)")
 
     operator("migrate", _migrate, "Apply pending schema migrations.")
 
@@ -359,6 +354,15 @@ def _worker(args: argparse.Namespace) -> int:
             poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
         )
         _ = app.store  # open now: a bad URL or an old schema is reported before any work
+        logs.log_events(app)
+        if args.metrics_port is not None:
+            from redrive.metrics import Metrics
+
+            try:
+                Metrics(app).serve(args.metrics_port, args.metrics_host)
+            except OSError as exc:
+                raise ConfigError(f"cannot serve metrics on {args.metrics_host}:{args.metrics_port}: "
+                                  f"{exc.strerror}") from None
         worker.run_until_stopped()
     return 0
 
@@ -374,6 +378,7 @@ def _serve(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.database_url) if args.app else App(_store_url(args))
     with app:
         _ = app.store  # open now: a bad URL or an old schema is reported before serving
+        logs.log_events(app)
         api = create_api(app, auth=TokenAuth(tokens))
         # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal
         # again to the handler it found: a stop asked for is a clean exit (0).

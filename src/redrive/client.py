@@ -132,7 +132,13 @@ class Client:
         request is refused, none."""
         # Checked as the store takes them: PostgreSQL inserts a big batch in
         # pipelined parts while the rest is still being checked.
-        return self.store.jobs_insert(jobs=self._new_jobs(requests), conn=conn)
+        done = self.store.jobs_insert(jobs=self._new_jobs(requests), conn=conn)
+        if self.events.active:
+            for result in done:
+                if not result.duplicate:
+                    self.events.emit("job.enqueued", job_id=str(result.job.id), task=result.job.task,
+                                     queue=result.job.queue)
+        return done
 
     def _new_jobs(self, requests: Sequence[JobRequest]) -> Iterator[NewJob]:
         keys = set()

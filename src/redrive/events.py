@@ -37,10 +37,11 @@ CATALOGUE: Mapping[str, frozenset[str]] = {
     for name, keys in {
         "worker.started": "worker queues concurrency",
         "worker.stopped": "worker",
+        "job.enqueued": "job_id task queue",
         "job.claimed": "job_id task queue attempt worker lease_token wait_s",
         "job.succeeded": "job_id task queue attempt duration_s",
-        "job.retry_scheduled": "job_id task queue attempt stage error_code delay_s duration_s",
-        "job.failed": "job_id task queue attempt stage error_code error_class retryable duration_s",
+        "job.retry_scheduled": "job_id task queue attempt stage error_code upstream_status delay_s duration_s",
+        "job.failed": "job_id task queue attempt stage error_code upstream_status error_class retryable duration_s",
         "job.dead_lettered": "job_id task queue stage error_class dead_letter_id escalated",
         "job.escalated": "job_id task queue error_class dead_letter_id",
         "job.held": "job_id task queue dependency",
@@ -54,8 +55,8 @@ CATALOGUE: Mapping[str, frozenset[str]] = {
         "queue.paused": "queue by",
         "queue.resumed": "queue by",
         "breaker.changed": "name from_state to_state reason",
-        "outbox.sent": "job_id key provider_id",
-        "outbox.reconciled": "job_id key provider_id found",
+        "outbox.sent": "job_id task queue key provider_id",
+        "outbox.reconciled": "job_id task queue key provider_id found",
         "schedule.fired": "schedule firings created duplicates",
     }.items()
 }

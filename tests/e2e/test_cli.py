@@ -357,3 +357,8 @@ def test_an_operator_read_never_touches_another_applications_sqlite_file(tmp_pat
     with sqlite3.connect(theirs) as conn:
         tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     assert tables == ["customer"]
+
+
+def test_a_log_format_that_is_not_ours_is_a_one_line_error(tmp_path) -> None:
+    result = redrive("--log-format", "xml", "queues", "--database-url", f"sqlite:///{tmp_path / 'r.db'}")
+    assert_clean_error(result, "CONFIG_INVALID", "text or json")

@@ -95,9 +95,9 @@ def _close_clients() -> Iterator[None]:
 
 
 class Conformance:
-    """Checks answers against the served OpenAPI document: the status is one
-    the operation declares, and the body validates against that status's
-    schema. Every object schema in the document must be closed
+    """Checks answers against the served OpenAPI document: the status and
+    content type are ones the operation declares, and a JSON body validates
+    against that status's schema. Every object schema in the document must be closed
     (``additionalProperties: false``), so a field no schema names fails."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
@@ -113,8 +113,12 @@ class Conformance:
         found = declared.get(str(answer.status_code))
         if found is None:
             return f"status {answer.status_code} is not declared"
-        schema = found.get("content", {}).get("application/json", {}).get("schema")
-        if schema is None:
+        media = answer.headers.get("content-type", "").split(";")[0].strip()
+        content = found.get("content", {})
+        if media not in content:
+            return f"{media} is not a declared content type of status {answer.status_code}"
+        schema = content[media].get("schema")
+        if media != "application/json" or schema is None:
             return None
         validator = jsonschema_rs.validator_for({**schema, "components": self.spec["components"]})
         errors = [f"{e.instance_path}: {e.message}" for e in validator.iter_errors(answer.json())]

@@ -256,3 +256,19 @@ def test_a_rate_limit_that_does_not_parse_is_refused_at_start(api_app: App) -> N
     with pytest.raises(ConfigError, match="not like 6000/minute"):
         create_api(api_app, auth=TokenAuth({}), rate_limit="lots")
     assert create_api(api_app, auth=TokenAuth({}), rate_limit="off") is not None
+
+
+def test_metrics_are_for_operators_and_read_the_store(base_url: str, api_app: App) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    alice, ops = as_("alice", base_url), as_("operator", base_url)
+    for n in range(3):
+        assert alice.post("/api/v1/jobs", json={"task": "greet", "args": [str(n)]}).status_code == 201
+    assert alice.get("/metrics").status_code == 403 and as_(None, base_url).get("/metrics").status_code == 401
+    answer = ops.get("/metrics")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(answer.text) for s in family.samples}
+    assert samples[("redrive_queue_jobs", (("queue", "default"), ("state", "queued")))] == 3
+    assert samples[("redrive_jobs_enqueued_total", (("queue", "default"), ("task", "greet")))] == 3
+    assert samples[("redrive_breaker_state", (("dependency", "mailer"), ("state", "closed")))] == 1

@@ -42,6 +42,7 @@ RULES = {
     ("POST", "/api/v1/queues/{queue}/resume"): "operator",
     ("GET", "/api/v1/schedules"): "operator",
     ("GET", "/api/v1/outbox"): "operator",
+    ("GET", "/metrics"): "operator",
 }
 BODIES = {
     "/api/v1/jobs": {"task": "greet", "args": ["x"]},

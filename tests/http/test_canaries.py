@@ -7,18 +7,9 @@ from __future__ import annotations
 import asyncio
 
 from redrive import App, Status
+from tests.canaries import CANARIES, MARKS
 from tests.http.conftest import as_
 from tests.integration.test_worker_in_process import _run_until
-
-CANARIES = [
-    "sk-proj-abcdefghijklmnopqrstuvwx1234567890",
-    "4111 1111 1111 1111",
-    "ada.lovelace@example.com",
-    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----",
-    "xoxb-123456789012-abcdefghijklmnop",
-]
-MARKS = ["abcdefghijklmnopqrstuvwx1234567890", "4111 1111", "lovelace@", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
-         "123456789012-abcdefghijklmnop"]
 
 
 def test_no_planted_secret_leaves_the_server(base_url: str, api_app: App) -> None:

@@ -43,18 +43,19 @@ def test_a_job_that_retries_twice_dead_letters_is_replayed_and_succeeds() -> Non
     # Then the stream told the whole story of the job, in order
     mine = [e for e in seen if e.data.get("job_id") == str(job.id)]
     assert [e.name for e in mine] == [
-        "job.claimed", "job.retry_scheduled", "job.claimed", "job.retry_scheduled",
+        "job.enqueued", "job.claimed", "job.retry_scheduled", "job.claimed", "job.retry_scheduled",
         "job.claimed", "job.failed", "job.dead_lettered", "job.replayed", "job.claimed", "job.succeeded",
     ]
     # every event carries exactly its documented payload
     for event in seen:
         assert set(event.data) == CATALOGUE[event.name], event
     assert [e.data["attempt"] for e in mine if e.name == "job.claimed"] == [1, 2, 3, 1]
-    retry = mine[1].data
+    retry = mine[2].data
     assert (retry["error_code"], retry["stage"], retry["delay_s"]) == ("UPSTREAM_5XX", "call_llm", 0.01)
-    failed = mine[5].data
+    failed = mine[6].data
     assert (failed["error_class"], failed["retryable"], failed["attempt"]) == ("UPSTREAM_5XX", True, 3)
-    replayed = mine[7].data
+    assert failed["upstream_status"] is None  # raised by the task, not an upstream's answer
+    replayed = mine[8].data
     assert (replayed["by"], replayed["dead_letter_id"], replayed["replay_from"]) == ("ops", letter.id, "stage")
     assert mine[-1].data["duration_s"] >= 0
     assert [e.name for e in seen if e.name.startswith("worker.")] == ["worker.started", "worker.stopped"] * 2

@@ -25,6 +25,8 @@ LAYERS = {
     "redrive.verify": 5,
     "redrive.cli": 5,
     "redrive.http": 5,
+    "redrive.logs": 5,
+    "redrive.metrics": 5,
     "redrive.__main__": 5,
     "redrive.testing": 6,  # test code: imports anything, imported by nothing
 }

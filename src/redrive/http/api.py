@@ -40,7 +40,7 @@ _MAX_AGE_S = 100 * 366 * 86400  # a century: more is a typo, and overflows timed
 
 
 def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
-    router = APIRouter(prefix="/api/v1", responses=out.ERRORS)
+    router = APIRouter(prefix="/api/v1")
 
     def actor(request: Request) -> Actor:
         found = auth(request)
@@ -217,7 +217,22 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         return page_view(ops.outbox(status=status, job_id=job_id, after=cursor, limit=page_size(limit)),
                          outbox_view)
 
-    return router
+    root = APIRouter(responses=out.ERRORS)
+    root.include_router(router)
+    try:
+        from redrive.metrics import CONTENT_TYPE, Metrics
+    except ConfigError:  # no metrics extra: no /metrics
+        return root
+    metrics = Metrics(app)
+
+    # Errors stay JSON: only the answer itself is Prometheus' text format.
+    @root.get("/metrics", tags=["metrics"], response_model=None,
+              responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
+    def metrics_text(ops: Annotated[Admin, Depends(operator)]) -> Response:
+        """Prometheus metrics (docs/observability.md); scrape with an operator token."""
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
+    return root
 
 
 def health(app: App) -> APIRouter:

@@ -126,11 +126,12 @@ def announce_outcome(events: EventStream, job: Job, item: Item,
             events.emit("job.succeeded", **base, duration_s=duration_s)
         case RetryLater():
             events.emit("job.retry_scheduled", **base, stage=item.stage or job.stage,
-                        error_code=item.error_code, delay_s=item.delay.total_seconds(), duration_s=duration_s)
+                        error_code=item.error_code, upstream_status=item.meta.get("upstream_status"),
+                        delay_s=item.delay.total_seconds(), duration_s=duration_s)
         case FailNow():
             stage, error_class = item.stage or job.stage, item.error_class or item.error_code
             events.emit("job.failed", **base, stage=stage, error_code=item.error_code,
-                        error_class=error_class, retryable=item.retryable, duration_s=duration_s)
+                        upstream_status=item.meta.get("upstream_status"), error_class=error_class, retryable=item.retryable, duration_s=duration_s)
         case Cancellation():
             events.emit("job.cancelled", job_id=str(job.id), task=job.task, queue=job.queue, by=item.by)
 

@@ -108,7 +108,7 @@ def _deliver(run: _Run, intent: Intent, row: OutboxRow) -> Delivery:
             # Send-then-mark was broken somewhere (§8.3): never send on top of it unchecked.
             log.warning("outbox row %s was marked sent without provider evidence; reconciling", token)
         found = intent.lookup(token, row.provider_id)
-        run.events.emit("outbox.reconciled", job_id=str(run.job.id), key=key, provider_id=found,
+        run.events.emit("outbox.reconciled", job_id=str(run.job.id), task=run.job.task, queue=run.job.queue, key=key, provider_id=found,
                         found=bool(found))
         if found:
             _update(run, key, OutboxChange(OutboxStatus.SENT, provider_id=found, notified=True, reconciled=True))
@@ -127,7 +127,8 @@ def _deliver(run: _Run, intent: Intent, row: OutboxRow) -> Delivery:
     if not isinstance(provider_id, str) or not provider_id:
         raise ConfigError("an outbox send function must return the provider's message id (a string)")
     _update(run, key, OutboxChange(OutboxStatus.SENT, provider_id=provider_id, notified=True))
-    run.events.emit("outbox.sent", job_id=str(run.job.id), key=key, provider_id=provider_id)
+    run.events.emit("outbox.sent", job_id=str(run.job.id), task=run.job.task, queue=run.job.queue, key=key,
+                    provider_id=provider_id)
     return Delivery(intent.key, provider_id, "sent")
 
 

@@ -1,0 +1,131 @@
+"""What a redrive process writes to its log: a line per thing that happened
+to a job, a breaker, a queue or an outbox row (from the app's event stream),
+as text for a terminal or as one JSON object per line for a log pipeline.
+Every line, ours or a library's (httpx logs whole URLs), passes through
+redaction before it is written.
+
+    configure(level="info", fmt="json")    # what `redrive worker --log-format json` does
+    log_events(app)                        # a line per event of the app
+
+A JSON line holds ``ts``, ``level``, ``logger`` and ``message``, and for an
+event its fields: ``event``, ``job_id``, ``task``, ``queue``, ``status``,
+``attempt``, ``stage``, ``duration_ms``, ``upstream_status``,
+``error_code``, ``breaker_state`` and the event's others (docs/observability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from redrive.app import App
+from redrive.core.redact import redact, redact_text
+from redrive.errors import ConfigError
+from redrive.events import Event
+
+Format = Literal["text", "json"]
+FORMATS: tuple[Format, ...] = ("text", "json")
+
+# The job's status each event leaves it in, as seed 003's logs name it.
+_STATUS = {
+    "job.enqueued": "queued", "job.claimed": "running", "job.succeeded": "succeeded",
+    "job.retry_scheduled": "retry", "job.failed": "failed", "job.cancelled": "cancelled",
+    "job.held": "held", "job.reclaimed": "queued", "job.retried": "queued", "job.replayed": "queued",
+}
+_LEVEL = {
+    "job.claimed": logging.DEBUG, "job.enqueued": logging.DEBUG,
+    "job.failed": logging.WARNING, "job.dead_lettered": logging.WARNING, "job.escalated": logging.WARNING,
+    "job.lease_lost": logging.WARNING, "breaker.changed": logging.WARNING,
+}
+# A lease token is a worker's credential: it is never written anywhere.
+_NEVER = frozenset({"lease_token"})
+
+EVENT_LOGGER = "redrive.event"
+
+
+def event_fields(event: Event) -> dict[str, Any]:
+    """An event's log fields: its payload, seconds as ``duration_ms``, the
+    status it leaves the job in, and the breaker's state where one is known."""
+    fields: dict[str, Any] = {"event": event.name}
+    for key, value in event.data.items():
+        if key in _NEVER:
+            continue
+        if key == "duration_s":
+            fields["duration_ms"] = round(value * 1000, 3)
+        else:
+            fields[key] = value
+    if status := _STATUS.get(event.name):
+        fields["status"] = status
+    if event.name == "breaker.changed":
+        fields["breaker_state"] = event.data["to_state"]
+    elif event.name == "job.held":
+        fields["breaker_state"] = "open"
+    return fields
+
+
+def log_events(app: App, logger: logging.Logger | None = None) -> Callable[[], None]:
+    """Log every event of ``app``; returns the function that stops it."""
+    target = logger or logging.getLogger(EVENT_LOGGER)
+
+    def write(event: Event) -> None:
+        level = _LEVEL.get(event.name, logging.INFO)
+        if not target.isEnabledFor(level):
+            return
+        fields = event_fields(event)
+        target.log(level, _Line(fields), extra={"redrive": fields})
+
+    return app.events.subscribe(write)
+
+
+class _Line:
+    """An event's text line, made only if a text formatter asks for it."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
+
+    def __str__(self) -> str:
+        rest = " ".join(f"{k}={v}" for k, v in self.fields.items() if k != "event" and v is not None)
+        return f"{self.fields['event']} {rest}"
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line. Values are redacted one by one, so a secret
+    is cut out without breaking the line's JSON."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields: Mapping[str, Any] | None = getattr(record, "redrive", None)
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            # An event's line says its name; its fields follow as fields.
+            "message": fields["event"] if fields else redact_text(record.getMessage()),
+        }
+        if fields:
+            line.update(redact(dict(fields)))
+        if record.exc_info:
+            line["error"] = redact_text(self.formatException(record.exc_info))
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def configure(*, level: str = "info", fmt: str = "text") -> None:
+    """The process's logging: every record to stderr in ``fmt``, redacted."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"the log format is text or json, not {fmt!r}")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler], force=True)
