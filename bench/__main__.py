@@ -57,6 +57,7 @@ def systems(names: list[str], workdir: Path) -> list:
     made = {
         "redrive-pg": lambda: Redrive("pg", workdir),
         "redrive-pg-minimal": lambda: Redrive("pg", workdir, profile="minimal"),
+        "redrive-pg-observed": lambda: Redrive("pg", workdir, observed=True),
         "redrive-sqlite": lambda: Redrive("sqlite", workdir),
         "bare-sqlite": lambda: BareSqlite(workdir),
     }
@@ -69,7 +70,7 @@ def systems(names: list[str], workdir: Path) -> list:
     return [made[n]() for n in names]
 
 
-ALL = ["redrive-pg", "redrive-pg-minimal", "pgqueuer", "procrastinate", "celery",
+ALL = ["redrive-pg", "redrive-pg-minimal", "redrive-pg-observed", "pgqueuer", "procrastinate", "celery",
        "redrive-sqlite", "bare-sqlite"]
 SINGLE_PROCESS = {"redrive-sqlite", "bare-sqlite"}  # one SQLite writer: 2 processes only contend
 
@@ -151,14 +152,19 @@ def measure_backlog(system, profile: Profile, repeats: int) -> dict[str, float]:
     whole backlog for one worker's RSS as it passes two counts."""
     lo, hi = profile.window
     small, big = [], []
+    scrape_empty = None
     for repeat in range(repeats):
         small.append(_rates(_backlog_run(system, hi, [lo, hi]), [lo, hi])[0])
+        if scrape_empty is None:
+            scrape_empty = system.scrape_s()  # the floor: the same scrape over a small history
         last = repeat == repeats - 1
         memory = list(profile.memory_marks) if last else []
         seen = _backlog_run(system, profile.big_backlog, [lo, hi, *memory],
                             until=profile.big_backlog if last else hi)
         big.append(_rates(seen, [lo, hi])[0])
-    results = {"small jobs/s": statistics.median(small), "big jobs/s": statistics.median(big)}
+    results = {"small jobs/s": statistics.median(small), "big jobs/s": statistics.median(big),
+               f"scrape ms at {hi:,} finished": scrape_empty * 1000,
+               f"scrape ms at {profile.big_backlog:,} finished": system.scrape_s() * 1000}
     for mark in profile.memory_marks:
         results[f"RSS MiB at {mark}"] = seen[mark][1] / 1024
     return results

@@ -15,10 +15,13 @@ CONCURRENCY = 500  # in-flight no-ops per worker process (claims come in batches
 
 
 class Redrive:
-    def __init__(self, backend: str, workdir: Path, profile: str = "reliable") -> None:
+    def __init__(self, backend: str, workdir: Path, profile: str = "reliable", *, observed: bool = False) -> None:
+        """``observed``: workers log a JSON line per job at info and serve metrics."""
         self.backend = backend
         self.profile = profile
-        self.name = f"redrive-{backend}" + ("" if profile == "reliable" else f" ({profile})")
+        self.observed = observed
+        self.name = (f"redrive-{backend}" + ("" if profile == "reliable" else f" ({profile})")
+                     + (" (metrics, JSON logs)" if observed else ""))
         self._workdir = workdir
         self._app: App | None = None
         self.url = ""
@@ -52,8 +55,26 @@ class Redrive:
         self._app.enqueue("noop", kwargs={"sent_at": sent_at})
 
     def worker_argv(self) -> list[str]:
-        return [sys.executable, "-m", "redrive", "--log-level", "warning", "worker",
-                "bench.systems.redrive_jobs:app", "-c", str(CONCURRENCY), "--poll-interval", "1"]
+        logging = ["--log-level", "info", "--log-format", "json"] if self.observed else ["--log-level", "warning"]
+        metrics = ["--metrics-port", "0"] if self.observed else []  # 0: any free port, one per process
+        return [sys.executable, "-m", "redrive", *logging, "worker", "bench.systems.redrive_jobs:app",
+                "-c", str(CONCURRENCY), "--poll-interval", "1", *metrics]
+
+    def scrape_s(self, repeats: int = 20) -> float:
+        """The median time to render /metrics (store gauges included) on what the database holds now."""
+        import statistics
+        import time
+
+        from redrive.metrics import Metrics
+
+        metrics = Metrics(self._app)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            metrics.exposition()
+            times.append(time.perf_counter() - start)
+        metrics.unsubscribe()
+        return statistics.median(times)
 
     def close(self) -> None:
         if self._app is not None:

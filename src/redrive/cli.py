@@ -11,6 +11,7 @@ import asyncio
 import getpass
 import importlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -106,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--retention", type=_seconds,
                         help="prune finished jobs older than this, such as 7d (REDRIVE_JOB_RETENTION)")
     worker.add_argument("--metrics-port", type=int,
-                        help="serve Prometheus metrics at :PORT/metrics (needs redrive[metrics])")
+                        help="serve Prometheus metrics at :PORT/metrics (needs redrive[metrics]; 0: any free port)")
     worker.add_argument("--metrics-host", default="127.0.0.1",
                         help="the address metrics listen on (default 127.0.0.1)")
 
@@ -359,10 +360,12 @@ def _worker(args: argparse.Namespace) -> int:
             from redrive.metrics import Metrics
 
             try:
-                Metrics(app).serve(args.metrics_port, args.metrics_host)
+                server = Metrics(app).serve(args.metrics_port, args.metrics_host)
             except OSError as exc:
                 raise ConfigError(f"cannot serve metrics on {args.metrics_host}:{args.metrics_port}: "
                                   f"{exc.strerror}") from None
+            logging.getLogger("redrive.metrics").info(
+                "metrics at http://%s:%d/metrics", args.metrics_host, server.server_port)
         worker.run_until_stopped()
     return 0
 

@@ -17,6 +17,7 @@ from tests.conftest import PG_SERVER
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEMS = {"redrive-pg": "redrive-pg", "redrive-pg-minimal": "redrive-pg (minimal)",
+           "redrive-pg-observed": "redrive-pg (metrics, JSON logs)",
            "redrive-sqlite": "redrive-sqlite", "bare-sqlite": "bare SQLite loop"}
 
 
@@ -44,5 +45,6 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
         cells = [c.strip() for c in row.strip("|").split("|")[1:]]
         measured = [c for c in cells if c != "–"]
         assert measured and all(float(c.replace(",", "")) > 0 for c in measured), row
-    for target in ("reliability on", "SQLite ≥ 50 %", "3,000-job backlog", "worker RSS"):
+    for target in ("reliability on", "metrics and JSON logs on", "SQLite ≥ 50 %", "3,000-job backlog",
+                   "/metrics scrape", "worker RSS"):
         assert re.search(rf"\| {re.escape(target)}.*\| \d+\.\d\d \| (yes|\*\*no\*\*) \|", report), target
