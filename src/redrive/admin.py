@@ -34,7 +34,7 @@ from redrive.declarations import Registry
 from redrive.errors import ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, UnknownDependency
 from redrive.events import EventStream
 from redrive.store.port import BreakerEvent
-from redrive.store.reads import AuditEntry, DeadLetterFacets, Page, QueueStats, Reads, ScheduleState
+from redrive.store.reads import AuditEntry, DeadLetterFacets, Page, QueueStats, Reads, ScheduleState, WorkerInfo
 from redrive.store.url import open_store
 
 _NOTE_LIMIT = 2000
@@ -390,6 +390,12 @@ class Admin:
         """How far each schedule has fired."""
         self._operator_only("see the schedules")
         return self.store.schedules_list()
+
+    def workers(self) -> tuple[list[WorkerInfo], datetime]:
+        """Every registered worker, oldest first, and the store's time now
+        (a worker whose heartbeat is older than WORKER_STALE_AFTER_S is stale)."""
+        self._operator_only("see the workers")
+        return self.store.workers_list(), self.store.now()
 
     def prune(self, older_than: timedelta, *, batch: int = 10_000) -> int:
         """Delete history: finished jobs that finished more than ``older_than``

@@ -18,7 +18,6 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from importlib import metadata
 from typing import Any
 
 from dotenv import find_dotenv, load_dotenv
@@ -31,6 +30,7 @@ from redrive.core.job import Job
 from redrive.core.redact import redact_text
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import ConfigError, RedriveError
+from redrive.runtime.presence import installed_version
 from redrive.settings import Settings
 from redrive.store.reads import Page
 from redrive.store.url import open_store
@@ -75,7 +75,7 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="redrive", description="A reliable background-job engine.")
-    parser.add_argument("--version", action="version", version=f"redrive {_version()}")
+    parser.add_argument("--version", action="version", version=f"redrive {installed_version()}")
     _common(parser, top=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -220,6 +220,10 @@ def _parser() -> argparse.ArgumentParser:
         control.add_argument("queue")
         control.add_argument("--by", help="who does it, for the record (default: your login)")
 
+    workers = operator("workers", _workers, "List the worker processes: host, pid, queues, jobs running, "
+                       "last heartbeat; stale ones (killed or cut off) are marked.")
+    workers.add_argument("--json", action="store_true", help="one JSON object per line")
+
     check = operator("verify", _verify, "Check a deployment's database as redrive's fault tests do: worker "
                      "processes killed mid-drain, stale writes; on a scratch database it creates and drops, "
                      "never your jobs. Prints a table; exits 1 if a figure fails.")
@@ -303,13 +307,6 @@ def load_app(path: str | None, database_url: str | None = None) -> App:
         app.use_database(database_url)
     _lasting(app.settings.database_url)
     return app
-
-
-def _version() -> str:
-    try:
-        return metadata.version("redrive")
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
 
 
 def _store_url(args: argparse.Namespace) -> str:
@@ -619,6 +616,26 @@ def _queues(args: argparse.Namespace) -> int:
         counts = "  ".join(f"{stats.counts.get(s, 0):>9}" for s in ACTIVE_ORDER)
         paused = f"by {stats.paused_by}" if stats.paused_by else "-"
         print(f"{stats.queue[:24]:24}  {counts}  {age:>10}  {paused}")
+    return 0
+
+
+def _workers(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        found, now = admin.workers()
+    shown = [views.worker_view(w, now) for w in found]
+    if args.json:
+        for view in shown:
+            print(json.dumps(view))
+        return 0
+    if not shown:
+        print("no workers registered")
+        return 0
+    print(f"{'worker':32}  {'queues':20}  {'running':>11}  {'heartbeat':>9}  version")
+    for w in shown:
+        beat = f"{w['seconds_since_heartbeat']:.0f}s ago"
+        state = "  STALE" if w["stale"] else ""
+        print(f"{w['id'][:32]:32}  {','.join(w['queues'])[:20]:20}  {w['running']:>5} of {w['concurrency']:<3}  "
+              f"{beat:>9}  {w['version']}{state}")
     return 0
 
 

@@ -21,8 +21,8 @@ from redrive.core.job import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, De
 from redrive.core.outbox import OutboxRow
 from redrive.core.redact import redact
 from redrive.core.schedule import Schedule, last_firing, next_firing
-from redrive.store.port import BreakerEvent
-from redrive.store.reads import AuditEntry, DeadLetterFacets, Page, QueueStats, ScheduleState
+from redrive.store.port import WORKER_STALE_AFTER_S, BreakerEvent
+from redrive.store.reads import AuditEntry, DeadLetterFacets, Page, QueueStats, ScheduleState, WorkerInfo
 
 T = TypeVar("T")
 JSONDict = dict[str, Any]
@@ -128,6 +128,15 @@ def schedule_view(state: ScheduleState | None, schedule: Schedule | None = None,
                          "last_key": fired.key if fired else None}
         out.update(task=schedule.task, cron=schedule.cron, zones=zones)
     return out
+
+
+def worker_view(worker: WorkerInfo, now: datetime) -> JSONDict:
+    """A registered worker; ``stale``: it missed three heartbeats (killed, or cut off)."""
+    silent = max(0.0, (now - worker.heartbeat_at).total_seconds())
+    return {"id": worker.id, "host": worker.host, "pid": worker.pid, "queues": list(worker.queues),
+            "concurrency": worker.concurrency, "version": worker.version, "running": worker.running,
+            "started_at": plain(worker.started_at), "heartbeat_at": plain(worker.heartbeat_at),
+            "seconds_since_heartbeat": round(silent, 3), "stale": silent > WORKER_STALE_AFTER_S}
 
 
 def page_view(page: Page[T], view: Callable[[T], JSONDict]) -> JSONDict:

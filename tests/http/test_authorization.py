@@ -41,6 +41,7 @@ RULES = {
     ("POST", "/api/v1/queues/{queue}/pause"): "operator",
     ("POST", "/api/v1/queues/{queue}/resume"): "operator",
     ("GET", "/api/v1/schedules"): "operator",
+    ("GET", "/api/v1/workers"): "operator",
     ("GET", "/api/v1/outbox"): "operator",
     ("GET", "/metrics"): "operator",
 }

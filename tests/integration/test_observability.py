@@ -10,6 +10,7 @@ import socket
 from collections import Counter
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from redrive import Actor, Admin, Client, JobRequest, Settings, Status
@@ -106,4 +107,33 @@ def test_metrics_add_up_to_the_store_and_logs_are_json(db_url, tmp_path, workers
             assert p["status"] in ("succeeded", "failed", "retry") and p["duration_ms"] >= 0
     assert any(p["logger"] == "observed" for p in parsed)  # the task's own careless line, redacted
     assert leaked(worker.log) == []
+    client.close()
+
+
+@pytest.mark.slow
+def test_workers_register_report_what_they_run_and_leave(db_url, tmp_path, workers) -> None:
+    from tests.apps.drain import app as drain_app
+    from tests.e2e.test_cli import redrive
+
+    client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
+    a = WorkerProcess(db_url, tmp_path, "-c", "3", "--poll-interval", "0.2")
+    b = WorkerProcess(db_url, tmp_path, "-q", "default", "-q", "email", "--poll-interval", "0.2")
+    workers += [a, b]
+
+    def listed() -> dict[int, dict]:
+        done = redrive("workers", "--json", "--database-url", db_url)
+        assert done.returncode == 0, done.stderr
+        return {w["pid"]: w for w in map(json.loads, done.stdout.splitlines())}
+
+    wait_until(lambda: {a.pid, b.pid} <= set(listed()), timeout=30)
+    seen = listed()
+    assert (seen[a.pid]["queues"], seen[a.pid]["concurrency"]) == (["default"], 3)
+    assert seen[b.pid]["queues"] == ["default", "email"] and not seen[a.pid]["stale"]
+    # A job running shows at the next heartbeat
+    client.enqueue("sleep_then_record", args=["slow", 30])
+    wait_until(lambda: sum(w["running"] for w in listed().values()) == 1, timeout=30)
+    # Stopped cleanly, a worker leaves; killed, it stays (and goes stale: views.worker_view)
+    b.kill()
+    assert a.stop() == 0
+    assert set(listed()) == {b.pid}
     client.close()

@@ -77,6 +77,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "reveal": lambda a, w: a.reveal(w.failed.id),
     "audit_trail": lambda a, w: a.audit_trail(w.failed.id),
     "schedules": lambda a, w: a.schedules(),
+    "workers": lambda a, w: a.workers(),
     "breaker_history": lambda a, w: a.breaker_history("gateway"),
     "note": lambda a, w: a.note(w.letter_id, "quota raised"),
     "replay": lambda a, w: a.replay([w.letter_id]),

@@ -33,6 +33,7 @@ from redrive.views import (
     page_view,
     queue_view,
     schedule_view,
+    worker_view,
 )
 
 JSON = dict[str, Any]
@@ -197,6 +198,12 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     @router.post("/queues/{queue}/resume", response_model=out.QueueChange, tags=["queues"])
     def resume(queue: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
         return {"queue": queue, "changed": ops.resume_queue(queue)}
+
+    @router.get("/workers", response_model=out.Workers, tags=["workers"])
+    def workers(ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """Every registered worker, oldest first; ``stale``: it missed three heartbeats."""
+        found, now = ops.workers()
+        return {"items": [worker_view(w, now) for w in found]}
 
     @router.get("/schedules", response_model=out.Schedules, tags=["schedules"])
     def schedules(ops: Annotated[Admin, Depends(operator)]) -> JSON:

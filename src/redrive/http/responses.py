@@ -172,6 +172,24 @@ class QueueChange(Closed):
     changed: bool = Field(description="false: it was paused (or running) already")
 
 
+class Worker(Closed):
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    version: str
+    running: int = Field(description="jobs it runs now")
+    started_at: datetime
+    heartbeat_at: datetime
+    seconds_since_heartbeat: float
+    stale: bool = Field(description="it missed three heartbeats: killed, or cut off from the store")
+
+
+class Workers(Closed):
+    items: list[Worker]
+
+
 class Zone(Closed):
     next_at: datetime | None
     last_key: str | None

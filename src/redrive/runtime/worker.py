@@ -47,10 +47,11 @@ from redrive.runtime.executor import execute
 from redrive.runtime.interrupts import Interrupt
 from redrive.runtime.maintenance import Pruner, Reclaimer
 from redrive.runtime.outage import OutageLog
+from redrive.runtime.presence import Presence, installed_version
 from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.threads import DaemonThreadPool
 from redrive.runtime.watchdog import Watchdog
-from redrive.store.port import Store
+from redrive.store.port import Store, WorkerReport
 
 log = logging.getLogger("redrive.worker")
 
@@ -146,6 +147,12 @@ class Worker:
         self._gate = BreakerGate(self.registry.dependencies, lambda: self.store, self._call, events=self.events)
         self._scheduler = Scheduler(client) if schedules and self.registry.schedules else None
         self._watchdog: Watchdog | None = None
+        self._presence = Presence(lambda: self.store, self._call, self._registration)
+
+    def _registration(self) -> WorkerReport:
+        host, pid = socket.gethostname(), os.getpid()
+        return WorkerReport(self.id, host, pid, self.queues, self.concurrency, installed_version(),
+                            running=len(self._running))
 
     @property
     def store(self) -> Store:
@@ -208,6 +215,7 @@ class Worker:
         self.events.emit("worker.started", worker=self.id, queues=list(self.queues),
                          concurrency=self.concurrency)
         services = [
+            asyncio.create_task(self._presence.run(), name="presence"),
             asyncio.create_task(self._completer.run(), name="completer"),
             asyncio.create_task(self._control(), name="control"),
             asyncio.create_task(Reclaimer(store, self._call, lease_ttl=self.lease_ttl, rng=self._rng,
@@ -240,6 +248,7 @@ class Worker:
             for service in services:
                 service.cancel()
             await asyncio.gather(*services, return_exceptions=True)
+            await self._presence.leave()
             if unsubscribe is not None:
                 await self._call(unsubscribe)
             self._db.shutdown(wait=True)

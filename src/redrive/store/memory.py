@@ -34,7 +34,7 @@ from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, usage_
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE, ACTIVE_ORDER, TERMINAL, Status, check_transition
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
-from redrive.store.port import SHUTDOWN, BreakerEvent, Control, lease_expired
+from redrive.store.port import SHUTDOWN, WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, lease_expired
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -42,6 +42,7 @@ from redrive.store.reads import (
     Page,
     QueueStats,
     ScheduleState,
+    WorkerInfo,
     decode_cursor,
     encode_cursor,
     page_size,
@@ -93,6 +94,7 @@ class MemoryStore:
         self._finish_listeners: dict[UUID, list[Callable[[], None]]] = {}
         self._cancel_requests: dict[UUID, str] = {}  # running job -> who asked
         self._paused: dict[str, str] = {}  # queue -> who paused it
+        self._workers: dict[str, WorkerInfo] = {}
         self._permits: list[tuple[str, UUID, UUID, datetime]] = []  # key, job, lease, started
 
     def migrate(self) -> list[int]:
@@ -433,6 +435,21 @@ class MemoryStore:
             self._paused[queue] = by
             return True
 
+    def worker_report(self, *, report: WorkerReport) -> None:
+        now = self._clock()
+        with self._lock:
+            for gone in [w.id for w in self._workers.values() if w.id != report.id
+                         and (now - w.heartbeat_at).total_seconds() > WORKER_FORGOTTEN_AFTER_S]:
+                del self._workers[gone]
+            known = self._workers.get(report.id)
+            self._workers[report.id] = WorkerInfo(
+                report.id, report.host, report.pid, list(report.queues), report.concurrency, report.version,
+                report.running, known.started_at if known else now, now)
+
+    def worker_remove(self, *, worker_id: str) -> None:
+        with self._lock:
+            self._workers.pop(worker_id, None)
+
     def queue_resume(self, *, queue: str) -> bool:
         with self._lock:
             return self._paused.pop(queue, None) is not None
@@ -576,6 +593,10 @@ class MemoryStore:
     def audits_list(self, *, job_id: UUID) -> list[AuditEntry]:
         with self._lock:
             return [e for e in self._audit if e.job_id == job_id]
+
+    def workers_list(self) -> list[WorkerInfo]:
+        with self._lock:
+            return sorted(self._workers.values(), key=lambda w: (w.started_at, w.id))
 
     def schedules_list(self) -> list[ScheduleState]:
         with self._lock:

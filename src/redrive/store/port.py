@@ -68,6 +68,26 @@ class Control:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerReport:
+    """What a worker says of itself when it registers and at each heartbeat."""
+
+    id: str
+    host: str
+    pid: int
+    queues: Sequence[str]
+    concurrency: int
+    version: str
+    running: int  # jobs it runs now
+
+
+# A worker reports itself this often; one silent for three reports is stale,
+# and one silent for a day is forgotten.
+WORKER_REPORT_INTERVAL_S = 10.0
+WORKER_STALE_AFTER_S = 3 * WORKER_REPORT_INTERVAL_S + 5
+WORKER_FORGOTTEN_AFTER_S = 86_400
+
+
+@dataclass(frozen=True, slots=True)
 class BreakerEvent:
     name: str
     at: datetime
@@ -170,6 +190,13 @@ class Store(Protocol):
 
     def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
         """The paused queues, and the cancel requests among ``job_ids``."""
+
+    def worker_report(self, *, report: WorkerReport) -> None:
+        """Register the worker, or renew its heartbeat and running count; also
+        forgets workers silent for WORKER_FORGOTTEN_AFTER_S."""
+
+    def worker_remove(self, *, worker_id: str) -> None:
+        """A worker that stopped cleanly leaves the registry."""
 
     def queue_pause(self, *, queue: str, by: str) -> bool:
         """No worker claims from ``queue`` until it is resumed. False when it was paused already."""

@@ -112,6 +112,22 @@ class AuditEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker process as it last reported itself (``WorkerReport``), with
+    the store's times of its registration and its last heartbeat."""
+
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    version: str
+    running: int
+    started_at: datetime
+    heartbeat_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleState:
     name: str
     fired_until: datetime  # every firing up to here has been enqueued
@@ -142,6 +158,9 @@ class Reads(Store, Protocol):
 
     def schedules_list(self) -> list[ScheduleState]:
         """Every schedule's checkpoint, by name."""
+
+    def workers_list(self) -> list[WorkerInfo]:
+        """Every registered worker, oldest first (stale ones too: see ``WORKER_STALE_AFTER_S``)."""
 
     def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
                      detail: dict[str, Any] | None = None) -> AuditEntry:

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 from itertools import chain, islice
 from typing import Any
@@ -61,7 +61,7 @@ from redrive.errors import (
     StoreFull,
     StoreUnavailable,
 )
-from redrive.store.port import SHUTDOWN, BreakerEvent, Control, lease_expired
+from redrive.store.port import SHUTDOWN, WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, lease_expired
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -69,6 +69,7 @@ from redrive.store.reads import (
     Page,
     QueueStats,
     ScheduleState,
+    WorkerInfo,
     decode_cursor,
     encode_cursor,
     page_size,
@@ -420,6 +421,13 @@ class PostgresStore:
     def queue_pause(self, *, queue: str, by: str) -> bool:
         return bool(self._run("queue_pause", {"queue": queue, "by": by}))
 
+    def worker_report(self, *, report: WorkerReport) -> None:
+        self._run("worker_report", {**asdict(report), "queues": Jsonb(list(report.queues)),
+                                    "forget_after_s": WORKER_FORGOTTEN_AFTER_S})
+
+    def worker_remove(self, *, worker_id: str) -> None:
+        self._run("worker_remove", {"id": worker_id})
+
     def queue_resume(self, *, queue: str) -> bool:
         return bool(self._run("queue_resume", {"queue": queue}))
 
@@ -602,6 +610,9 @@ class PostgresStore:
 
     def schedules_list(self) -> list[ScheduleState]:
         return [ScheduleState(**row) for row in self._run("schedules_list")]
+
+    def workers_list(self) -> list[WorkerInfo]:
+        return [WorkerInfo(**row) for row in self._run("workers_list")]
 
     def jobs_count(self) -> dict[Status, int]:
         counts = dict.fromkeys(Status, 0)

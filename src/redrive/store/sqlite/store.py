@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, overload
 from uuid import UUID
@@ -53,7 +53,15 @@ from redrive.errors import (
     StoreFull,
     StoreUnavailable,
 )
-from redrive.store.port import ANY_QUEUE, SHUTDOWN, BreakerEvent, Control, lease_expired
+from redrive.store.port import (
+    ANY_QUEUE,
+    SHUTDOWN,
+    WORKER_FORGOTTEN_AFTER_S,
+    BreakerEvent,
+    Control,
+    WorkerReport,
+    lease_expired,
+)
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -61,6 +69,7 @@ from redrive.store.reads import (
     Page,
     QueueStats,
     ScheduleState,
+    WorkerInfo,
     decode_cursor,
     encode_cursor,
     page_size,
@@ -474,6 +483,18 @@ class SQLiteStore:
         return self._write(lambda conn, now: conn.execute(self._queries["queue_pause"], {
             "queue": queue, "by": by, "now": now}).fetchone() is not None)
 
+    def worker_report(self, *, report: WorkerReport) -> None:
+        def body(conn: sqlite3.Connection, now: float) -> None:
+            conn.execute(self._queries["worker_forget"], {"now": now, "id": report.id,
+                                                          "forget_after_s": WORKER_FORGOTTEN_AFTER_S})
+            conn.execute(self._queries["worker_report"], {**asdict(report), "queues": json.dumps(list(report.queues)),
+                                                          "now": now})
+
+        self._write(body)
+
+    def worker_remove(self, *, worker_id: str) -> None:
+        self._write(lambda conn, now: conn.execute(self._queries["worker_remove"], {"id": worker_id}))
+
     def queue_resume(self, *, queue: str) -> bool:
         resumed = self._write(lambda conn, now: conn.execute(self._queries["queue_resume"], {
             "queue": queue}).fetchone() is not None)
@@ -682,6 +703,11 @@ class SQLiteStore:
 
     def audits_list(self, *, job_id: UUID) -> list[AuditEntry]:
         return [_audit(row) for row in self._read("audits_list", {"job_id": str(job_id)})]
+
+    def workers_list(self) -> list[WorkerInfo]:
+        return [WorkerInfo(**{**dict(row), "queues": json.loads(row["queues"]), "started_at": _time(row["started_at"]),
+                              "heartbeat_at": _time(row["heartbeat_at"])})
+                for row in self._read("workers_list")]
 
     def schedules_list(self) -> list[ScheduleState]:
         return [ScheduleState(row["name"], _time(row["fired_until"]), _time(row["updated_at"]))

@@ -14,6 +14,7 @@ store author provides are listed in ``redrive.testing``'s docstring.
 | ``reads`` | pages, filters, queue counts, facets |
 | ``clock`` | due times, leases and ages on an injected clock |
 | ``retention`` | pruning history |
+| ``workers`` | the worker registry |
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ from redrive.testing.suite import (
     outbox_and_schedules,
     reads,
     retention,
+    workers,
 )
 
 MODULES: tuple[ModuleType, ...] = (
     jobs, limits, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock, retention,
+    workers,
 )
 
 

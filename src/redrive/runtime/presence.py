@@ -1,0 +1,47 @@
+"""A worker you can see: it registers itself in the store when it starts,
+renews its heartbeat with how many jobs it runs every few seconds, and
+leaves the registry when it stops cleanly. One that is killed stays listed,
+marked stale once it misses three heartbeats (``views.worker_view``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from importlib import metadata
+from typing import Any
+
+from redrive.errors import StoreError
+from redrive.store.port import WORKER_REPORT_INTERVAL_S, Store, WorkerReport
+
+log = logging.getLogger("redrive.worker")
+
+
+def installed_version() -> str:
+    try:
+        return metadata.version("redrive")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+class Presence:
+    def __init__(self, store: Callable[[], Store], call: Callable[..., Awaitable[Any]],
+                 report: Callable[[], WorkerReport]) -> None:
+        self._store, self._call, self._report = store, call, report
+
+    async def run(self) -> None:
+        while True:
+            await self.report()
+            await asyncio.sleep(WORKER_REPORT_INTERVAL_S)
+
+    async def report(self) -> None:
+        try:
+            await self._call(self._store().worker_report, report=self._report())
+        except StoreError as exc:
+            log.warning("reporting this worker to the registry failed, retrying: %s", exc)
+
+    async def leave(self) -> None:
+        try:
+            await self._call(self._store().worker_remove, worker_id=self._report().id)
+        except StoreError as exc:
+            log.warning("leaving the worker registry failed (the entry goes stale): %s", exc)
