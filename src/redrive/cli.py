@@ -346,12 +346,13 @@ def _worker(args: argparse.Namespace) -> int:
     from redrive.runtime.worker import Worker
 
     with load_app(args.app, args.database_url) as app:
+        _ = app.store  # open now: a bad URL or an old schema is reported before any work
+        notifications = _notifications(app)  # before the worker: it serves their queue too
         worker = Worker(
             app.client, queues=dict(args.queues or [("default", None)]), concurrency=args.concurrency,
             lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace,
             poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
         )
-        _ = app.store  # open now: a bad URL or an old schema is reported before any work
         logs.log_events(app)
         if args.metrics_port is not None:
             from redrive.metrics import Metrics
@@ -364,7 +365,20 @@ def _worker(args: argparse.Namespace) -> int:
             logging.getLogger("redrive.metrics").info(
                 "metrics at http://%s:%d/metrics", args.metrics_host, server.server_port)
         worker.run_until_stopped()
+        if notifications is not None:
+            notifications.flush()
     return 0
+
+
+def _notifications(app: App) -> Any:
+    """Slack and email notifications, when the environment configures a channel."""
+    from redrive.notify import Notifications
+
+    found = Notifications.from_env(app)
+    if found is not None:
+        logging.getLogger("redrive.notify").info(
+            "notifications on: %s", ", ".join(c.name for c in found.channels))
+    return found
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -379,6 +393,7 @@ def _serve(args: argparse.Namespace) -> int:
     with app:
         _ = app.store  # open now: a bad URL or an old schema is reported before serving
         logs.log_events(app)
+        _notifications(app)
         api = create_api(app, auth=TokenAuth(tokens))
         # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal
         # again to the handler it found: a stop asked for is a clean exit (0).

@@ -26,6 +26,7 @@ are chained as ``__cause__``, never shown to users.
     ├── IdempotencyKeyReused          an idempotency key came back with other arguments
     └── JobError                      raised by task code to steer its job's outcome
         ├── Transient                 retry later (optionally after ``retry_after``)
+        │   └── NotDelivered          an outbox send that certainly did not reach the provider
         ├── Permanent                 fail now with an error code, no retry
         ├── Cancelled                 end the job cancelled (when ``redrive.cancelled()`` says so)
         └── CircuitOpen               a guarded call found its dependency's breaker open
@@ -51,6 +52,7 @@ __all__ = [
     "JobNotFound",
     "JobStateError",
     "LeaseLost",
+    "NotDelivered",
     "Permanent",
     "RedriveError",
     "ResultTimeout",
@@ -227,6 +229,14 @@ class Transient(JobError):
         if code is not None:
             self.code = code
         self.retry_after = retry_after
+
+
+class NotDelivered(Transient):
+    """A send that certainly did not reach the provider (it answered an
+    error, or could not be reached): raised from an outbox ``send``, the
+    next attempt sends again without asking the provider first."""
+
+    code = "NOT_DELIVERED"
 
 
 class Permanent(JobError):

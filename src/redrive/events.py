@@ -57,6 +57,7 @@ CATALOGUE: Mapping[str, frozenset[str]] = {
         "breaker.changed": "name from_state to_state reason",
         "outbox.sent": "job_id task queue key provider_id",
         "outbox.reconciled": "job_id task queue key provider_id found",
+        "outbox.unconfirmed": "job_id task queue key",
         "schedule.fired": "schedule firings created duplicates",
     }.items()
 }

@@ -88,6 +88,9 @@ class Metrics:
         self.outbox_reconciliations = Counter("redrive_outbox_reconciliations",
                                               "Sends that may have happened, looked up at the provider first.",
                                               [*job, "found"], registry=r)
+        self.outbox_unconfirmed = Counter("redrive_outbox_unconfirmed",
+                                          "Outbox rows found marked sent without the provider's id.", job,
+                                          registry=r)
         self.breaker_changes = Counter("redrive_breaker_transitions", "Breaker state changes.",
                                        ["dependency", "to_state"], registry=r)
         self.schedule_firings = Counter("redrive_schedule_firings", "Schedule firings enqueued.", ["schedule"],
@@ -117,6 +120,7 @@ class Metrics:
             "outbox.sent": lambda d: self.outbox_sends.labels(*_job(d)).inc(),
             "outbox.reconciled": lambda d: self.outbox_reconciliations.labels(
                 *_job(d), "true" if d["found"] else "false").inc(),
+            "outbox.unconfirmed": lambda d: self.outbox_unconfirmed.labels(*_job(d)).inc(),
             "breaker.changed": lambda d: self.breaker_changes.labels(_label(d["name"]), d["to_state"]).inc(),
             "schedule.fired": lambda d: self.schedule_firings.labels(_label(d["schedule"])).inc(d["firings"]),
         }

@@ -27,6 +27,7 @@ LAYERS = {
     "redrive.http": 5,
     "redrive.logs": 5,
     "redrive.metrics": 5,
+    "redrive.notify": 5,
     "redrive.__main__": 5,
     "redrive.testing": 6,  # test code: imports anything, imported by nothing
 }

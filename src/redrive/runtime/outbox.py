@@ -25,7 +25,7 @@ from redrive.core.ids import canonical, outbox_token
 from redrive.core.job import JSON
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus, Step, next_step
 from redrive.core.redact import redact_text
-from redrive.errors import ConfigError, LeaseLost
+from redrive.errors import ConfigError, LeaseLost, NotDelivered
 from redrive.runtime.context import _Run, _run
 
 log = logging.getLogger("redrive.outbox")
@@ -107,6 +107,8 @@ def _deliver(run: _Run, intent: Intent, row: OutboxRow) -> Delivery:
         if step is Step.RECONCILE_MARKED:
             # Send-then-mark was broken somewhere (§8.3): never send on top of it unchecked.
             log.warning("outbox row %s was marked sent without provider evidence; reconciling", token)
+            run.events.emit("outbox.unconfirmed", job_id=str(run.job.id), task=run.job.task, queue=run.job.queue,
+                            key=key)
         found = intent.lookup(token, row.provider_id)
         run.events.emit("outbox.reconciled", job_id=str(run.job.id), task=run.job.task, queue=run.job.queue, key=key, provider_id=found,
                         found=bool(found))
@@ -123,7 +125,9 @@ def _deliver(run: _Run, intent: Intent, row: OutboxRow) -> Delivery:
         if not failure.retryable:
             _update(run, key, OutboxChange(OutboxStatus.FAILED, error_code=failure.code,
                                            error_message=redact_text(failure.message)))
-        raise  # retryable: the row stays sending, so the next attempt asks the provider first
+        elif isinstance(exc, NotDelivered):
+            _update(run, key, OutboxChange(OutboxStatus.PENDING))  # known not taken: sent again, unasked
+        raise  # otherwise the row stays sending, so the next attempt asks the provider first
     if not isinstance(provider_id, str) or not provider_id:
         raise ConfigError("an outbox send function must return the provider's message id (a string)")
     _update(run, key, OutboxChange(OutboxStatus.SENT, provider_id=provider_id, notified=True))

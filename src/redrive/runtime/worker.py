@@ -107,6 +107,8 @@ class Worker:
                 raise ConfigError(f"queue {queue!r}: its limit must be a whole number of at least 1, not {limit!r}")
         if concurrency is None and None not in limits.values():
             concurrency = sum(limit for limit in limits.values() if limit is not None)
+        for queue, limit in client.registry.own_queues.items():
+            limits.setdefault(queue, limit)
         settings = client.settings.with_(
             worker_concurrency=concurrency, worker_lease_ttl=lease_ttl,
             worker_shutdown_grace=shutdown_grace, worker_poll_interval=poll_interval,

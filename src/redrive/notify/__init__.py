@@ -1,0 +1,242 @@
+"""Notifications: Slack and email when a job fails for good, a replay
+escalates, a breaker opens or closes, an outbox row is found marked sent
+without the provider's id, or an alert rule fires or resolves.
+
+    from redrive.notify import Email, Notifications, Slack
+    Notifications(app, [Slack(webhook_url)], base_url="https://ops.example.com/redrive")
+
+``redrive worker`` and ``redrive serve`` set them up from the environment
+(``from_env``): a channel configured is a channel enabled.
+
+Each notification is a job of redrive's own task on its own queue (every
+worker of the app serves it), with a key made from what it is about, and it
+sends through the outbox: a worker killed mid-send is neither lost nor
+repeated (see ``channels`` for the one window a webhook leaves), and a
+webhook that answers 500 or hangs is retried like any job, in a slot of
+its own, while other jobs run. Failures are grouped: every job of one task
+that fails for good within a window (a minute by default) makes one
+message, sent when the window closes: the details of the first, and the
+count by error code. docs/notifications.md has the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from redrive import Intent, current_job, deliver
+from redrive.admin import Actor
+from redrive.app import App
+from redrive.core.durations import parse_duration
+from redrive.core.job import DeadLetter
+from redrive.core.redact import redact_text
+from redrive.errors import ConfigError, RedriveError
+from redrive.events import Event
+from redrive.notify.channels import CannotAsk, Channel, Email, Message, Slack
+
+__all__ = ["CannotAsk", "Channel", "Email", "Message", "Notifications", "Slack"]
+
+log = logging.getLogger("redrive.notify")
+
+TASK = QUEUE = "redrive.notify"
+SHOWN = 5  # jobs detailed in a digest
+_READ_AT_MOST = 10_000  # dead letters read for one digest; past this the count says "at least"
+_GRACE = timedelta(seconds=5)  # a failure written just before a window closes is committed by then
+
+
+class Notifications:
+    def __init__(self, app: App, channels: Sequence[Channel], *, base_url: str | None = None,
+                 window: timedelta = timedelta(minutes=1)) -> None:
+        names = [c.name for c in channels]
+        if not channels or len(set(names)) < len(names):
+            raise ConfigError("notifications need at least one channel, each with its own name")
+        if window <= timedelta(0):
+            raise ConfigError("the notification window must be positive")
+        self.app, self.channels, self.window = app, list(channels), window
+        self.base_url = base_url.rstrip("/") if base_url else None
+        self._admin = app.admin(Actor.operator("notifications"))
+        self._todo: queue.Queue[Event] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        app.task(name=TASK, queue=QUEUE, max_attempts=12, timeout=timedelta(seconds=30 * len(channels) + 30))(
+            self._send)
+        app.registry.own_queues[QUEUE] = 2
+        app.events.subscribe(self._heard, names=["job.dead_lettered", "breaker.changed", "outbox.unconfirmed"])
+
+    @classmethod
+    def from_env(cls, app: App, environ: Mapping[str, str] | None = None) -> Notifications | None:
+        """The channels the environment configures (docs/notifications.md), or None."""
+        env = os.environ if environ is None else environ
+        channels: list[Channel] = []
+        if url := env.get("REDRIVE_SLACK_WEBHOOK_URL"):
+            channels.append(Slack(url))
+        if host := env.get("REDRIVE_SMTP_HOST"):
+            port = env.get("REDRIVE_SMTP_PORT", "587")
+            if not port.isdigit():
+                raise ConfigError(f"REDRIVE_SMTP_PORT must be a port number, not {port!r}")
+            channels.append(Email(
+                host=host, port=int(port), sender=env.get("REDRIVE_EMAIL_FROM", ""),
+                recipients=[r.strip() for r in env.get("REDRIVE_EMAIL_TO", "").split(",") if r.strip()],
+                username=env.get("REDRIVE_SMTP_USER") or None, password=env.get("REDRIVE_SMTP_PASSWORD") or None,
+                starttls=env.get("REDRIVE_SMTP_STARTTLS", "true").lower() not in ("0", "false", "no"),
+            ))
+        if not channels:
+            return None
+        window = parse_duration(env.get("REDRIVE_NOTIFY_WINDOW", "60s"))
+        return cls(app, channels, base_url=env.get("REDRIVE_DASHBOARD_URL"), window=window)
+
+    # -- what to notify: enqueued off the thread that emitted ------------------------
+
+    def _heard(self, event: Event) -> None:
+        if event.data.get("task") == TASK:
+            return  # a notification that failed is logged, not notified (no loops)
+        if event.name == "breaker.changed" and event.data["to_state"] not in ("open", "closed"):
+            return
+        self._todo.put(event)
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._enqueue_all, name="redrive-notify", daemon=True)
+                self._thread.start()
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        """Wait until every notification heard so far is enqueued (a stopping process calls it)."""
+        done = threading.Event()
+        self._todo.put(Event("flush", {"done": done}))
+        with self._lock:
+            if self._thread is None:
+                return
+        done.wait(timeout_s)
+
+    def _enqueue_all(self) -> None:
+        while True:
+            event = self._todo.get()
+            if event.name == "flush":
+                event.data["done"].set()
+                continue
+            for attempt in range(5):
+                try:
+                    self._enqueue(event)
+                    break
+                except RedriveError as exc:
+                    log.warning("cannot enqueue the notification of %s (try %d): %s", event.name, attempt + 1, exc)
+                    threading.Event().wait(2 ** attempt)
+
+    def _enqueue(self, event: Event) -> None:
+        d = event.data
+        if event.name == "job.dead_lettered" and d["dead_letter_id"] is None:
+            return
+        if event.name == "job.dead_lettered" and not d["escalated"]:
+            # One notification per task and window, sent when the window closes.
+            failed_at = self._admin.dead_letter(d["dead_letter_id"]).last_failure_at.timestamp()
+            width = self.window.total_seconds()
+            start = math.floor(failed_at / width) * width
+            end = datetime.fromtimestamp(start + width, UTC)
+            self._notify(["failed", d["task"], start, start + width], f"failed:{d['task']}:{start:.0f}",
+                         run_at=end + _GRACE)
+        elif event.name == "job.dead_lettered":
+            self._notify(["escalated", d["task"], d["dead_letter_id"]], f"escalated:{d['dead_letter_id']}")
+        elif event.name == "breaker.changed":
+            self._notify(["breaker", d["name"], d["to_state"], d["reason"], event.at],
+                         f"breaker:{d['name']}:{d['to_state']}:{event.at:.3f}")
+        elif event.name == "outbox.unconfirmed":
+            self._notify(["outbox", d["task"], d["job_id"], d["key"]], f"outbox:{d['job_id']}:{d['key']}")
+
+    def alert(self, rule: str, state: str, detail: str, incident: str) -> None:
+        """An alert rule fired or resolved (``redrive.alerts``)."""
+        self._notify(["alert", rule, state, detail], f"alert:{rule}:{incident}:{state}")
+
+    def _notify(self, args: list[Any], key: str, *, run_at: datetime | None = None) -> None:
+        self.app.client.enqueue(TASK, args=args, idempotency_key=key[:255], run_at=run_at)
+
+    # -- the task: build the message and send it on every channel once ---------------
+
+    def _send(self, kind: str, subject: str, *rest: Any) -> dict[str, Any]:
+        message = self._message(kind, subject, *rest)
+        if message is None:
+            return {"sent": 0}
+        job = current_job()
+        intents = [Intent(key=("notify", str(job.id), channel.name),
+                          send=lambda token, c=channel: c.send(message, token),  # type: ignore[misc]
+                          lookup=channel.lookup)
+                   for channel in self.channels]
+        return {"sent": len(deliver(intents))}
+
+    def _message(self, kind: str, subject: str, *rest: Any) -> Message | None:
+        if kind == "failed":
+            return self._failures(subject, *rest)
+        if kind == "escalated":
+            letter = self._admin.dead_letter(rest[0])
+            return _clean(f"Escalated: {subject} failed again the same way after a replay",
+                          [*self._job_lines(letter), self._link(f"/dead-letters/{letter.id}")])
+        if kind == "breaker":
+            name, to_state, reason, _ = subject, *rest
+            if to_state == "open":
+                return _clean(f"Breaker {name} opened", [f"Calls to {name} stop: {reason}.",
+                                                          "Held jobs resume by themselves when it closes.",
+                                                          self._link("/breakers")])
+            return _clean(f"Breaker {name} closed", [f"Calls to {name} go through again ({reason}).",
+                                                      self._link("/breakers")])
+        if kind == "outbox":
+            job_id, key = rest
+            return _clean(f"Outbox row of {subject} marked sent without the provider's id",
+                          [f"Job {job_id}, outbox key {key}: the send-then-mark order was broken somewhere.",
+                           "It was reconciled with the provider before anything was sent again.",
+                           self._link(f"/jobs/{job_id}")])
+        if kind == "alert":
+            state, detail = rest
+            verb = "firing" if state == "firing" else "resolved"
+            return _clean(f"Alert {subject} {verb}", [detail, self._link("/")])
+        raise ConfigError(f"no such notification: {kind!r}")
+
+    def _failures(self, task: str, start: float, end: float) -> Message | None:
+        now = self._admin.store.now().timestamp()
+        letters: list[DeadLetter] = []
+        after = None
+        while len(letters) < _READ_AT_MOST:
+            page = self._admin.dead_letters(task=task, newer_than=timedelta(seconds=now - start + 60),
+                                            after=after, limit=1000)
+            letters += [x for x in page if start <= x.last_failure_at.timestamp() < end]
+            if not page.more:
+                break
+            after = page.next_cursor
+        if not letters:
+            return None
+        letters.sort(key=lambda x: x.last_failure_at)
+        when = f"{_clock(start)}–{_clock(end)} UTC"
+        count = f"{len(letters)}{'+' if len(letters) >= _READ_AT_MOST else ''}"
+        if len(letters) == 1:
+            (letter,) = letters
+            return _clean(f"Job failed for good: {task} ({letter.error_code})",
+                          [*self._job_lines(letter), self._link(f"/jobs/{letter.job_id}")])
+        codes = Counter(x.error_code for x in letters)
+        lines = [f"{count} jobs of {task} failed for good, {when}.",
+                 "By error code: " + ", ".join(f"{code} ×{n}" for code, n in codes.most_common()) + ".",
+                 f"The first {min(SHOWN, len(letters))}:"]
+        for letter in letters[:SHOWN]:
+            lines.append(f"- {letter.job_id} (owner {letter.owner or '-'}): {letter.error_code}: "
+                         f"{letter.error_message} (attempts: {letter.attempts})")
+        lines.append(self._link(f"/dead-letters?task={task}"))
+        return _clean(f"{count} jobs of {task} failed for good", lines)
+
+    def _job_lines(self, letter: DeadLetter) -> list[str]:
+        return [f"Job: {letter.job_id}", f"Owner: {letter.owner or '-'}", f"Task: {letter.task}",
+                f"Error: {letter.error_code}: {letter.error_message}", f"Attempts: {letter.attempts}"]
+
+    def _link(self, path: str) -> str:
+        return f"{self.base_url}{path}" if self.base_url else ""
+
+
+def _clock(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S")
+
+
+def _clean(subject: str, lines: list[str]) -> Message:
+    """Redacted, again: what goes out is held to the rule every surface keeps."""
+    return Message(redact_text(subject), redact_text("\n".join(line for line in lines if line)))

@@ -1,0 +1,125 @@
+"""Notifications from real worker processes to a local Slack webhook and a
+local SMTP server: one message per failure (or per burst), none lost or
+repeated when a worker is killed mid-send, retries that block nothing, and
+no planted secret in any of them."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from redrive import Client, JobRequest, Settings, Status
+from redrive.testing import wait_until
+from tests.apps.alerting import app as alerting
+from tests.canaries import CANARIES, leaked
+from tests.fakes.slack import SlackWebhook, slack_webhook
+from tests.fakes.smtp import Inbox, smtp_server
+from tests.integration.processes import WorkerProcess
+
+BASE = "https://ops.example.com/redrive"
+
+
+@pytest.fixture
+def slack():
+    with slack_webhook() as hook:
+        yield hook
+
+
+@pytest.fixture
+def inbox():
+    with smtp_server() as box:
+        yield box
+
+
+def _worker(url: str, tmp_path, slack: SlackWebhook, inbox: Inbox, *, window: str = "1s",
+            options: tuple[str, ...] = ()) -> WorkerProcess:
+    env = {"REDRIVE_SLACK_WEBHOOK_URL": slack.url, "REDRIVE_SMTP_HOST": "127.0.0.1",
+           "REDRIVE_SMTP_PORT": str(inbox.port), "REDRIVE_SMTP_STARTTLS": "false",
+           "REDRIVE_EMAIL_FROM": "redrive@example.com", "REDRIVE_EMAIL_TO": "oncall@example.com",
+           "REDRIVE_DASHBOARD_URL": BASE, "REDRIVE_NOTIFY_WINDOW": window}
+    return WorkerProcess(url, tmp_path, "-c", "20", "--poll-interval", "0.2", *options,
+                         app="tests.apps.alerting:app", env=env)
+
+
+def _client(url: str) -> Client:
+    return Client(alerting.registry, settings=Settings.load(database_url=url))
+
+
+def _quiet_for(seconds: float, slack: SlackWebhook, inbox: Inbox) -> None:
+    """Nothing more arrives for a while (a second message would come by then)."""
+    seen = (len(slack.messages), len(inbox.messages))
+    time.sleep(seconds)
+    assert (len(slack.messages), len(inbox.messages)) == seen
+
+
+def test_a_job_that_fails_for_good_makes_one_slack_message_and_one_email(db_url, tmp_path, workers, slack,
+                                                                          inbox) -> None:
+    workers.append(_worker(db_url, tmp_path, slack, inbox))
+    client = _client(db_url)
+    job = client.enqueue("doomed", args=["invoice-7.pdf", " ".join(CANARIES)], owner="tenant-7").job
+    wait_until(lambda: len(slack.messages) == 1 and len(inbox.messages) == 1, timeout=60)
+    _quiet_for(3, slack, inbox)
+    (text,), (mail,) = slack.messages, inbox.messages
+    body = mail.get_content() if hasattr(mail, "get_content") else mail.get_payload()
+    for shown in (text, f"{mail['Subject']}\n{body}"):
+        for field in (str(job.id), "tenant-7", "doomed", "BAD_INPUT", "cannot convert invoice-7.pdf",
+                      "Attempts: 1", f"{BASE}/jobs/{job.id}"):
+            assert field in shown, (field, shown)
+        assert leaked(shown) == [], shown
+    assert mail["To"] == "oncall@example.com"
+    client.close()
+
+
+@pytest.mark.slow
+def test_a_burst_of_500_failures_makes_one_digest(pg_url, tmp_path, workers, slack, inbox) -> None:
+    window = 30
+    while time.time() % window > 5:  # start just after a window opens: the burst fits in it
+        time.sleep(0.2)
+    workers.append(_worker(pg_url, tmp_path, slack, inbox, window=f"{window}s", options=("-c", "50")))
+    client = _client(pg_url)
+    client.enqueue_many([JobRequest("doomed", args=[f"doc-{n}", CANARIES[0]], owner=f"tenant-{n % 7}")
+                         for n in range(500)])
+    wait_until(lambda: client.store.jobs_count()[Status.FAILED] == 500, timeout=window)
+    wait_until(lambda: slack.messages and inbox.messages, timeout=2 * window)
+    _quiet_for(5, slack, inbox)
+    assert len(slack.messages) == 1 and len(inbox.messages) == 1
+    assert "500 jobs of doomed failed for good" in slack.messages[0] and "BAD_INPUT ×500" in slack.messages[0]
+    assert inbox.messages[0]["Subject"] == "500 jobs of doomed failed for good"
+    assert leaked(slack.messages[0]) == []
+    client.close()
+
+
+def test_a_worker_killed_after_the_send_before_the_record_sends_nothing_twice(pg_url, tmp_path, workers,
+                                                                            slack, inbox) -> None:
+    slack.hold_next(60)  # takes the message, then never confirms it to this worker
+    first = _worker(pg_url, tmp_path, slack, inbox, options=("--lease-ttl", "2"))
+    workers.append(first)
+    client = _client(pg_url)
+    client.enqueue("doomed", args=["a.pdf", "x"])
+    wait_until(lambda: len(slack.messages) == 1, timeout=60)
+    first.kill()  # SIGKILL between Slack's send and the outbox's record of it
+    assert inbox.messages == []
+    workers.append(_worker(pg_url, tmp_path, slack, inbox, options=("--lease-ttl", "2")))
+    wait_until(lambda: len(inbox.messages) == 1, timeout=60)  # the email, not sent before the kill, is
+    _quiet_for(4, slack, inbox)
+    assert len(slack.messages) == 1  # and the Slack message is not sent again
+    client.close()
+
+
+@pytest.mark.slow
+def test_a_failing_or_hanging_webhook_is_retried_and_blocks_no_job(tmp_path, workers, slack, inbox) -> None:
+    url = f"sqlite:///{tmp_path / 'redrive.db'}"
+    slack.fail_next(2, 500)
+    slack.hang_next(1, 15)  # past the channel's 10 s timeout
+    workers.append(_worker(url, tmp_path, slack, inbox))
+    client = _client(url)
+    client.enqueue("doomed", args=["a.pdf", "x"])
+    wait_until(lambda: slack.posts >= 3, timeout=60)  # hanging now
+    others = client.enqueue_many([JobRequest("fine", args=[n]) for n in range(50)])
+    wait_until(lambda: all(client.job(r.job.id).status is Status.SUCCEEDED for r in others), timeout=8)
+    assert slack.messages == []  # every job ran while the webhook hung
+    wait_until(lambda: len(slack.messages) == 1, timeout=90)
+    _quiet_for(3, slack, inbox)
+    assert len(inbox.messages) == 1 and slack.posts == 4
+    client.close()
