@@ -16,6 +16,7 @@ from typing import Any, overload
 from redrive.admin import Actor, Admin
 from redrive.client import Client, JobRequest
 from redrive.core import checks
+from redrive.core.alerts import Rule as AlertRule
 from redrive.core.backoff import Backoff, FullJitter
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
 from redrive.core.job import JSON, EnqueueResult
@@ -217,6 +218,13 @@ class App:
         ``--queue email=5``.)"""
         self.registry.add_queue(checks.queue_name(name), concurrency=concurrency, rate=rate,
                                 rate_per_owner=rate_per_owner)
+
+    def alert(self, rule: AlertRule) -> None:
+        """An alert rule evaluated inside redrive (``redrive.core.alerts``:
+        ``QueueDepth``, ``OldestQueuedAge``, ``FailureRate``,
+        ``DurationPercentile``, or a ``Check`` of your own) by the process run
+        with ``--alerts``; it notifies when it fires and when it resolves."""
+        self.registry.add_alert(rule)
 
     def schedule(
         self,

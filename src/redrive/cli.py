@@ -106,6 +106,8 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--schedules", action="store_true", help="also run the app's schedules")
     worker.add_argument("--retention", type=_seconds,
                         help="prune finished jobs older than this, such as 7d (REDRIVE_JOB_RETENTION)")
+    worker.add_argument("--alerts", action="store_true",
+                        help="evaluate the app's alert rules here (in one process only; docs/alerts.md)")
     worker.add_argument("--metrics-port", type=int,
                         help="serve Prometheus metrics at :PORT/metrics (needs redrive[metrics]; 0: any free port)")
     worker.add_argument("--metrics-host", default="127.0.0.1",
@@ -237,6 +239,8 @@ def _parser() -> argparse.ArgumentParser:
     with_app(serve)
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="default 8000")
+    serve.add_argument("--alerts", action="store_true",
+                       help="evaluate the app's alert rules here (in one process only; docs/alerts.md)")
 
     demo = command("demo", _demo, "Run the demo: a worker draining jobs on SQLite.")
     demo.add_argument("--jobs", type=int, default=40)
@@ -364,10 +368,23 @@ def _worker(args: argparse.Namespace) -> int:
                                   f"{exc.strerror}") from None
             logging.getLogger("redrive.metrics").info(
                 "metrics at http://%s:%d/metrics", args.metrics_host, server.server_port)
+        alerts = _alerts(app, notifications) if args.alerts else None
         worker.run_until_stopped()
+        if alerts is not None:
+            alerts.stop()
         if notifications is not None:
             notifications.flush()
     return 0
+
+
+def _alerts(app: App, notifications: Any) -> Any:
+    from redrive.alerts import AlertEvaluator
+
+    if not app.registry.alert_rules:
+        raise ConfigError("--alerts: the app declares no alert rules (app.alert(...), docs/alerts.md)")
+    evaluator = AlertEvaluator(app, notifications=notifications)
+    evaluator.start()
+    return evaluator
 
 
 def _notifications(app: App) -> Any:
@@ -393,7 +410,9 @@ def _serve(args: argparse.Namespace) -> int:
     with app:
         _ = app.store  # open now: a bad URL or an old schema is reported before serving
         logs.log_events(app)
-        _notifications(app)
+        notifications = _notifications(app)
+        if args.alerts:
+            _alerts(app, notifications)
         api = create_api(app, auth=TokenAuth(tokens))
         # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal
         # again to the handler it found: a stop asked for is a clean exit (0).

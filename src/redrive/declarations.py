@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from redrive.core.alerts import Rule as AlertRule
 from redrive.core.backoff import Backoff, FullJitter
 from redrive.core.breaker import BreakerMode, BreakerPolicy
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
@@ -159,6 +160,14 @@ class Registry:
         # Queues of redrive's own tasks (notifications) that every worker of
         # the app serves besides the ones it is given, each with its own limit.
         self.own_queues: dict[str, int] = {}
+        self.alert_rules: dict[str, AlertRule] = {}
+
+    def add_alert(self, rule: AlertRule) -> None:
+        if not callable(getattr(rule, "check", None)) or not isinstance(getattr(rule, "name", None), str):
+            raise ConfigError("an alert rule is one of redrive.core.alerts' rules (or has a name and check())")
+        if rule.name in self.alert_rules:
+            raise ConfigError(f"alert rule {rule.name!r} is declared twice")
+        self.alert_rules[rule.name] = rule
 
     @property
     def limits(self) -> Limits:

@@ -59,6 +59,7 @@ CATALOGUE: Mapping[str, frozenset[str]] = {
         "outbox.reconciled": "job_id task queue key provider_id found",
         "outbox.unconfirmed": "job_id task queue key",
         "schedule.fired": "schedule firings created duplicates",
+        "alert.changed": "rule state detail incident",
     }.items()
 }
 

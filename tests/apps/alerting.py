@@ -1,12 +1,15 @@
-"""Jobs that fail for good (their messages carry planted secrets) and jobs
-that succeed, for notification tests; notifications come from the
-environment, as `redrive worker` sets them up."""
+"""Jobs that fail for good (their messages carry planted secrets), jobs
+that succeed, and a queue with an alert on its depth, for notification
+tests; notifications come from the environment, as `redrive worker` sets
+them up."""
 
 from __future__ import annotations
 
 from redrive import App, Permanent
+from redrive.core.alerts import QueueDepth
 
 app = App()  # REDRIVE_DATABASE_URL comes from the environment
+app.alert(QueueDepth("bulk_backlog", above=20, queue="bulk"))
 
 
 @app.task
@@ -16,4 +19,9 @@ def doomed(doc: str, secret: str) -> None:
 
 @app.task
 def fine(n: int) -> int:
+    return n
+
+
+@app.task(queue="bulk")
+def bulk(n: int) -> int:
     return n

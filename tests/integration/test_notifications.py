@@ -37,7 +37,7 @@ def _worker(url: str, tmp_path, slack: SlackWebhook, inbox: Inbox, *, window: st
     env = {"REDRIVE_SLACK_WEBHOOK_URL": slack.url, "REDRIVE_SMTP_HOST": "127.0.0.1",
            "REDRIVE_SMTP_PORT": str(inbox.port), "REDRIVE_SMTP_STARTTLS": "false",
            "REDRIVE_EMAIL_FROM": "redrive@example.com", "REDRIVE_EMAIL_TO": "oncall@example.com",
-           "REDRIVE_DASHBOARD_URL": BASE, "REDRIVE_NOTIFY_WINDOW": window}
+           "REDRIVE_DASHBOARD_URL": BASE, "REDRIVE_NOTIFY_WINDOW": window, "REDRIVE_ALERT_INTERVAL": "0.3s"}
     return WorkerProcess(url, tmp_path, "-c", "20", "--poll-interval", "0.2", *options,
                          app="tests.apps.alerting:app", env=env)
 
@@ -122,4 +122,25 @@ def test_a_failing_or_hanging_webhook_is_retried_and_blocks_no_job(tmp_path, wor
     wait_until(lambda: len(slack.messages) == 1, timeout=90)
     _quiet_for(3, slack, inbox)
     assert len(inbox.messages) == 1 and slack.posts == 4
+    client.close()
+
+
+def test_an_alert_on_queue_depth_fires_once_and_resolves_once(tmp_path, workers, slack, inbox) -> None:
+    url = f"sqlite:///{tmp_path / 'redrive.db'}"
+    watcher = _worker(url, tmp_path, slack, inbox, options=("--alerts",))  # serves default, not bulk
+    workers.append(watcher)
+    wait_until(lambda: "alerts on: bulk_backlog" in watcher.log, timeout=30)
+    client = _client(url)
+    client.enqueue_many([JobRequest("bulk", args=[n]) for n in range(15)])
+    _quiet_for(2, slack, inbox)  # 15 queued: under the threshold of 20
+    assert slack.messages == []
+    client.enqueue_many([JobRequest("bulk", args=[n]) for n in range(15, 30)])
+    wait_until(lambda: len(slack.messages) == 1 and len(inbox.messages) == 1, timeout=30)
+    _quiet_for(2, slack, inbox)  # still over it: no second message
+    assert "Alert bulk_backlog firing" in slack.messages[0] and "holds 30 queued jobs" in slack.messages[0]
+    workers.append(_worker(url, tmp_path, slack, inbox, options=("-q", "bulk")))  # drains it
+    wait_until(lambda: len(slack.messages) == 2 and len(inbox.messages) == 2, timeout=60)
+    _quiet_for(2, slack, inbox)
+    assert "Alert bulk_backlog resolved" in slack.messages[1] and len(slack.messages) == 2
+    assert [m["Subject"] for m in inbox.messages] == ["Alert bulk_backlog firing", "Alert bulk_backlog resolved"]
     client.close()

@@ -26,6 +26,7 @@ LAYERS = {
     "redrive.cli": 5,
     "redrive.http": 5,
     "redrive.logs": 5,
+    "redrive.alerts": 5,
     "redrive.metrics": 5,
     "redrive.notify": 5,
     "redrive.__main__": 5,
