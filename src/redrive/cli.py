@@ -389,6 +389,8 @@ def _alerts(app: App, notifications: Any) -> Any:
 
 def _notifications(app: App) -> Any:
     """Slack and email notifications, when the environment configures a channel."""
+    if not (os.environ.get("REDRIVE_SLACK_WEBHOOK_URL") or os.environ.get("REDRIVE_SMTP_HOST")):
+        return None
     from redrive.notify import Notifications
 
     found = Notifications.from_env(app)

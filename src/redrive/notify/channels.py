@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Protocol
 
-import httpx
-
 from redrive.errors import ConfigError, NotDelivered, Permanent
 
 
@@ -64,12 +62,18 @@ class Slack(CannotAsk):
     def __init__(self, webhook_url: str, *, timeout_s: float = 10.0, name: str = "slack") -> None:
         if not webhook_url.startswith(("https://", "http://")):
             raise ConfigError("a Slack webhook URL starts with https://")
+        try:
+            import httpx  # noqa: F401
+        except ImportError:
+            raise ConfigError("Slack notifications need the notify extra: pip install 'redrive[notify]'") from None
         self._url, self._timeout, self.name = webhook_url, timeout_s, name
 
     def __repr__(self) -> str:  # the URL is the secret
         return f"Slack(name={self.name!r})"
 
     def send(self, message: Message, token: str) -> str:
+        import httpx
+
         try:
             answer = httpx.post(self._url, json={"text": f"*{message.subject}*\n{message.body}"},
                                 timeout=self._timeout)
