@@ -12,7 +12,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -20,6 +20,7 @@ from uuid import UUID
 
 from uuid_utils.compat import uuid7
 
+from redrive import tracing
 from redrive.core import checks, ids
 from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, JobKey, NewJob
 from redrive.core.states import Status
@@ -132,7 +133,8 @@ class Client:
         request is refused, none."""
         # Checked as the store takes them: PostgreSQL inserts a big batch in
         # pipelined parts while the rest is still being checked.
-        done = self.store.jobs_insert(jobs=self._new_jobs(requests), conn=conn)
+        with tracing.sending(lambda: [r.queue or self.registry.task(r.task).queue for r in requests]) as carrier:
+            done = self.store.jobs_insert(jobs=self._new_jobs(requests, carrier), conn=conn)
         if self.events.active:
             for result in done:
                 if not result.duplicate:
@@ -140,10 +142,12 @@ class Client:
                                      queue=result.job.queue)
         return done
 
-    def _new_jobs(self, requests: Sequence[JobRequest]) -> Iterator[NewJob]:
+    def _new_jobs(self, requests: Sequence[JobRequest], trace: dict[str, str] | None) -> Iterator[NewJob]:
         keys = set()
         for request in requests:
             new = self._new_job(request)
+            if trace:
+                new = replace(new, trace=trace)
             if new.key:
                 name = (new.task, new.owner, new.key.key)
                 if name in keys:

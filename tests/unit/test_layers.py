@@ -14,6 +14,7 @@ LAYERS = {
     "redrive.core": 1,
     "redrive.settings": 1,
     "redrive.events": 1,
+    "redrive.tracing": 1,
     "redrive.store": 2,
     "redrive.declarations": 3,
     "redrive.client": 3,

@@ -111,6 +111,12 @@ class NewJob:
     stage: str | None = None
     dependencies: tuple[str, ...] = ()
     key: JobKey | None = None
+    trace: Mapping[str, str] | None = None  # the enqueuing span's context (redrive.tracing)
+
+    @property
+    def created_meta(self) -> dict[str, JSON]:
+        """The meta of the job's creation event: where its trace context travels."""
+        return {"trace": dict(self.trace)} if self.trace else {}
 
     def created(self, *, status: Status, run_at: datetime, at: datetime) -> Job:
         """The job as the store just wrote it: the store answers only with what

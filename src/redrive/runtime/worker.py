@@ -26,9 +26,10 @@ from random import Random
 from typing import Any, ParamSpec, TypeVar
 from uuid import UUID
 
+from redrive import tracing
 from redrive.client import Client
 from redrive.core import checks
-from redrive.core.job import FailNow, Job, Lease
+from redrive.core.job import Completion, FailNow, Job, Lease, RetryLater
 from redrive.errors import ConfigError, StoreError
 from redrive.runtime import eager
 from redrive.runtime.breakers import BreakerGate, Refusal
@@ -327,6 +328,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         started = loop.time()
         submitted = False
+        traced = await self._traced(job) if tracing.enabled() else None
         try:
             refusal = await self._admit(job)
             if refusal is None:
@@ -352,11 +354,23 @@ class Worker:
                 return
             duration_s = loop.time() - started
             item = outcome_item(job, execution, round(duration_s * 1000))
+            if traced is not None:
+                traced.end(*_traced_outcome(item))
             self._completer.submit(item, partial(self._written, running, item, duration_s))
             submitted = True  # the slot is given back once the write lands
         finally:
+            if traced is not None:
+                traced.end("held" if not running.abandoned else "lost")  # no-op once ended
             if not submitted:
                 self._release(running)
+
+    async def _traced(self, job: Job) -> tracing.Run | None:
+        """The run's span, linked to its enqueue's (read from the job's creation event)."""
+        try:
+            events = await self._call(self.store.job_events_list, job_id=job.id)
+        except StoreError:
+            events = []
+        return tracing.Run(job, self.id, tracing.sent_carrier(events))
 
     def _written(self, running: _Running, item: Item, duration_s: float,
                  applied: bool | None) -> None:
@@ -529,3 +543,14 @@ class Worker:
                 # keep trying while the leases are still ours to give back.
                 log.warning("requeue on shutdown failed, retrying: %s", exc)
                 await asyncio.sleep(STORE_RETRY_PAUSE_S)
+
+
+def _traced_outcome(item: Item) -> tuple[str, str | None]:
+    match item:
+        case Completion():
+            return "succeeded", None
+        case RetryLater():
+            return "retry", item.error_code
+        case FailNow():
+            return "failed", item.error_code
+    return "cancelled", None

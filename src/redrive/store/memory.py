@@ -138,6 +138,7 @@ class MemoryStore:
             raise ConfigError("the memory store has no transactions to join")
         jobs = list(jobs)  # checked in full before anything is written
         results = []
+        metas: dict[UUID, dict[str, Any]] = {}
         with self._lock:
             keys = dict(self._keys)  # written back only if every job is accepted
             now = self._clock()
@@ -159,10 +160,11 @@ class MemoryStore:
                 if job.id in self._jobs:
                     raise ConfigError(f"a job with id {job.id} already exists")
                 results.append(EnqueueResult(job))
+                metas[job.id] = new.created_meta
             for result in results:
                 if not result.duplicate:
                     self._jobs[result.job.id] = result.job
-                    self._event(result.job, None, {}, now)
+                    self._event(result.job, None, metas[result.job.id], now)
             self._keys = keys
             listeners = list(self._listeners)
         for queue in {r.job.queue for r in results if not r.duplicate}:

@@ -48,7 +48,7 @@ WITH input AS (
         id uuid, task text, queue text, args jsonb, kwargs jsonb, priority smallint,
         max_attempts integer, owner text, run_at timestamptz, delay_s double precision,
         stage text, dependencies jsonb, idempotency_key text, version integer,
-        kind text, fingerprint text, nonce uuid)
+        kind text, fingerprint text, nonce uuid, trace jsonb)
 ), keyed AS (
     INSERT INTO redrive_job_key AS k (task, owner, key, kind, version, job_id, fingerprint,
                                       nonce, created_at, updated_at)
@@ -77,8 +77,10 @@ WITH input AS (
     WHERE idempotency_key IS NULL OR nonce IN (SELECT nonce FROM keyed)
     RETURNING id, status, run_at, created_at, queue
 ), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt)
-    SELECT id, now(), NULL, status, 0 FROM inserted
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT i.id, now(), NULL, i.status, 0,
+           CASE WHEN x.trace IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('trace', x.trace) END
+    FROM inserted AS i JOIN input AS x ON x.id = i.id
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS due_queues

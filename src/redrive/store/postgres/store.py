@@ -841,6 +841,8 @@ def _new_job_json(job: NewJob) -> dict[str, Any]:
         out["delay_s"] = job.delay.total_seconds()
     if job.stage is not None:
         out["stage"] = job.stage
+    if job.trace:
+        out["trace"] = dict(job.trace)
     if job.key is not None:
         out.update(
             idempotency_key=job.key.key, version=job.key.version, kind=job.key.kind,

@@ -252,7 +252,7 @@ class SQLiteStore:
                 "version": new.key.version if new.key else 1,
             })
             events.append({"job_id": str(new.id), "at": now, "from_status": None,
-                           "to_status": status.value, "attempt": 0, "meta": "{}"})
+                           "to_status": status.value, "attempt": 0, "meta": json.dumps(new.created_meta)})
             results.append(EnqueueResult(new.created(status=status, run_at=_time(run_at), at=_time(now))))
         # One executemany each: SQLite's loop over the rows, not Python's.
         conn.executemany(self._queries["job_insert"], rows)
