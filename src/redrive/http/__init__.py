@@ -16,12 +16,14 @@ from redrive.errors import ConfigError
 
 try:
     from fastapi import FastAPI
+    from fastapi.staticfiles import StaticFiles
 except ImportError as exc:  # the engine runs without the web extra
     raise ConfigError("the HTTP API needs the web extra: pip install 'redrive[web]'") from exc
 
 from redrive.http import errors
 from redrive.http.api import health, routes
 from redrive.http.auth import Auth, TokenAuth, tokens_from_env
+from redrive.http.dashboard import pages
 from redrive.http.limits import DEFAULT_MAX_BODY, BodyLimit
 from redrive.http.throttle import Throttle, rate_limit_from_env
 
@@ -39,7 +41,10 @@ def create_api(app: App, *, auth: Auth | None = None, max_body: int = DEFAULT_MA
                   openapi_url="/api/v1/openapi.json")
     errors.install(api)
     throttle = Throttle(rate_limit if rate_limit is not None else rate_limit_from_env())
-    api.include_router(routes(app, auth or TokenAuth(tokens_from_env()), throttle))
+    auth = auth or TokenAuth(tokens_from_env())
+    api.include_router(routes(app, auth, throttle))
+    api.include_router(pages(app, auth, throttle))
+    api.mount("/static", StaticFiles(packages=[("redrive.http", "static")]), name="static")
     api.include_router(health(app))
     api.add_middleware(BodyLimit, max_body=max_body)
     return api

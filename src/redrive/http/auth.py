@@ -69,6 +69,10 @@ class TokenAuth:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not given:
             return None
+        return self.actor(given)
+
+    def actor(self, given: str) -> Actor | None:
+        """The principal of a token (from a header or the dashboard's session cookie), or None."""
         found = None
         for token, actor in self._tokens:  # every one compared: the time says nothing
             if hmac.compare_digest(token, given.strip().encode()):

@@ -1,0 +1,103 @@
+"""The dashboard over a real server, as a browser would drive its forms:
+login and its cookie, the security headers, escaping, owners kept to their
+own jobs, forged posts refused, retry from a page, and the breaker banner.
+(The browser flows themselves are the Playwright tests'.)"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import httpx
+
+from redrive import Actor, App, Status
+from tests.canaries import CANARIES, leaked
+from tests.http.conftest import _OPEN, TOKENS, as_
+from tests.integration.test_worker_in_process import _run_until
+
+XSS = ["<script>alert('xss')</script>", '"><img src=x onerror=alert(1)>']
+
+
+def _browser(base_url: str, who: str) -> httpx.Client:
+    """Logged in through the form, as a browser is: the session is a cookie."""
+    client = httpx.Client(base_url=base_url, headers={"Origin": base_url}, timeout=30)
+    _OPEN.append(client)  # closed after the test
+    answer = client.post("/login", data={"token": TOKENS[who]})
+    assert answer.status_code == 303, answer.text
+    return client
+
+
+def _csrf(page: str) -> str:
+    return re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
+
+
+def test_login_sets_a_strict_http_only_cookie_and_a_wrong_token_is_refused(base_url: str) -> None:
+    anonymous = as_(None, base_url)
+    assert anonymous.get("/").status_code == 303 and anonymous.get("/").headers["location"].endswith("/login")
+    wrong = httpx.post(f"{base_url}/login", data={"token": "nope-0123456789abcdef"}, headers={"Origin": base_url})
+    assert wrong.status_code == 401 and "not valid" in wrong.text
+    answer = httpx.post(f"{base_url}/login", data={"token": TOKENS["alice"]}, headers={"Origin": base_url})
+    cookie = answer.headers["set-cookie"].lower()
+    assert answer.status_code == 303 and "httponly" in cookie and "samesite=strict" in cookie
+
+
+def test_pages_forbid_inline_script_and_escape_what_jobs_carry(base_url: str, api_app: App) -> None:
+    job = api_app.enqueue("fail", args=[" ".join(XSS + CANARIES)], owner="alice").job
+    asyncio.run(_run_until(api_app, lambda: api_app.client.job(job.id).status is Status.FAILED))
+    alice, ops = _browser(base_url, "alice"), _browser(base_url, "operator")
+    for client in (alice, ops):
+        for path in ("/", "/jobs", f"/jobs/{job.id}", "/jobs?status=failed"):
+            page = client.get(path)
+            assert page.status_code == 200, (path, page.text[:300])
+            csp = page.headers["content-security-policy"]
+            assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+            assert re.findall(r"<script(?![^>]*\bsrc=)", page.text) == []  # no inline script at all
+            assert "<img src=x" not in page.text and "<script>alert" not in page.text
+            assert leaked(page.text) == [], (path, leaked(page.text))
+    assert "&lt;script&gt;" in ops.get(f"/jobs/{job.id}").text  # shown, escaped
+
+
+def test_an_owner_sees_only_their_own_jobs_and_no_operator_page(base_url: str, api_app: App) -> None:
+    mine = api_app.enqueue("greet", args=["alice-only-data"], owner="alice").job
+    bob = _browser(base_url, "bob")
+    refused = bob.get(f"/jobs/{mine.id}")
+    assert refused.status_code == 403 and "alice-only-data" not in refused.text
+    assert str(mine.id) not in bob.get("/jobs").text
+    assert "alice-only-data" not in bob.get("/").text and "No active jobs." in bob.get("/").text
+
+
+def test_a_forged_post_changes_nothing_and_a_real_one_retries(base_url: str, api_app: App) -> None:
+    job = api_app.enqueue("fail", args=["x"], owner="alice").job
+    asyncio.run(_run_until(api_app, lambda: api_app.client.job(job.id).status is Status.FAILED))
+    alice = _browser(base_url, "alice")
+    token = _csrf(alice.get(f"/jobs/{job.id}").text)
+    forged = [
+        alice.post(f"/jobs/{job.id}/retry", data={"csrf": token}, headers={"Origin": "https://evil.example"}),
+        alice.post(f"/jobs/{job.id}/retry", data={"csrf": "0" * 64}),
+        alice.post(f"/jobs/{job.id}/retry", data={}),
+        httpx.post(f"{base_url}/jobs/{job.id}/retry", data={"csrf": token}, headers={"Origin": base_url}),
+    ]
+    assert [a.status_code for a in forged] == [403, 403, 403, 401]
+    assert api_app.client.job(job.id).status is Status.FAILED  # nothing changed
+    done = alice.post(f"/jobs/{job.id}/retry", data={"csrf": token})
+    assert done.status_code == 303 and api_app.client.job(job.id).status is Status.QUEUED
+    assert "Retried" in alice.get(done.headers["location"]).text
+
+
+def test_an_open_hold_breaker_puts_a_banner_on_every_page(base_url: str, api_app: App) -> None:
+    ops = _browser(base_url, "operator")
+    api_app.admin(Actor.operator("test")).open_breaker("mailer")
+    for path in ("/", "/jobs", "/_banner"):
+        assert "mailer is unavailable: its jobs are held and will resume automatically" in ops.get(path).text
+    api_app.admin(Actor.operator("test")).close_breaker("mailer")
+    assert "mailer is unavailable" not in ops.get("/_banner").text
+
+
+def test_the_overview_counts_equal_the_apis(base_url: str, api_app: App) -> None:
+    for n in range(3):
+        api_app.enqueue("greet", args=[str(n)], queue="mail")
+    ops = _browser(base_url, "operator")
+    (queue,) = as_("operator", base_url).get("/api/v1/queues").json()["items"]
+    row = re.search(r'<tr data-queue="mail">(.*?)</tr>', ops.get("/_counts").text, re.S).group(1)
+    assert [int(n) for n in re.findall(r'class="num">(\d+)<', row)] == [
+        queue["counts"]["scheduled"], queue["counts"]["queued"], queue["counts"]["running"]] == [0, 3, 0]
