@@ -60,6 +60,14 @@ class Redrive:
         return [sys.executable, "-m", "redrive", *logging, "worker", "bench.systems.redrive_jobs:app",
                 "-c", str(CONCURRENCY), "--poll-interval", "1", *metrics]
 
+    def vacuum(self) -> None:
+        """What autovacuum does soon after a big drain, now."""
+        if self.backend == "pg":
+            import psycopg
+
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE")
+
     def scrape_s(self, repeats: int = 20) -> float:
         """The median time to render /metrics (store gauges included) on what the database holds now."""
         import statistics

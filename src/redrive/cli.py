@@ -22,7 +22,7 @@ from typing import Any
 
 from dotenv import find_dotenv, load_dotenv
 
-from redrive import logs, views
+from redrive import logs, signals, views
 from redrive.admin import Actor, Admin
 from redrive.app import App
 from redrive.core.durations import parse_duration
@@ -39,9 +39,12 @@ EXIT_ERROR = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    signals.hold_stops()  # from the console script; `python -m redrive` held them earlier
     # A .env file where the command runs fills what the environment leaves out.
     load_dotenv(find_dotenv(usecwd=True), override=False)
     args = _parser().parse_args(argv)
+    if args.command not in ("worker", "serve"):
+        signals.release_stops()
     if getattr(args, "app_path", None):  # `redrive worker myapp.tasks:app`
         args.app = args.app_path
     try:

@@ -20,12 +20,13 @@ import logging
 import sys
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 from redrive.app import App
 from redrive.core.redact import redact, redact_text
 from redrive.errors import ConfigError
-from redrive.events import Event
+from redrive.events import CATALOGUE, Event
 
 Format = Literal["text", "json"]
 FORMATS: tuple[Format, ...] = ("text", "json")
@@ -68,17 +69,19 @@ def event_fields(event: Event) -> dict[str, Any]:
 
 
 def log_events(app: App, logger: logging.Logger | None = None) -> Callable[[], None]:
-    """Log every event of ``app``; returns the function that stops it."""
+    """Log every event of ``app`` at its level; returns the function that
+    stops it. Only events whose level the logger writes are subscribed to (at
+    ``warning``, a worker builds no payload for its successes)."""
     target = logger or logging.getLogger(EVENT_LOGGER)
+    wanted = [name for name in CATALOGUE if target.isEnabledFor(_LEVEL.get(name, logging.INFO))]
+    if not wanted:
+        return lambda: None
 
     def write(event: Event) -> None:
-        level = _LEVEL.get(event.name, logging.INFO)
-        if not target.isEnabledFor(level):
-            return
         fields = event_fields(event)
-        target.log(level, _Line(fields), extra={"redrive": fields})
+        target.log(_LEVEL.get(event.name, logging.INFO), _Line(fields), extra={"redrive": fields})
 
-    return app.events.subscribe(write)
+    return app.events.subscribe(write, names=wanted)
 
 
 class _Line:
@@ -92,6 +95,28 @@ class _Line:
     def __str__(self) -> str:
         rest = " ".join(f"{k}={v}" for k, v in self.fields.items() if k != "event" and v is not None)
         return f"{self.fields['event']} {rest}"
+
+
+# Fields whose values redrive makes itself (ids, counts, times, its own
+# words): nothing of a user's can be in them. The others (task and queue
+# names, codes, reasons, keys) are redacted, the short ones through a cache:
+# a worker logs the same few names thousands of times a second.
+_OURS = frozenset({"event", "job_id", "dead_letter_id", "attempt", "duration_ms", "delay_s", "wait_s", "status",
+                   "worker", "found", "retryable", "upstream_status", "concurrency", "firings", "created",
+                   "duplicates", "breaker_state", "incident", "escalated", "from_state", "to_state", "state"})
+
+
+@lru_cache(maxsize=8192)
+def _redacted(text: str) -> str:
+    return redact_text(text)
+
+
+def _clean(key: str, value: Any) -> Any:
+    if key in _OURS:
+        return value
+    if isinstance(value, str) and len(value) <= 256:
+        return _redacted(value)
+    return redact(value)
 
 
 class TextFormatter(logging.Formatter):
@@ -116,7 +141,7 @@ class JsonFormatter(logging.Formatter):
             "message": fields["event"] if fields else redact_text(record.getMessage()),
         }
         if fields:
-            line.update(redact(dict(fields)))
+            line.update({key: _clean(key, value) for key, value in fields.items()})
         if record.exc_info:
             line["error"] = redact_text(self.formatException(record.exc_info))
         return json.dumps(line, default=str, ensure_ascii=False)

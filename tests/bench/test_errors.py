@@ -22,7 +22,7 @@ def bench(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (["--systems", "redrive-pg,nosuch"], "unknown system 'nosuch' (choose from redrive-pg, redrive-pg-minimal, pgqueuer,"
+    (["--systems", "redrive-pg,nosuch"], "unknown system 'nosuch' (choose from redrive-pg, redrive-pg-minimal, redrive-pg-observed, pgqueuer,"
      " procrastinate, celery, redrive-sqlite, bare-sqlite)"),
     (["--systems", ","], "name at least one system"),
     (["--systems", "bare-sqlite,bare-sqlite"], "a system is named twice"),

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -36,6 +37,11 @@ class WorkerProcess:
         self.process.send_signal(sig)
 
     def stop(self, timeout: float = 30) -> int:
+        """SIGTERM once the worker is up (a stop asked while Python still
+        imports redrive is the default action's: exit -15), then its exit code."""
+        deadline = time.monotonic() + timeout
+        while self.process.poll() is None and " started: " not in self.log and time.monotonic() < deadline:
+            time.sleep(0.05)
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -12,7 +15,7 @@ from redrive.store.url import open_store
 from redrive.testing import wait_until
 from tests.apps.drain import app as drain_app
 from tests.conftest import every_job
-from tests.integration.processes import WorkerProcess, executions
+from tests.integration.processes import REPO, WorkerProcess, executions
 
 pytestmark = pytest.mark.slow
 
@@ -196,3 +199,21 @@ def test_an_enqueue_in_another_process_wakes_an_idle_worker_before_its_poll(
         job_id = client.enqueue("record", args=[f"woken-{n}"]).job.id
         wait_until(lambda j=job_id: client.job(j).status is Status.SUCCEEDED, timeout=10)
     client.close()
+
+
+def test_a_worker_stopped_while_it_starts_stops_cleanly(tmp_path) -> None:
+    """A SIGTERM after redrive is imported but before the worker runs (a
+    supervisor's quick restart) is held, and the worker stops at once with 0."""
+    url = f"sqlite:///{tmp_path / 'redrive.db'}"
+    code = ("import os, signal, runpy, sys\n"
+            "import redrive.signals\n"
+            "redrive.signals.hold_stops()\n"
+            "os.kill(os.getpid(), signal.SIGTERM)  # asked before the command line is even read\n"
+            "sys.argv = ['redrive', 'worker', 'tests.apps.drain:app']\n"
+            "from redrive.cli import main\n"
+            "raise SystemExit(main())\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "REDRIVE_DATABASE_URL": url, "PYTHONPATH": str(REPO),
+                               "REDRIVE_TEST_LOG_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "stopped" in done.stderr and "Traceback" not in done.stderr

@@ -15,6 +15,7 @@ LAYERS = {
     "redrive.settings": 1,
     "redrive.events": 1,
     "redrive.tracing": 1,
+    "redrive.signals": 1,
     "redrive.store": 2,
     "redrive.declarations": 3,
     "redrive.client": 3,

@@ -26,7 +26,7 @@ from random import Random
 from typing import Any, ParamSpec, TypeVar
 from uuid import UUID
 
-from redrive import tracing
+from redrive import signals, tracing
 from redrive.client import Client
 from redrive.core import checks
 from redrive.core.job import Completion, FailNow, Job, Lease, RetryLater
@@ -195,6 +195,8 @@ class Worker:
         async def main() -> None:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, asked_to_stop)
+            if signals.stop_asked():  # a SIGTERM while the process was starting
+                self.stop()
             await self.run()
 
         asyncio.run(main())
