@@ -26,6 +26,9 @@ class WorkerProcess:
         self.process = subprocess.Popen(
             [*prefix, sys.executable, "-m", "redrive", "worker", app, *options],
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=self._stderr,
+            # A group of its own: a prefix such as faketime forks the worker,
+            # and killing the prefix alone would leave the worker running.
+            start_new_session=True,
         )
         self.pid = self.process.pid
 
@@ -50,8 +53,12 @@ class WorkerProcess:
             self._stderr.close()
 
     def kill(self) -> None:
+        """SIGKILL to the worker and whatever it runs under (its process group)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         if self.process.poll() is None:
-            self.process.kill()
             self.process.wait(timeout=10)
         self._stderr.close()
 
