@@ -101,3 +101,12 @@ def test_the_overview_counts_equal_the_apis(base_url: str, api_app: App) -> None
     row = re.search(r'<tr data-queue="mail">(.*?)</tr>', ops.get("/_counts").text, re.S).group(1)
     assert [int(n) for n in re.findall(r'class="num">(\d+)<', row)] == [
         queue["counts"]["scheduled"], queue["counts"]["queued"], queue["counts"]["running"]] == [0, 3, 0]
+
+
+def test_bad_query_values_get_a_page_not_a_crash(base_url: str) -> None:
+    ops = _browser(base_url, "operator")
+    for path, status in (("/jobs?limit=lots", 200), ("/jobs?status=sideways", 422), ("/jobs?cursor=%%%", 422),
+                         ("/jobs/not-a-job", 404), ("/jobs/01a20000-0000-7000-8000-000000000000", 404)):
+        page = ops.get(path)
+        assert page.status_code == status, (path, page.status_code, page.text[:200])
+        assert "Traceback" not in page.text and "site-packages" not in page.text

@@ -28,7 +28,7 @@ from redrive.admin import Actor, Admin
 from redrive.app import App
 from redrive.core.breaker import BreakerMode
 from redrive.core.states import Status
-from redrive.errors import Forbidden, RedriveError
+from redrive.errors import ConfigError, Forbidden, RedriveError
 from redrive.http.auth import Auth, TokenAuth
 from redrive.http.errors import status_of
 from redrive.http.throttle import Throttle
@@ -145,11 +145,11 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         where = {k: q.get(k) or None for k in ("status", "task", "queue", "error_code", "owner", "q")}
         status = where["status"]
         if status is not None and status not in {s.value for s in Status}:
-            raise _Invalid(f"no state named {status!r}")
+            raise ConfigError(f"no state named {status!r}")
         search = where["q"]
         found = admin.jobs(status=Status(status) if status else None, task=where["task"], queue=where["queue"],
                            error_code=where["error_code"], owner=where["owner"], idempotency_key=search,
-                           after=q.get("cursor"), limit=page_size(int(q.get("limit", "50") or 50)))
+                           after=q.get("cursor"), limit=page_size(_number(q.get("limit"), 50)))
         params = {k: v for k, v in where.items() if v}
         return {"title": "Jobs", "jobs": [job_view(j) for j in found], "where": where,
                 "statuses": [s.value for s in Status], "next_cursor": found.next_cursor,
@@ -197,10 +197,6 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     return router
 
 
-class _Invalid(RedriveError):
-    code = "VALIDATION_FAILED"
-
-
 def _counts(admin: Admin) -> dict[str, Any]:
     if not admin.actor.is_operator:
         return {"queues": [], "workers": []}
@@ -224,6 +220,10 @@ def _same_site(request: Request) -> bool:
     one, its Referer) names this host."""
     source = request.headers.get("origin") or request.headers.get("referer")
     return bool(source) and urlsplit(source).netloc == request.headers.get("host")
+
+
+def _number(text: str | None, default: int) -> int:
+    return int(text) if text and text.isdigit() else default
 
 
 def _looks_like_id(text: str) -> bool:
