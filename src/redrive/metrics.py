@@ -100,31 +100,40 @@ class Metrics:
         self.wait = Histogram("redrive_job_queue_wait_seconds",
                               "From when a job was due to when a worker took it.", job, buckets=buckets,
                               registry=r)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         if gauges:
             r.register(StoreGauges(app))
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
-            "job.enqueued": lambda d: self.enqueued.labels(_label(d["task"]), _label(d["queue"])).inc(),
+            "job.enqueued": lambda d: self._child(self.enqueued, _label(d["task"]), _label(d["queue"])).inc(),
             "job.claimed": self._claimed,
             "job.succeeded": self._succeeded,
             "job.retry_scheduled": self._retry,
             "job.failed": self._failed,
             "job.cancelled": lambda d: self._ended(d, "cancelled", ""),
-            "job.dead_lettered": lambda d: self.dead_letters.labels(*_job(d), _label(d["error_class"])).inc(),
-            "job.escalated": lambda d: self.escalations.labels(*_job(d), _label(d["error_class"])).inc(),
-            "job.lease_lost": lambda d: self.lease_losses.labels(*_job(d)).inc(),
+            "job.dead_lettered": lambda d: self._child(self.dead_letters, *_job(d), _label(d["error_class"])).inc(),
+            "job.escalated": lambda d: self._child(self.escalations, *_job(d), _label(d["error_class"])).inc(),
+            "job.lease_lost": lambda d: self._child(self.lease_losses, *_job(d)).inc(),
             "job.reclaimed": lambda d: self.reclaims.inc(),
-            "job.held": lambda d: self.held.labels(*_job(d), _label(d["dependency"])).inc(),
-            "job.retried": lambda d: self.manual_retries.labels(*_job(d)).inc(),
-            "job.replayed": lambda d: self.replays.labels(*_job(d), _label(d["replay_from"])).inc(),
-            "job.cancel_requested": lambda d: self.cancels.labels(*_job(d)).inc(),
-            "outbox.sent": lambda d: self.outbox_sends.labels(*_job(d)).inc(),
-            "outbox.reconciled": lambda d: self.outbox_reconciliations.labels(
+            "job.held": lambda d: self._child(self.held, *_job(d), _label(d["dependency"])).inc(),
+            "job.retried": lambda d: self._child(self.manual_retries, *_job(d)).inc(),
+            "job.replayed": lambda d: self._child(self.replays, *_job(d), _label(d["replay_from"])).inc(),
+            "job.cancel_requested": lambda d: self._child(self.cancels, *_job(d)).inc(),
+            "outbox.sent": lambda d: self._child(self.outbox_sends, *_job(d)).inc(),
+            "outbox.reconciled": lambda d: self._child(self.outbox_reconciliations, 
                 *_job(d), "true" if d["found"] else "false").inc(),
-            "outbox.unconfirmed": lambda d: self.outbox_unconfirmed.labels(*_job(d)).inc(),
-            "breaker.changed": lambda d: self.breaker_changes.labels(_label(d["name"]), d["to_state"]).inc(),
-            "schedule.fired": lambda d: self.schedule_firings.labels(_label(d["schedule"])).inc(d["firings"]),
+            "outbox.unconfirmed": lambda d: self._child(self.outbox_unconfirmed, *_job(d)).inc(),
+            "breaker.changed": lambda d: self._child(self.breaker_changes, _label(d["name"]), d["to_state"]).inc(),
+            "schedule.fired": lambda d: self._child(self.schedule_firings, _label(d["schedule"])).inc(d["firings"]),
         }
         self.unsubscribe = app.events.subscribe(self._on_event, names=self._handlers)
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        """A metric's labelled child, kept: prometheus_client looks it up under a lock each time."""
+        key = (id(metric), values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
 
     def exposition(self) -> bytes:
         """The text a Prometheus scrape reads (``CONTENT_TYPE``)."""
@@ -136,26 +145,26 @@ class Metrics:
         return server
 
     def _on_event(self, event: Event) -> None:
-        self._handlers[event.name](dict(event.data))
+        self._handlers[event.name](event.data)  # type: ignore[arg-type]
 
     def _claimed(self, d: dict[str, Any]) -> None:
         if d["wait_s"] is not None:
-            self.wait.labels(*_job(d)).observe(max(0.0, d["wait_s"]))
+            self._child(self.wait, *_job(d)).observe(max(0.0, d["wait_s"]))
 
     def _succeeded(self, d: dict[str, Any]) -> None:
-        self.duration.labels(*_job(d), "succeeded").observe(d["duration_s"])
+        self._child(self.duration, *_job(d), "succeeded").observe(d["duration_s"])
         self._ended(d, "succeeded", "")
 
     def _retry(self, d: dict[str, Any]) -> None:
-        self.duration.labels(*_job(d), "retried").observe(d["duration_s"])
-        self.retries.labels(*_job(d), _label(d["error_code"])).inc()
+        self._child(self.duration, *_job(d), "retried").observe(d["duration_s"])
+        self._child(self.retries, *_job(d), _label(d["error_code"])).inc()
 
     def _failed(self, d: dict[str, Any]) -> None:
-        self.duration.labels(*_job(d), "failed").observe(d["duration_s"])
+        self._child(self.duration, *_job(d), "failed").observe(d["duration_s"])
         self._ended(d, "failed", _label(d["error_code"]))
 
     def _ended(self, d: dict[str, Any], outcome: str, error_code: str) -> None:
-        self.completed.labels(*_job(d), outcome, error_code).inc()
+        self._child(self.completed, *_job(d), outcome, error_code).inc()
 
 
 def _job(d: dict[str, Any]) -> tuple[str, str]:
