@@ -103,6 +103,31 @@ def test_a_killed_workers_job_is_finished_by_another(db_url, tmp_path, workers) 
     client.close()
 
 
+def _pause_holding_no_lock(worker: WorkerProcess, url: str) -> None:
+    """SIGSTOP, at a moment the worker is not inside a SQLite write: a writer
+    frozen while it holds the database's one write lock stops every other
+    process (SQLite's rule, on any engine); redrive's fencing is what the
+    test is about."""
+    import sqlite3
+    import time
+
+    for _ in range(100):
+        worker.signal(signal.SIGSTOP)
+        if not url.startswith("sqlite"):
+            return
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=0.2)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.rollback()
+            return
+        except sqlite3.OperationalError:  # paused mid-write: let it finish, and try again
+            worker.signal(signal.SIGCONT)
+            time.sleep(0.05)
+        finally:
+            conn.close()
+    raise AssertionError("the worker held the write lock at every try")
+
+
 def test_a_paused_workers_stale_completion_is_rejected(db_url, tmp_path, workers) -> None:
     client = _client(db_url)
     job = client.enqueue("sleep_then_record", args=["paused", 3, True]).job
@@ -110,7 +135,7 @@ def test_a_paused_workers_stale_completion_is_rejected(db_url, tmp_path, workers
     wait_until(lambda: _running_on(client, job.id, a), timeout=20)
 
     # Given the worker is paused past its lease, and another takes the job over
-    a.signal(signal.SIGSTOP)
+    _pause_holding_no_lock(a, db_url)
     b = _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
     wait_until(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=30)
 
