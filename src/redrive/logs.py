@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -46,18 +48,23 @@ _LEVEL = {
 _NEVER = frozenset({"lease_token"})
 
 EVENT_LOGGER = "redrive.event"
-_OWN: logging.StreamHandler[Any] | None = None  # the handler ``configure`` made
+_LEVEL_NAME = {level: logging.getLevelName(level).lower() for level in (logging.DEBUG, logging.INFO, logging.WARNING)}
 
 
 def event_fields(event: Event) -> dict[str, Any]:
     """An event's log fields: its payload, seconds as ``duration_ms``, the
     status it leaves the job in, and the breaker's state where one is known."""
-    fields: dict[str, Any] = {"event": event.name}
+    return _with_event({"event": event.name}, event, clean=False)
+
+
+def _with_event(fields: dict[str, Any], event: Event, *, clean: bool) -> dict[str, Any]:
     for key, value in event.data.items():
         if key in _NEVER:
             continue
         if key == "duration_s":
             fields["duration_ms"] = round(value * 1000, 3)
+        elif clean and key not in _OURS:
+            fields[key] = _clean_value(value)
         else:
             fields[key] = value
     if status := _STATUS.get(event.name):
@@ -67,6 +74,12 @@ def event_fields(event: Event) -> dict[str, Any]:
     elif event.name == "job.held":
         fields["breaker_state"] = "open"
     return fields
+
+
+def _event_line(event: Event, level: str, logger: str) -> str:
+    """An event's JSON line, as ``JsonFormatter`` would write its record."""
+    head = {"ts": _ts(event.at), "level": level, "logger": logger, "message": event.name, "event": event.name}
+    return _ENCODER.encode(_with_event(head, event, clean=True)) + "\n"
 
 
 def log_events(app: App, logger: logging.Logger | None = None) -> Callable[[], None]:
@@ -80,25 +93,19 @@ def log_events(app: App, logger: logging.Logger | None = None) -> Callable[[], N
 
     def write(event: Event) -> None:
         level = _LEVEL.get(event.name, logging.INFO)
-        fields = event_fields(event)
         own = _only_handler(target)
         if own is not None and target.isEnabledFor(level):
             # What the logging module would write, without a record and its
             # handler chain: a worker logs a line per job.
-            line = _json_line(event.at, logging.getLevelName(level), target.name, fields["event"], fields)
-            own.acquire()
-            try:
-                own.stream.write(line + own.terminator)
-                own.flush()
-            finally:
-                own.release()
+            own.add(_event_line(event, _LEVEL_NAME[level], target.name))
             return
+        fields = event_fields(event)
         target.log(level, _Line(fields), extra={"redrive": fields})
 
     return app.events.subscribe(write, names=wanted)
 
 
-def _only_handler(target: logging.Logger) -> logging.StreamHandler[Any] | None:
+def _only_handler(target: logging.Logger) -> _Handler | None:
     """``configure``'s JSON handler, when it is the only place an event line
     can go (no other handler or filter on the way), else None."""
     if _OWN is None or not isinstance(_OWN.formatter, JsonFormatter) or _OWN.filters:
@@ -141,8 +148,10 @@ def _redacted(text: str) -> str:
 
 
 def _clean(key: str, value: Any) -> Any:
-    if key in _OURS:
-        return value
+    return value if key in _OURS else _clean_value(value)
+
+
+def _clean_value(value: Any) -> Any:
     if isinstance(value, str) and len(value) <= 256:
         return _redacted(value)
     return redact(value)
@@ -168,15 +177,24 @@ class JsonFormatter(logging.Formatter):
         return _json_line(record.created, record.levelname, record.name, message, fields, error)
 
 
-_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
+# Lines hold no cycles: not checking for them halves the encoding's cost.
+_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False, check_circular=False)
+_second: tuple[int, str] = (-1, "")
+
+
+def _ts(created: float) -> str:
+    """``created`` as ISO 8601 in UTC to the millisecond. The part up to the
+    second is made once a second: a worker stamps thousands of lines in each."""
+    global _second
+    whole = int(created)
+    if _second[0] != whole:
+        _second = (whole, datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{_second[1]}.{int((created - whole) * 1000):03d}+00:00"
 
 
 def _json_line(created: float, level: str, logger: str, message: str, fields: Mapping[str, Any] | None,
                error: str | None = None) -> str:
-    line: dict[str, Any] = {
-        "ts": datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds"),
-        "level": level.lower(), "logger": logger, "message": message,
-    }
+    line: dict[str, Any] = {"ts": _ts(created), "level": level.lower(), "logger": logger, "message": message}
     if fields:
         line.update({key: _clean(key, value) for key, value in fields.items()})
     if error is not None:
@@ -184,12 +202,70 @@ def _json_line(created: float, level: str, logger: str, message: str, fields: Ma
     return _ENCODER.encode(line)
 
 
+class _Handler(logging.StreamHandler):
+    """``configure``'s handler. Records are written at once; event lines
+    (``add``) gather and are written together, at most ``FLUSH_S`` later or
+    before the next record, so lines stay in order. A write per job would
+    be a system call per job. ``logging.shutdown`` at exit writes what waits;
+    a process killed outright loses at most ``FLUSH_S`` of event lines."""
+
+    FLUSH_S = 0.1
+    BATCH = 512
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self._pending: list[str] = []
+        self._flusher: threading.Thread | None = None
+        self._closed = False
+
+    def add(self, line: str) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self._pending.append(line)
+            if len(self._pending) >= self.BATCH:
+                self._write_pending()
+                self.stream.flush()
+            elif self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_soon, name="redrive-log-flush", daemon=True)
+                self._flusher.start()
+
+    def _flush_soon(self) -> None:
+        while not self._closed:
+            time.sleep(self.FLUSH_S)
+            if self._pending:
+                self.flush()
+
+    def _write_pending(self) -> None:
+        if self._pending:
+            text = "".join(self._pending)
+            self._pending.clear()
+            self.stream.write(text)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._write_pending()  # called under the handler's lock
+        super().emit(record)
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self._write_pending()
+            super().flush()
+
+    def close(self) -> None:
+        self.flush()
+        self._closed = True  # ends the flusher
+        super().close()
+
+
+_OWN: _Handler | None = None  # the handler ``configure`` made
+
+
 def configure(*, level: str = "info", fmt: str = "text") -> None:
     """The process's logging: every record to stderr in ``fmt``, redacted."""
     if fmt not in FORMATS:
         raise ConfigError(f"the log format is text or json, not {fmt!r}")
     global _OWN
-    handler = _OWN = logging.StreamHandler(sys.stderr)
+    if _OWN is not None:
+        _OWN.flush()
+    handler = _OWN = _Handler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler], force=True)
     # No line shows the caller's file, thread or process: not looking them up

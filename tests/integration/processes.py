@@ -39,12 +39,16 @@ class WorkerProcess:
     def signal(self, sig: signal.Signals) -> None:
         self.process.send_signal(sig)
 
-    def stop(self, timeout: float = 30) -> int:
-        """SIGTERM once the worker is up (a stop asked while Python still
-        imports redrive is the default action's: exit -15), then its exit code."""
+    def wait_started(self, timeout: float = 30) -> None:
+        """Until the worker says it started (or it exits, or ``timeout``)."""
         deadline = time.monotonic() + timeout
         while self.process.poll() is None and " started: " not in self.log and time.monotonic() < deadline:
             time.sleep(0.05)
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM once the worker is up (a stop asked while Python still
+        imports redrive is the default action's: exit -15), then its exit code."""
+        self.wait_started(timeout)
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:

@@ -119,6 +119,8 @@ def test_workers_register_report_what_they_run_and_leave(db_url, tmp_path, worke
     a = WorkerProcess(db_url, tmp_path, "-c", "3", "--poll-interval", "0.2")
     b = WorkerProcess(db_url, tmp_path, "-q", "default", "-q", "email", "--poll-interval", "0.2")
     workers += [a, b]
+    a.wait_started()  # the first to start makes the SQLite database the CLI reads
+    b.wait_started()
 
     def listed() -> dict[int, dict]:
         done = redrive("workers", "--json", "--database-url", db_url)

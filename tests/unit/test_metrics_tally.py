@@ -1,0 +1,51 @@
+"""Counters and histograms as a scrape reads them: Prometheus' cumulative
+buckets (``le`` is inclusive), sums, counts, redacted label values."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from redrive import App
+from redrive.metrics import Metrics
+from tests.canaries import CANARIES, leaked
+
+
+def _samples(metrics: Metrics) -> dict[tuple[str, frozenset], float]:
+    text = metrics.exposition().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_buckets_are_cumulative_and_inclusive(tmp_path) -> None:
+    app = App(f"sqlite:///{tmp_path / 'r.db'}")
+    metrics = Metrics(app, buckets=(0.1, 1.0), gauges=False)
+    for seconds in (0.05, 0.1, 0.5, 1.0, 7.0):
+        app.events.emit("job.succeeded", job_id="j", task="t", queue="q", attempt=1, duration_s=seconds)
+    app.events.emit("job.failed", job_id="j", task="t", queue="q", attempt=3, stage=None, error_code="UPSTREAM_5XX",
+                    upstream_status=503, error_class="UPSTREAM_5XX", retryable=True, duration_s=0.2)
+    got = _samples(metrics)
+    ok = {"task": "t", "queue": "q", "outcome": "succeeded"}
+    bucket = lambda le: got[("redrive_job_duration_seconds_bucket", frozenset({**ok, "le": le}.items()))]
+    assert (bucket("0.1"), bucket("1.0"), bucket("+Inf")) == (2, 4, 5)
+    assert got[("redrive_job_duration_seconds_count", frozenset(ok.items()))] == 5
+    assert got[("redrive_job_duration_seconds_sum", frozenset(ok.items()))] == 8.65
+    assert got[("redrive_jobs_completed_total", frozenset({**ok, "error_code": ""}.items()))] == 5
+    failed = frozenset({"task": "t", "queue": "q", "outcome": "failed", "error_code": "UPSTREAM_5XX"}.items())
+    assert got[("redrive_jobs_completed_total", failed)] == 1
+    assert got[("redrive_jobs_reclaimed_total", frozenset())] == 0  # unlabelled: there from the start
+    app.close()
+
+
+def test_label_values_are_redacted(tmp_path) -> None:
+    app = App(f"sqlite:///{tmp_path / 'r.db'}")
+    metrics = Metrics(app, gauges=False)
+    for secret in CANARIES:
+        app.events.emit("job.enqueued", job_id="j", task=f"send {secret}", queue=secret)
+    text = metrics.exposition().decode()
+    assert text.count("redrive_jobs_enqueued_total{") == len(CANARIES) and leaked(text) == []
+    # Two addresses redact alike: one series, counting both
+    app.events.emit("job.enqueued", job_id="j", task="t", queue="grace.hopper@example.com")
+    app.events.emit("job.enqueued", job_id="j", task="t", queue="alan.turing@example.com")
+    got = _samples(metrics)
+    assert got[("redrive_jobs_enqueued_total", frozenset({"task": "t", "queue": "[EMAIL]"}.items()))] == 2
+    app.close()
