@@ -34,7 +34,16 @@ from redrive.declarations import Registry
 from redrive.errors import ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, UnknownDependency
 from redrive.events import EventStream
 from redrive.store.port import BreakerEvent
-from redrive.store.reads import AuditEntry, DeadLetterFacets, Page, QueueStats, Reads, ScheduleState, WorkerInfo
+from redrive.store.reads import (
+    AuditEntry,
+    DeadLetterFacets,
+    MinuteCount,
+    Page,
+    QueueStats,
+    Reads,
+    ScheduleState,
+    WorkerInfo,
+)
 from redrive.store.url import open_store
 
 _NOTE_LIMIT = 2000
@@ -181,6 +190,16 @@ class Admin:
         for queue, by in paused.items():
             stats.setdefault(queue, QueueStats(queue, dict.fromkeys(ACTIVE_ORDER, 0), paused_by=by))
         return [stats[name] for name in sorted(stats)]
+
+    def finished_per_minute(self, minutes: int = 60) -> list[MinuteCount]:
+        """Jobs that ended in the last ``minutes`` (whole minutes, this one
+        included), per queue, minute and outcome, oldest first."""
+        self._operator_only("see the queues")
+        if not 1 <= minutes <= 1440:
+            raise ConfigError(f"minutes is 1 to 1440, not {minutes}")
+        now = self.store.now()
+        since = now.replace(second=0, microsecond=0) - timedelta(minutes=minutes - 1)
+        return self.store.finished_per_minute(since=since)
 
     def pause_queue(self, queue: str) -> bool:
         """No worker starts a job of ``queue`` until it is resumed (every

@@ -159,8 +159,12 @@ class Client:
         task = self.registry.task(request.task)
         if request.run_at is not None and request.delay is not None:
             raise ConfigError("give run_at or delay, not both")
+        if request.run_at is not None and not isinstance(request.run_at, datetime):
+            raise ConfigError(f"run_at is a datetime, not {type(request.run_at).__name__}")
         if request.run_at is not None and request.run_at.tzinfo is None:
             raise ConfigError("run_at must be timezone-aware (for example datetime.now(timezone.utc))")
+        if request.delay is not None and not isinstance(request.delay, timedelta):
+            raise ConfigError(f"delay is a timedelta, such as timedelta(seconds=30), not {request.delay!r}")
         if request.delay is not None and request.delay < timedelta(0):
             raise ConfigError("delay cannot be negative")
         # None means "not given"; a given 0 or "" is an error, never a default

@@ -22,7 +22,7 @@ from redrive.core.outbox import OutboxRow
 from redrive.core.redact import redact
 from redrive.core.schedule import Schedule, last_firing, next_firing
 from redrive.store.port import WORKER_STALE_AFTER_S, BreakerEvent
-from redrive.store.reads import AuditEntry, DeadLetterFacets, Page, QueueStats, ScheduleState, WorkerInfo
+from redrive.store.reads import AuditEntry, DeadLetterFacets, MinuteCount, Page, QueueStats, ScheduleState, WorkerInfo
 
 T = TypeVar("T")
 JSONDict = dict[str, Any]
@@ -108,6 +108,10 @@ def queue_view(stats: QueueStats) -> JSONDict:
     return {"queue": stats.queue, "counts": {str(s): n for s, n in stats.counts.items()},
             "oldest_due_age_s": None if stats.oldest_due_age_s is None else round(stats.oldest_due_age_s, 3),
             "paused": stats.paused_by is not None, "paused_by": stats.paused_by}
+
+
+def minute_view(count: MinuteCount) -> JSONDict:
+    return {"queue": count.queue, "minute": plain(count.minute), "status": str(count.status), "count": count.count}
 
 
 def schedule_view(state: ScheduleState | None, schedule: Schedule | None = None,

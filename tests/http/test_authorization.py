@@ -38,6 +38,7 @@ RULES = {
     ("POST", "/api/v1/breakers/{name}/open"): "operator",
     ("POST", "/api/v1/breakers/{name}/close"): "operator",
     ("GET", "/api/v1/queues"): "operator",
+    ("GET", "/api/v1/queues/throughput"): "operator",
     ("POST", "/api/v1/queues/{queue}/pause"): "operator",
     ("POST", "/api/v1/queues/{queue}/resume"): "operator",
     ("GET", "/api/v1/schedules"): "operator",

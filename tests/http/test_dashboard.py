@@ -15,6 +15,7 @@ from tests.canaries import CANARIES, leaked
 from tests.http.conftest import _OPEN, TOKENS, as_
 from tests.integration.test_worker_in_process import _run_until
 
+DONE = (Status.SUCCEEDED, Status.FAILED)
 XSS = ["<script>alert('xss')</script>", '"><img src=x onerror=alert(1)>']
 
 
@@ -63,7 +64,7 @@ def test_an_owner_sees_only_their_own_jobs_and_no_operator_page(base_url: str, a
     refused = bob.get(f"/jobs/{mine.id}")
     assert refused.status_code == 403 and "alice-only-data" not in refused.text
     assert str(mine.id) not in bob.get("/jobs").text
-    assert "alice-only-data" not in bob.get("/").text and "No active jobs." in bob.get("/").text
+    assert "alice-only-data" not in bob.get("/").text and "shown to operators" in bob.get("/").text
 
 
 def test_a_forged_post_changes_nothing_and_a_real_one_retries(base_url: str, api_app: App) -> None:
@@ -84,6 +85,44 @@ def test_a_forged_post_changes_nothing_and_a_real_one_retries(base_url: str, api
     assert "Retried" in alice.get(done.headers["location"]).text
 
 
+def _state(api_app: App, job_ids, letter_id: int) -> tuple:
+    """Everything a dashboard form can change."""
+    ops = api_app.admin(Actor.operator("test"))
+    letter = ops.dead_letter(letter_id)
+    return ([api_app.client.job(j).status for j in job_ids], letter.notes, letter.replayed_at,
+            {n: b.state for n, b in ops.breakers().items()})
+
+
+def test_a_forged_cross_origin_post_to_any_form_is_refused_and_changes_nothing(base_url: str,
+                                                                               api_app: App) -> None:
+    failed = api_app.enqueue("fail", args=["x"]).job
+    asyncio.run(_run_until(api_app, lambda: api_app.client.job(failed.id).status is Status.FAILED))
+    waiting = api_app.enqueue("greet", args=["y"]).job
+    (letter,) = api_app.admin(Actor.operator("test")).dead_letters()
+    ops = _browser(base_url, "operator")
+    token = _csrf(ops.get("/").text)
+    forms = {
+        f"/jobs/{failed.id}/retry": {}, f"/jobs/{waiting.id}/cancel": {},
+        "/jobs/bulk": {"act": "retry", "ids": [str(failed.id)]},
+        "/dead-letters/replay": {"ids": [str(letter.id)]}, f"/dead-letters/{letter.id}/notes": {"text": "forged"},
+        "/breakers/mailer/open": {}, "/breakers/mailer/close": {}, "/logout": {},
+    }
+    before = _state(api_app, [failed.id, waiting.id], letter.id)
+    for path, fields in forms.items():
+        for origin in ({"Origin": "https://evil.example"},
+                       {"Origin": "null"},
+                       {"Origin": "", "Referer": "https://evil.example/page"}):
+            answer = ops.post(path, data={"csrf": token, **fields}, headers=origin)
+            assert answer.status_code == 403, (path, origin, answer.status_code)
+            assert "did not come from this dashboard" in answer.text
+        assert _state(api_app, [failed.id, waiting.id], letter.id) == before, path
+    assert ops.get("/").status_code == 200  # the forged logout did not end the session
+    # The same forms from the dashboard's own pages work
+    assert ops.post(f"/dead-letters/{letter.id}/notes", data={"csrf": token, "text": "real"}).status_code == 303
+    assert ops.post("/breakers/mailer/open", data={"csrf": token}).status_code == 303
+    assert _state(api_app, [failed.id, waiting.id], letter.id)[3]["mailer"] == "open"
+
+
 def test_an_open_hold_breaker_puts_a_banner_on_every_page(base_url: str, api_app: App) -> None:
     ops = _browser(base_url, "operator")
     api_app.admin(Actor.operator("test")).open_breaker("mailer")
@@ -94,19 +133,51 @@ def test_an_open_hold_breaker_puts_a_banner_on_every_page(base_url: str, api_app
 
 
 def test_the_overview_counts_equal_the_apis(base_url: str, api_app: App) -> None:
+    ran = [api_app.enqueue("greet", args=[str(n)], queue="mail").job for n in range(2)]
+    ran.append(api_app.enqueue("fail", args=["x"], queue="mail").job)
+    asyncio.run(_run_until(api_app, lambda: all(api_app.client.job(j.id).status in DONE for j in ran),
+                           queues=["mail"]))
     for n in range(3):
         api_app.enqueue("greet", args=[str(n)], queue="mail")
-    ops = _browser(base_url, "operator")
-    (queue,) = as_("operator", base_url).get("/api/v1/queues").json()["items"]
-    row = re.search(r'<tr data-queue="mail">(.*?)</tr>', ops.get("/_counts").text, re.S).group(1)
-    assert [int(n) for n in re.findall(r'class="num">(\d+)<', row)] == [
-        queue["counts"]["scheduled"], queue["counts"]["queued"], queue["counts"]["running"]] == [0, 3, 0]
+    ops, api = _browser(base_url, "operator"), as_("operator", base_url)
+    (queue,) = [q for q in api.get("/api/v1/queues").json()["items"] if q["queue"] == "mail"]
+    ended = api.get("/api/v1/queues/throughput").json()["items"]
+    hour = {status: sum(c["count"] for c in ended if c["queue"] == "mail" and c["status"] == status)
+            for status in ("succeeded", "failed")}
+    for page in (ops.get("/").text, ops.get("/_counts").text):
+        row = re.search(r'<tr data-queue="mail">(.*?)</tr>', page, re.S).group(1)
+        shown = dict(re.findall(r'data-count="([\w-]+)">(\d+)<', row))
+        assert {k: int(v) for k, v in shown.items()} == {
+            "scheduled": queue["counts"]["scheduled"], "queued": queue["counts"]["queued"],
+            "running": queue["counts"]["running"], "succeeded-hour": hour["succeeded"],
+            "failed-hour": hour["failed"]}
+        assert (queue["counts"]["queued"], hour["succeeded"], hour["failed"]) == (3, 2, 1)
+        assert '<rect class="ok"' in row and '<rect class="failed"' in row  # this minute's bar
 
 
 def test_bad_query_values_get_a_page_not_a_crash(base_url: str) -> None:
     ops = _browser(base_url, "operator")
     for path, status in (("/jobs?limit=lots", 200), ("/jobs?status=sideways", 422), ("/jobs?cursor=%%%", 422),
-                         ("/jobs/not-a-job", 404), ("/jobs/01a20000-0000-7000-8000-000000000000", 404)):
+                         ("/jobs/not-a-job", 404), ("/jobs/01a20000-0000-7000-8000-000000000000", 404),
+                         ("/jobs?since=yesterday", 422), ("/jobs?since=2026-11-23T10:00", 200),
+                         ("/dead-letters?state=lost", 422), ("/dead-letters?older_than_h=old", 422),
+                         ("/dead-letters?newer_than_h=-3", 422), ("/dead-letters?cursor=%%%", 422),
+                         ("/dead-letters/nine", 404), ("/dead-letters/999999", 404),
+                         ("/outbox?status=lost", 422), ("/outbox?status=failed&cursor=%%%", 422)):
         page = ops.get(path)
         assert page.status_code == status, (path, page.status_code, page.text[:200])
         assert "Traceback" not in page.text and "site-packages" not in page.text
+    token = _csrf(ops.get("/").text)
+    for path, fields, status in (("/jobs/bulk", {"act": "explode", "ids": ["x"]}, 422),
+                                 ("/jobs/bulk", {"act": "retry"}, 422),
+                                 ("/jobs/bulk", {"act": "retry", "ids": ["not-a-job"]}, 303),
+                                 ("/dead-letters/replay", {}, 422),
+                                 ("/dead-letters/replay", {"ids": ["nine"]}, 404),
+                                 ("/dead-letters/1/notes", {"text": "  "}, 422),
+                                 ("/breakers/nothing-like-it/open", {}, 404),
+                                 ("/jobs/bulk", {"act": "retry", "ids": ["x"], "back": "//evil.example/"}, 303)):
+        page = ops.post(path, data={"csrf": token, **fields})
+        assert page.status_code == status, (path, fields, page.status_code, page.text[:200])
+        assert "Traceback" not in page.text and "site-packages" not in page.text
+        if status == 303:  # back to a page of this dashboard, saying what was not done
+            assert page.headers["location"].startswith("/jobs?done=Retried+0+of+1"), page.headers["location"]

@@ -29,6 +29,7 @@ from redrive.views import (
     event_view,
     facets_view,
     job_view,
+    minute_view,
     outbox_view,
     page_view,
     queue_view,
@@ -189,6 +190,12 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def queues(ops: Annotated[Admin, Depends(operator)]) -> JSON:
         """Per queue: active jobs by state, the oldest due job's wait, paused or not."""
         return {"items": [queue_view(q) for q in ops.queues()]}
+
+    @router.get("/queues/throughput", response_model=out.Throughput, tags=["queues"])
+    def throughput(ops: Annotated[Admin, Depends(operator)],
+                   minutes: Annotated[int, Query(ge=1, le=1440)] = 60) -> JSON:
+        """Jobs that ended per queue, minute and outcome over the last ``minutes``."""
+        return {"items": [minute_view(c) for c in ops.finished_per_minute(minutes)]}
 
     @router.post("/queues/{queue}/pause", response_model=out.QueueChange, tags=["queues"])
     def pause(queue: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:

@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -27,13 +28,25 @@ from jinja2 import Environment, PackageLoader
 from redrive.admin import Actor, Admin
 from redrive.app import App
 from redrive.core.breaker import BreakerMode
+from redrive.core.outbox import OutboxStatus
 from redrive.core.states import Status
 from redrive.errors import ConfigError, Forbidden, RedriveError
 from redrive.http.auth import Auth, TokenAuth
 from redrive.http.errors import status_of
 from redrive.http.throttle import Throttle
-from redrive.store.reads import page_size
-from redrive.views import event_view, job_view, queue_view, worker_view
+from redrive.store.reads import MinuteCount, page_size
+from redrive.views import (
+    breaker_event_view,
+    breaker_view,
+    dead_letter_view,
+    event_view,
+    facets_view,
+    job_view,
+    outbox_view,
+    queue_view,
+    schedule_view,
+    worker_view,
+)
 
 COOKIE = "redrive_session"
 SECURITY_HEADERS = {
@@ -45,6 +58,28 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 _TEMPLATES = Environment(loader=PackageLoader("redrive.http", "templates"), autoescape=True)
+
+
+def _when_shown(value: str | datetime | None) -> str:
+    """A time as people read it: to the second, in UTC, with the zone said."""
+    if not value:
+        return "–"
+    at = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration_shown(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+_TEMPLATES.filters |= {"when": _when_shown, "duration": _duration_shown}
 
 
 def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
@@ -64,13 +99,13 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         session = request.cookies.get(COOKIE) or actor.name
         return hmac.new(secret, session.encode(), hashlib.sha256).hexdigest()
 
-    def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    def render(request: Request, template: str, http_status: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("base", request.scope.get("root_path", ""))
         html = _TEMPLATES.get_template(template).render(request=request, **context)
-        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+        return HTMLResponse(html, status_code=http_status, headers=SECURITY_HEADERS)
 
     def refused(request: Request, status: int, message: str, actor: Actor | None = None) -> HTMLResponse:
-        return render(request, "error.html", status=status, title=str(status), message=message, who=actor,
+        return render(request, "error.html", http_status=status, title=str(status), message=message, who=actor,
                       held=_held(app) if actor else [], csrf=csrf_for(request, actor) if actor else "")
 
     def page(template: str, name: str, build: Callable[[Request, Admin], dict[str, Any]]) -> Callable[..., Response]:
@@ -84,7 +119,8 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
                 return RedirectResponse(f"{base}/login", status_code=303, headers=SECURITY_HEADERS)
             admin = app.admin(actor)
             common: dict[str, Any] = {"who": actor, "csrf": csrf_for(request, actor), "page": name,
-                                      "held": _held(app), "flash": request.query_params.get("done")}
+                                      "held": _held(app), "flash": request.query_params.get("done"),
+                                      "here": _here(request)}
             try:
                 return render(request, template, **common, **build(request, admin))
             except RedriveError as exc:
@@ -105,7 +141,8 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         except RedriveError as exc:
             return refused(request, status_of(exc), exc.message, actor)
         base = request.scope.get("root_path", "")
-        return RedirectResponse(f"{base}{back}?{urlencode({'done': done})}", status_code=303,
+        joiner = "&" if "?" in back else "?"
+        return RedirectResponse(f"{base}{back}{joiner}{urlencode({'done': done})}", status_code=303,
                                 headers=SECURITY_HEADERS)
 
     # -- login ---------------------------------------------------------------------
@@ -119,7 +156,7 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         throttle.check(f"anonymous@{request.client.host if request.client else '?'}")
         base = request.scope.get("root_path", "")
         if tokens is None or not _same_site(request) or tokens.actor(token) is None:
-            return render(request, "login.html", status=401, error="That token is not valid here.")
+            return render(request, "login.html", http_status=401, error="That token is not valid here.")
         response = RedirectResponse(f"{base}/", status_code=303, headers=SECURITY_HEADERS)
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https",
                             path=base or "/")
@@ -142,13 +179,15 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
     def jobs(request: Request, admin: Admin) -> dict[str, Any]:
         q = request.query_params
-        where = {k: q.get(k) or None for k in ("status", "task", "queue", "error_code", "owner", "q")}
+        where = {k: q.get(k) or None for k in ("status", "task", "queue", "error_code", "owner", "q", "since",
+                                                "until")}
         status = where["status"]
         if status is not None and status not in {s.value for s in Status}:
             raise ConfigError(f"no state named {status!r}")
         search = where["q"]
         found = admin.jobs(status=Status(status) if status else None, task=where["task"], queue=where["queue"],
                            error_code=where["error_code"], owner=where["owner"], idempotency_key=search,
+                           created_after=_when(where["since"], "since"), created_before=_when(where["until"], "until"),
                            after=q.get("cursor"), limit=page_size(_number(q.get("limit"), 50)))
         params = {k: v for k, v in where.items() if v}
         return {"title": "Jobs", "jobs": [job_view(j) for j in found], "where": where,
@@ -176,6 +215,122 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def cancel(request: Request, job_id: str, csrf: str = Form("")) -> Response:
         return action(request, csrf, lambda a: (a.cancel(job_id), "Cancel asked.")[1], f"/jobs/{job_id}")
 
+    @router.post("/jobs/bulk")
+    def bulk(request: Request, csrf: str = Form(""), act: str = Form(""), ids: list[str] = Form([]),
+             back: str = Form("")) -> Response:
+        def apply(admin: Admin) -> str:
+            if act not in ("retry", "cancel"):
+                raise ConfigError("choose retry or cancel")
+            if not ids:
+                raise ConfigError("select at least one job")
+            done, refused = 0, []
+            for job_id in ids[:_BULK_MAX]:
+                try:
+                    (admin.retry if act == "retry" else admin.cancel)(job_id)
+                    done += 1
+                except RedriveError as exc:
+                    refused.append(exc.message)
+            verb = "Retried" if act == "retry" else "Cancel asked for"
+            told = f"{verb} {done} of {len(ids[:_BULK_MAX])}."
+            return told + (f" Not done: {refused[0]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
+                           if refused else "")
+
+        return action(request, csrf, apply, _back(back, "/jobs"))
+
+    def dead_letters(request: Request, admin: Admin) -> dict[str, Any]:
+        q = request.query_params
+        where: dict[str, Any] = {k: q.get(k) or None for k in ("error_class", "stage", "task", "owner", "state")}
+        if where["state"] is not None and where["state"] not in _LETTER_STATES:
+            raise ConfigError(f"no dead-letter state named {where['state']!r}")
+        ages: dict[str, Any] = {"older_than": _hours(q.get("older_than_h"), "older than"),
+                                "newer_than": _hours(q.get("newer_than_h"), "newer than")}
+        found = admin.dead_letters(**where, **ages, after=q.get("cursor"), limit=page_size(_number(q.get("limit"), 50)))
+        facets = admin.dead_letter_facets(**where, **ages)
+        params = {k: v for k, v in q.items() if v and k != "cursor"}
+        return {"title": "Dead letters", "letters": [dead_letter_view(d) for d in found], "where": where,
+                "ages": {k: q.get(f"{k}_h") or "" for k in ages}, "facets": facets_view(facets),
+                "states": _LETTER_STATES, "next_cursor": found.next_cursor,
+                "facet_url": lambda key, value: "?" + urlencode({**params, key: value}),
+                "next_url": "?" + urlencode({**params, "cursor": found.next_cursor or ""})}
+
+    def dead_letter(request: Request, admin: Admin) -> dict[str, Any]:
+        found = dead_letter_view(admin.dead_letter(request.path_params["letter_id"]))
+        return {"title": f"Dead letter {found['id']}", "letter": found,
+                "context": json.dumps(found["context"], indent=2)}
+
+    def breakers(request: Request, admin: Admin) -> dict[str, Any]:
+        shown = []
+        for name, status in admin.breakers().items():
+            history = admin.breaker_history(name)
+            declared = app.registry.dependencies.get(name)
+            shown.append({**breaker_view(status), "mode": declared.mode.value if declared else "",
+                          "history": [breaker_event_view(e) for e in history[-_HISTORY:]][::-1]})
+        return {"title": "Breakers", "breakers": shown}
+
+    def schedules(request: Request, admin: Admin) -> dict[str, Any]:
+        states = {s.name: s for s in admin.schedules()}
+        declared = app.registry.schedules
+        now = app.store.now()
+        return {"title": "Schedules", "schedules": [schedule_view(states.get(name), declared.get(name), now)
+                                                     for name in sorted(set(states) | set(declared))]}
+
+    def outbox(request: Request, admin: Admin) -> dict[str, Any]:
+        q = request.query_params
+        status = q.get("status") or None
+        if status is None:  # the failed ones first: they wait for an operator
+            failed = admin.outbox(status="failed", limit=page_size(_number(q.get("limit"), 50)))
+            rest = [admin.outbox(status=s, limit=page_size(_number(q.get("limit"), 50)))
+                    for s in ("sending", "pending", "sent")]
+            rows = [*failed, *(row for page in rest for row in page)]
+            more = failed.more or any(page.more for page in rest)
+            return {"title": "Outbox", "rows": [outbox_view(r) for r in rows], "listed": None, "more": more,
+                    "statuses": [s.value for s in OutboxStatus], "next_url": None}
+        found = admin.outbox(status=status, after=q.get("cursor"), limit=page_size(_number(q.get("limit"), 50)))
+        return {"title": "Outbox", "rows": [outbox_view(r) for r in found], "listed": status, "more": found.more,
+                "statuses": [s.value for s in OutboxStatus],
+                "next_url": "?" + urlencode({"status": status, "cursor": found.next_cursor or ""})}
+
+    router.add_api_route("/dead-letters", page("dead_letters.html", "dead-letters", dead_letters), methods=["GET"])
+    router.add_api_route("/dead-letters/{letter_id}", page("dead_letter.html", "dead-letters", dead_letter),
+                         methods=["GET"])
+    router.add_api_route("/breakers", page("breakers.html", "breakers", breakers), methods=["GET"])
+    router.add_api_route("/schedules", page("schedules.html", "schedules", schedules), methods=["GET"])
+    router.add_api_route("/outbox", page("outbox.html", "outbox", outbox), methods=["GET"])
+
+    @router.post("/dead-letters/replay")
+    def replay(request: Request, csrf: str = Form(""), ids: list[str] = Form([]), start: str = Form(""),
+               back: str = Form("")) -> Response:
+        def apply(admin: Admin) -> str:
+            if not ids:
+                raise ConfigError("select at least one dead letter")
+            done = admin.replay(ids[:_BULK_MAX], from_start=start == "1")
+            ran = sum(1 for r in done if r.job is not None)
+            where = "from the start" if start == "1" else "from the failed stage"
+            skipped = len(done) - ran
+            return f"Replayed {ran} {where}." + (f" {skipped} had been replayed already." if skipped else "")
+
+        return action(request, csrf, apply, _back(back, "/dead-letters"))
+
+    @router.post("/dead-letters/{letter_id}/notes")
+    def note(request: Request, letter_id: str, csrf: str = Form(""), text: str = Form("")) -> Response:
+        def apply(admin: Admin) -> str:
+            if not text.strip():
+                raise ConfigError("a note needs some text")
+            admin.note(letter_id, text.strip())
+            return "Note added."
+
+        return action(request, csrf, apply, f"/dead-letters/{letter_id}")
+
+    @router.post("/breakers/{name}/open")
+    def force_open(request: Request, name: str, csrf: str = Form("")) -> Response:
+        return action(request, csrf, lambda a: (a.open_breaker(name), f"{name} forced open: its jobs are held.")[1],
+                      "/breakers")
+
+    @router.post("/breakers/{name}/close")
+    def force_close(request: Request, name: str, csrf: str = Form("")) -> Response:
+        return action(request, csrf, lambda a: (a.close_breaker(name), f"{name} closed: its jobs resume.")[1],
+                      "/breakers")
+
     # -- fragments that refresh by themselves ----------------------------------------
 
     @router.get("/_banner")
@@ -197,11 +352,89 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     return router
 
 
+_BULK_MAX = 1000  # rows one form may act on: a page's worth, generously
+_HISTORY = 5  # state changes shown per breaker
+_LETTER_STATES = ("open", "replayed", "escalated")
+_CHART_MINUTES = 60
+
+
 def _counts(admin: Admin) -> dict[str, Any]:
     if not admin.actor.is_operator:
-        return {"queues": [], "workers": []}
+        return {"queues": [], "workers": [], "charts": {}}
     found, now = admin.workers()
-    return {"queues": [queue_view(q) for q in admin.queues()], "workers": [worker_view(w, now) for w in found]}
+    queues = [queue_view(q) for q in admin.queues()]
+    charts = _charts(admin.finished_per_minute(_CHART_MINUTES), admin.store.now())
+    idle = sorted(set(charts) - {q["queue"] for q in queues})  # drained, but busy this last hour
+    queues += [{"queue": name, "counts": {}, "oldest_due_age_s": None, "paused": False, "paused_by": None}
+               for name in idle]
+    return {"queues": queues, "workers": [worker_view(w, now) for w in found], "charts": charts}
+
+
+def _charts(counts: list[MinuteCount], now: datetime) -> dict[str, dict[str, Any]]:
+    """Per queue, the last hour as bars a minute wide: jobs that succeeded,
+    and on top those that failed for good, scaled to the queue's busiest minute."""
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=_CHART_MINUTES - 1)
+    per: dict[str, list[list[int]]] = {}
+    for c in counts:
+        slot = int((c.minute - start).total_seconds() // 60)
+        if 0 <= slot < _CHART_MINUTES and c.status is not Status.CANCELLED:
+            per.setdefault(c.queue, [[0, 0] for _ in range(_CHART_MINUTES)])[slot][c.status is Status.FAILED] += c.count
+    charts = {}
+    for queue, minutes in per.items():
+        peak = max(ok + failed for ok, failed in minutes) or 1
+        bars = []
+        for slot, (ok, failed) in enumerate(minutes):
+            at = (start + timedelta(minutes=slot)).strftime("%H:%M")
+            ok_h, failed_h = round(ok * _CHART_H / peak, 1), round(failed * _CHART_H / peak, 1)
+            bars.append({"x": slot * 4, "ok": ok, "failed": failed, "ok_h": ok_h, "failed_h": failed_h,
+                         "label": f"{at} UTC: {ok} succeeded, {failed} failed"})
+        charts[queue] = {"bars": bars, "peak": peak, "succeeded": sum(m[0] for m in minutes),
+                         "failed": sum(m[1] for m in minutes), "height": _CHART_H}
+    return charts
+
+
+_CHART_H = 28
+
+
+def _when(text: str | None, name: str) -> datetime | None:
+    """A time from a form's datetime-local field (or ISO 8601), read as UTC when it names no zone."""
+    if not text:
+        return None
+    try:
+        found = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"{name} is not a time: {text[:40]!r} (use YYYY-MM-DDTHH:MM)") from None
+    return found if found.tzinfo else found.replace(tzinfo=UTC)
+
+
+def _hours(text: str | None, name: str) -> timedelta | None:
+    if not text:
+        return None
+    try:
+        hours = float(text)
+    except ValueError:
+        raise ConfigError(f"{name} is a number of hours, not {text[:40]!r}") from None
+    if not 0 <= hours <= 24 * 366 * 10:
+        raise ConfigError(f"{name} is 0 to 87840 hours, not {text[:40]!r}")
+    return timedelta(hours=hours)
+
+
+def _here(request: Request) -> str:
+    """This page's path and query below the dashboard's prefix, without the
+    last action's message: where a form on it comes back to."""
+    base = request.scope.get("root_path", "")
+    path = request.url.path
+    if base and path.startswith(base):
+        path = path[len(base):] or "/"
+    query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "done"])
+    return path + ("?" + query if query else "")
+
+
+def _back(path: str, default: str) -> str:
+    """Where a form returns to: a page of this dashboard, never another site."""
+    if path.startswith("/") and not path.startswith("//") and "\\" not in path:
+        return path
+    return default
 
 
 def _held(app: App) -> list[str]:

@@ -167,6 +167,17 @@ class Queues(Closed):
     items: list[Queue]
 
 
+class MinuteCount(Closed):
+    queue: str
+    minute: datetime = Field(description="the minute's start, UTC")
+    status: Literal["succeeded", "failed", "cancelled"]
+    count: int
+
+
+class Throughput(Closed):
+    items: list[MinuteCount] = Field(description="oldest minute first; minutes with no ended job are left out")
+
+
 class QueueChange(Closed):
     queue: str
     changed: bool = Field(description="false: it was paused (or running) already")

@@ -39,6 +39,7 @@ from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
     JobFilter,
+    MinuteCount,
     Page,
     QueueStats,
     ScheduleState,
@@ -561,6 +562,14 @@ class MemoryStore:
                     if queue.oldest_due_age_s is None or age > queue.oldest_due_age_s:
                         stats[job.queue] = replace(queue, oldest_due_age_s=age)
         return [stats[name] for name in sorted(stats)]
+
+    def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
+        counts: Counter[tuple[datetime, str, Status]] = Counter()
+        with self._lock:
+            for job in self._jobs.values():
+                if job.finished_at is not None and job.status not in ACTIVE and job.finished_at >= since:
+                    counts[(job.finished_at.replace(second=0, microsecond=0), job.queue, job.status)] += 1
+        return [MinuteCount(queue, minute, status, n) for (minute, queue, status), n in sorted(counts.items())]
 
     def dead_letters_page(
         self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,

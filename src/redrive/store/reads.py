@@ -90,6 +90,17 @@ class QueueStats:
 
 
 @dataclass(frozen=True, slots=True)
+class MinuteCount:
+    """How many of a queue's jobs ended in one minute (``minute``: its
+    start, UTC), by how they ended (succeeded, failed for good, cancelled)."""
+
+    queue: str
+    minute: datetime
+    status: Status
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetterFacets:
     """How many dead letters match a filter, by error class and by stage."""
 
@@ -142,6 +153,11 @@ class Reads(Store, Protocol):
 
     def queues_stats(self) -> list[QueueStats]:
         """Every queue with active jobs, by name."""
+
+    def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
+        """Jobs that ended at or after ``since``, counted by queue, minute and
+        outcome, oldest minute first. Reads the history's ``finished_at``
+        index: an hour of it, not the whole."""
 
     def dead_letters_page(
         self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,

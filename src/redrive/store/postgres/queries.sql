@@ -525,6 +525,13 @@ FROM redrive_job
 GROUP BY queue, status
 ORDER BY queue;
 
+-- name: finished_per_minute
+SELECT queue, date_trunc('minute', finished_at) AS minute, status, count(*) AS n
+FROM redrive_job_done
+WHERE finished_at >= %(since)s
+GROUP BY 1, 2, 3
+ORDER BY 2, 1, 3;
+
 -- name: schedules_list
 SELECT name, fired_until, updated_at FROM redrive_schedule ORDER BY name;
 

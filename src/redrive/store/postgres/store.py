@@ -66,6 +66,7 @@ from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
     JobFilter,
+    MinuteCount,
     Page,
     QueueStats,
     ScheduleState,
@@ -598,6 +599,10 @@ class PostgresStore:
             if age is not None and (queue.oldest_due_age_s is None or age > queue.oldest_due_age_s):
                 stats[row["queue"]] = replace(queue, oldest_due_age_s=age)
         return list(stats.values())
+
+    def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
+        return [MinuteCount(row["queue"], row["minute"], Status(row["status"]), row["n"])
+                for row in self._run("finished_per_minute", {"since": since})]
 
     def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
                      detail: dict[str, Any] | None = None) -> AuditEntry:

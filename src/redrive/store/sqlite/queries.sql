@@ -353,6 +353,13 @@ FROM redrive_job
 GROUP BY queue, status
 ORDER BY queue;
 
+-- name: finished_per_minute
+SELECT queue, CAST(finished_at / 60 AS INTEGER) * 60 AS minute, status, count(*) AS n
+FROM redrive_job_done
+WHERE finished_at >= :since
+GROUP BY 1, 2, 3
+ORDER BY 2, 1, 3;
+
 -- name: dead_letter_facets
 WITH matching AS (
     SELECT error_class, stage FROM redrive_dead_letter

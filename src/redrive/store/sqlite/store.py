@@ -66,6 +66,7 @@ from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
     JobFilter,
+    MinuteCount,
     Page,
     QueueStats,
     ScheduleState,
@@ -693,6 +694,10 @@ class SQLiteStore:
             return list(stats.values())
 
         return self._reading(body)
+
+    def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
+        return [MinuteCount(row["queue"], _time(row["minute"]), Status(row["status"]), row["n"])
+                for row in self._read("finished_per_minute", {"since": since.timestamp()})]
 
     def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
                      detail: dict[str, Any] | None = None) -> AuditEntry:
