@@ -135,7 +135,7 @@ class Client:
         # pipelined parts while the rest is still being checked.
         with tracing.sending(lambda: [r.queue or self.registry.task(r.task).queue for r in requests]) as carrier:
             done = self.store.jobs_insert(jobs=self._new_jobs(requests, carrier), conn=conn)
-        if self.events.active:
+        if self.events.wants("job.enqueued"):
             for result in done:
                 if not result.duplicate:
                     self.events.emit("job.enqueued", job_id=str(result.job.id), task=result.job.task,

@@ -39,9 +39,10 @@ CATALOGUE: Mapping[str, frozenset[str]] = {
         "worker.stopped": "worker",
         "job.enqueued": "job_id task queue",
         "job.claimed": "job_id task queue attempt worker lease_token wait_s",
-        "job.succeeded": "job_id task queue attempt duration_s",
-        "job.retry_scheduled": "job_id task queue attempt stage error_code upstream_status delay_s duration_s",
-        "job.failed": "job_id task queue attempt stage error_code upstream_status error_class retryable duration_s",
+        "job.succeeded": "job_id task queue attempt duration_s wait_s",
+        "job.retry_scheduled": "job_id task queue attempt stage error_code upstream_status delay_s duration_s wait_s",
+        "job.failed": "job_id task queue attempt stage error_code upstream_status error_class retryable duration_s "
+                      "wait_s",
         "job.dead_lettered": "job_id task queue stage error_class dead_letter_id escalated",
         "job.escalated": "job_id task queue error_class dead_letter_id",
         "job.held": "job_id task queue dependency",
@@ -78,6 +79,7 @@ class EventStream:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._handlers: tuple[tuple[Handler, frozenset[str] | None], ...] = ()
+        self._wanted: frozenset[str] = frozenset()  # the names some handler wants
 
     def subscribe(self, handler: Handler, *, names: Iterable[str] | None = None) -> Callable[[], None]:
         """Call ``handler(event)`` for every event (or those ``names``);
@@ -88,12 +90,22 @@ class EventStream:
         entry = (handler, wanted)
         with self._lock:
             self._handlers = (*self._handlers, entry)
+            self._wanted = self._union()
 
         def unsubscribe() -> None:
             with self._lock:
                 self._handlers = tuple(h for h in self._handlers if h is not entry)
+                self._wanted = self._union()
 
         return unsubscribe
+
+    def _union(self) -> frozenset[str]:
+        return frozenset().union(*(CATALOGUE if names is None else names for _, names in self._handlers))
+
+    def wants(self, name: str) -> bool:
+        """Whether a handler listens for ``name``: an emitter builds the
+        event's payload only then (a worker emits several per job)."""
+        return name in self._wanted
 
     @property
     def active(self) -> bool:
@@ -101,9 +113,9 @@ class EventStream:
         return bool(self._handlers)
 
     def emit(self, name: str, /, **data: Any) -> None:
-        handlers = self._handlers  # a snapshot: subscribing meanwhile is safe
-        if not handlers:
+        if name not in self._wanted:
             return
+        handlers = self._handlers  # a snapshot: subscribing meanwhile is safe
         event = Event(name, data)
         for handler, wanted in handlers:
             if wanted is not None and name not in wanted:

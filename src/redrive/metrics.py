@@ -109,14 +109,21 @@ class Tally(Collector):
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + by
 
-    def observe(self, name: str, labels: tuple[Any, ...], value: float) -> None:
-        key = (name, labels)
+    def _record(self, key: tuple[str, tuple[Any, ...]], value: float) -> None:
+        row = self._observed.get(key)
+        if row is None:
+            row = self._observed[key] = [0.0] * (len(self.bounds) + 2)
+        row[bisect_left(self.bounds, value)] += 1
+        row[-1] += value
+
+    def ended(self, task: str, queue: str, outcome: str, duration_s: float, wait_s: float, counter: str,
+              labels: tuple[Any, ...]) -> None:
+        """An attempt's end: its duration, its queue wait and a counter, under one lock."""
+        counter_key = (counter, labels)
         with self._lock:
-            row = self._observed.get(key)
-            if row is None:
-                row = self._observed[key] = [0.0] * (len(self.bounds) + 2)
-            row[bisect_left(self.bounds, value)] += 1
-            row[-1] += value
+            self._record(("redrive_job_duration_seconds", (task, queue, outcome)), duration_s)
+            self._record(("redrive_job_queue_wait_seconds", (task, queue)), wait_s)
+            self._counts[counter_key] = self._counts.get(counter_key, 0) + 1
 
     def collect(self) -> Iterator[Metric]:
         # Values that redact alike are one series, as they read.
@@ -148,10 +155,9 @@ class Metrics:
         self.registry.register(t)
         if gauges:
             self.registry.register(StoreGauges(app))
-        inc, observe = t.inc, t.observe
+        inc = t.inc
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "job.enqueued": lambda d: inc("redrive_jobs_enqueued", (d["task"], d["queue"])),
-            "job.claimed": self._claimed,
             "job.succeeded": self._succeeded,
             "job.retry_scheduled": self._retry,
             "job.failed": self._failed,
@@ -171,7 +177,6 @@ class Metrics:
             "breaker.changed": lambda d: inc("redrive_breaker_transitions", (d["name"], d["to_state"])),
             "schedule.fired": lambda d: inc("redrive_schedule_firings", (d["schedule"],), d["firings"]),
         }
-        self._inc, self._observe = inc, observe
         self.unsubscribe = app.events.subscribe(self._on_event, names=self._handlers)
 
     def exposition(self) -> bytes:
@@ -186,21 +191,19 @@ class Metrics:
     def _on_event(self, event: Event) -> None:
         self._handlers[event.name](event.data)  # type: ignore[arg-type]
 
-    def _claimed(self, d: dict[str, Any]) -> None:
-        if d["wait_s"] is not None:
-            self._observe("redrive_job_queue_wait_seconds", (d["task"], d["queue"]), max(0.0, d["wait_s"]))
-
+    # An attempt's outcome carries its queue wait (as Oban's job-stop event
+    # does): one event per attempt feeds both histograms.
     def _succeeded(self, d: dict[str, Any]) -> None:
-        self._observe("redrive_job_duration_seconds", (d["task"], d["queue"], "succeeded"), d["duration_s"])
-        self._inc("redrive_jobs_completed", (d["task"], d["queue"], "succeeded", ""))
+        self.tally.ended(d["task"], d["queue"], "succeeded", d["duration_s"], d["wait_s"], "redrive_jobs_completed",
+                         (d["task"], d["queue"], "succeeded", ""))
 
     def _retry(self, d: dict[str, Any]) -> None:
-        self._observe("redrive_job_duration_seconds", (d["task"], d["queue"], "retried"), d["duration_s"])
-        self._inc("redrive_job_retries_scheduled", (d["task"], d["queue"], d["error_code"]))
+        self.tally.ended(d["task"], d["queue"], "retried", d["duration_s"], d["wait_s"],
+                         "redrive_job_retries_scheduled", (d["task"], d["queue"], d["error_code"]))
 
     def _failed(self, d: dict[str, Any]) -> None:
-        self._observe("redrive_job_duration_seconds", (d["task"], d["queue"], "failed"), d["duration_s"])
-        self._inc("redrive_jobs_completed", (d["task"], d["queue"], "failed", d["error_code"]))
+        self.tally.ended(d["task"], d["queue"], "failed", d["duration_s"], d["wait_s"], "redrive_jobs_completed",
+                         (d["task"], d["queue"], "failed", d["error_code"]))
 
 
 class StoreGauges(Collector):

@@ -100,11 +100,11 @@ def test_metrics_add_up_to_the_store_and_logs_are_json(db_url, tmp_path, workers
     for p in parsed:
         assert {"ts", "level", "logger", "message"} <= set(p), p
     for p in events:
-        wanted = (CATALOGUE[p["event"]] - {"lease_token", "duration_s"}) | ({"duration_ms"} if "duration_s" in
-                                                                            CATALOGUE[p["event"]] else set())
+        millis = {"duration_s": "duration_ms", "wait_s": "wait_ms"}  # seconds are written as milliseconds
+        wanted = {millis.get(name, name) for name in CATALOGUE[p["event"]] - {"lease_token"}}
         assert wanted <= set(p), (wanted - set(p), p)
-        if p["event"].startswith("job.") and p["event"] in ("job.succeeded", "job.failed", "job.retry_scheduled"):
-            assert p["status"] in ("succeeded", "failed", "retry") and p["duration_ms"] >= 0
+        if p["event"] in ("job.succeeded", "job.failed", "job.retry_scheduled"):
+            assert p["status"] in ("succeeded", "failed", "retry") and p["duration_ms"] >= 0 and p["wait_ms"] >= 0
     assert any(p["logger"] == "observed" for p in parsed)  # the task's own careless line, redacted
     assert leaked(worker.log) == []
     client.close()

@@ -75,3 +75,29 @@ def test_records_and_event_lines_keep_their_order_and_none_is_lost_at_exit(tmp_p
         if i % 500 == 0 and i < 1200:
             expected.append(f"after {i}")
     assert order == expected
+
+
+def test_an_event_line_says_what_its_record_would_say() -> None:
+    """The worker's quick path (a line made field by field) and the logging
+    path (a record through JsonFormatter) write the same JSON for every event."""
+    import logging
+
+    from redrive.events import CATALOGUE, Event
+    from redrive.logs import _OURS, JsonFormatter, _event_line, event_fields
+    from tests.canaries import CANARIES, leaked
+
+    samples = ["plain", "ünïcode ✓", 'quote " and \\ slash', CANARIES[0], f"send to {CANARIES[2]}", None, 3, 2.5,
+               True, False, ["default", CANARIES[1]], {"nested": CANARIES[4]}, float("inf")]
+    for n, (name, keys) in enumerate(sorted(CATALOGUE.items())):
+        # Fields redrive makes itself hold ids, counts and its own words; the rest may hold anything
+        data = {key: (7 if key in _OURS else samples[(n + i) % len(samples)]) for i, key in enumerate(sorted(keys))}
+        data |= {k: 0.25 for k in ("duration_s", "wait_s") if k in keys}
+        if name == "breaker.changed":
+            data["to_state"] = "open"
+        event = Event(name, data, at=1_700_000_000.123)
+        quick = json.loads(_event_line(event, "info", "redrive.event"))
+        record = logging.LogRecord("redrive.event", logging.INFO, __file__, 1, "x", None, None)
+        record.created, record.redrive = event.at, event_fields(event)
+        slow = json.loads(JsonFormatter().format(record))
+        assert quick == slow, name
+        assert leaked(json.dumps(quick)) == [] and "lease_token" not in quick

@@ -20,9 +20,10 @@ def test_buckets_are_cumulative_and_inclusive(tmp_path) -> None:
     app = App(f"sqlite:///{tmp_path / 'r.db'}")
     metrics = Metrics(app, buckets=(0.1, 1.0), gauges=False)
     for seconds in (0.05, 0.1, 0.5, 1.0, 7.0):
-        app.events.emit("job.succeeded", job_id="j", task="t", queue="q", attempt=1, duration_s=seconds)
+        app.events.emit("job.succeeded", job_id="j", task="t", queue="q", attempt=1, duration_s=seconds,
+                        wait_s=seconds / 10)
     app.events.emit("job.failed", job_id="j", task="t", queue="q", attempt=3, stage=None, error_code="UPSTREAM_5XX",
-                    upstream_status=503, error_class="UPSTREAM_5XX", retryable=True, duration_s=0.2)
+                    upstream_status=503, error_class="UPSTREAM_5XX", retryable=True, duration_s=0.2, wait_s=0.0)
     got = _samples(metrics)
     ok = {"task": "t", "queue": "q", "outcome": "succeeded"}
     bucket = lambda le: got[("redrive_job_duration_seconds_bucket", frozenset({**ok, "le": le}.items()))]
@@ -33,6 +34,9 @@ def test_buckets_are_cumulative_and_inclusive(tmp_path) -> None:
     failed = frozenset({"task": "t", "queue": "q", "outcome": "failed", "error_code": "UPSTREAM_5XX"}.items())
     assert got[("redrive_jobs_completed_total", failed)] == 1
     assert got[("redrive_jobs_reclaimed_total", frozenset())] == 0  # unlabelled: there from the start
+    waits = frozenset({"task": "t", "queue": "q"}.items())
+    assert got[("redrive_job_queue_wait_seconds_count", waits)] == 6  # every attempt's, whatever its outcome
+    assert got[("redrive_job_queue_wait_seconds_sum", waits)] == 0.865
     app.close()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from random import Random
 from typing import Any, assert_never
 
@@ -118,22 +119,36 @@ def landed(item: Item, attempts: int, now: Job | None) -> bool:
     return False
 
 
-def announce_outcome(events: EventStream, job: Job, item: Item,
-                      duration_s: float) -> None:
+def queue_wait(job: Job, lease_ttl: timedelta) -> float:
+    """Seconds from when the job was due to when this attempt's lease was
+    taken, both on the database's clock."""
+    leased = job.lease_expires_at - lease_ttl if job.lease_expires_at else job.run_at
+    return max(0.0, (leased - job.run_at).total_seconds())
+
+
+def announce_outcome(events: EventStream, job: Job, item: Item, duration_s: float, lease_ttl: timedelta) -> None:
+    name = _OUTCOME_EVENTS[type(item)]
+    if not events.wants(name):
+        return  # nobody listens: no payload is built
     base = {"job_id": str(job.id), "task": job.task, "queue": job.queue, "attempt": job.attempts}
     match item:
         case Completion():
-            events.emit("job.succeeded", **base, duration_s=duration_s)
+            events.emit(name, **base, duration_s=duration_s, wait_s=queue_wait(job, lease_ttl))
         case RetryLater():
-            events.emit("job.retry_scheduled", **base, stage=item.stage or job.stage,
+            events.emit(name, **base, stage=item.stage or job.stage,
                         error_code=item.error_code, upstream_status=item.meta.get("upstream_status"),
-                        delay_s=item.delay.total_seconds(), duration_s=duration_s)
+                        delay_s=item.delay.total_seconds(), duration_s=duration_s, wait_s=queue_wait(job, lease_ttl))
         case FailNow():
             stage, error_class = item.stage or job.stage, item.error_class or item.error_code
-            events.emit("job.failed", **base, stage=stage, error_code=item.error_code,
-                        upstream_status=item.meta.get("upstream_status"), error_class=error_class, retryable=item.retryable, duration_s=duration_s)
+            events.emit(name, **base, stage=stage, error_code=item.error_code,
+                        upstream_status=item.meta.get("upstream_status"), error_class=error_class,
+                        retryable=item.retryable, duration_s=duration_s, wait_s=queue_wait(job, lease_ttl))
         case Cancellation():
-            events.emit("job.cancelled", job_id=str(job.id), task=job.task, queue=job.queue, by=item.by)
+            events.emit(name, job_id=str(job.id), task=job.task, queue=job.queue, by=item.by)
+
+
+_OUTCOME_EVENTS = {Completion: "job.succeeded", RetryLater: "job.retry_scheduled", FailNow: "job.failed",
+                   Cancellation: "job.cancelled"}
 
 
 async def announce_dead_letter(events: EventStream, store: Store, call: Offload, job: Job) -> None:
@@ -141,6 +156,8 @@ async def announce_dead_letter(events: EventStream, store: Store, call: Offload,
     The store decided both in the write; the failure's event says what it
     decided, so one read of the job's events (terminal failures only, and only
     while someone listens) tells it."""
+    if not (events.wants("job.dead_lettered") or events.wants("job.escalated")):
+        return
     try:
         history = await call(store.job_events_list, job_id=job.id)
     except StoreError as exc:

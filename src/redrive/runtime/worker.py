@@ -43,6 +43,7 @@ from redrive.runtime.completer import (
     fail_fast,
     landed,
     outcome_item,
+    queue_wait,
 )
 from redrive.runtime.executor import execute
 from redrive.runtime.interrupts import Interrupt
@@ -290,8 +291,9 @@ class Worker:
                     log.warning("claim failed, retrying: %s", exc)
                     await self._pause(STORE_RETRY_PAUSE_S)
                     break
+                announce = self.events.wants("job.claimed")
                 for job in claimed:
-                    if self.events.active:
+                    if announce:
                         self._announce_claim(job)
                     self._start(job)
                 more = more or len(claimed) == free  # the queue may hold more: claim again at once
@@ -388,7 +390,7 @@ class Worker:
             if not running.lost:
                 self._lost(running)
         elif self.events.active:
-            announce_outcome(self.events, job, item, duration_s)
+            announce_outcome(self.events, job, item, duration_s, self.lease_ttl)
             if isinstance(item, FailNow):
                 announcing = asyncio.ensure_future(announce_dead_letter(self.events, self.store, self._call, job))
                 self._announcing.add(announcing)
@@ -413,11 +415,9 @@ class Worker:
                          lease_token=str(job.lease_token), worker=self.id)
 
     def _announce_claim(self, job: Job) -> None:
-        # The wait counts on the database's clock: from due to leased.
-        leased = job.lease_expires_at - self.lease_ttl if job.lease_expires_at else job.run_at
         self.events.emit("job.claimed", job_id=str(job.id), task=job.task, queue=job.queue,
                          attempt=job.attempts, worker=self.id, lease_token=str(job.lease_token),
-                         wait_s=max(0.0, (leased - job.run_at).total_seconds()))
+                         wait_s=queue_wait(job, self.lease_ttl))
 
     def _release(self, running: _Running) -> None:
         self._running.pop(running.job.lease.token, None)
