@@ -38,15 +38,16 @@ class Profile:
     big_backlog: int
     window: tuple[int, int]  # throughput is compared over these jobs of each backlog
     memory_marks: tuple[int, int]
+    dashboard_jobs: int  # in the database when the dashboard's pages are timed
 
 
 PROFILES = {
     "quick": Profile("quick", 3, 1000, 50_000, 30_000, 4.0, 100, 1_000_000, (2_000, 10_000),
-                     (100_000, 1_000_000)),
+                     (100_000, 1_000_000), 100_000),
     "full": Profile("full", 5, 3000, 200_000, 100_000, 10.0, 300, 1_000_000, (2_000, 10_000),
-                    (100_000, 1_000_000)),
+                    (100_000, 1_000_000), 100_000),
     # For the test suite: proves every part still runs, measures nothing.
-    "smoke": Profile("smoke", 1, 20, 500, 500, 5.0, 5, 3_000, (200, 1_000), (1_000, 3_000)),
+    "smoke": Profile("smoke", 1, 20, 500, 500, 5.0, 5, 3_000, (200, 1_000), (1_000, 3_000), 2_000),
 }
 
 
@@ -175,6 +176,19 @@ def measure_backlog(system, profile: Profile, repeats: int) -> dict[str, float]:
     return results
 
 
+def measure_dashboard(system, profile: Profile) -> dict[str, float]:
+    """The dashboard's overview and first jobs page over ``dashboard_jobs``
+    jobs, half of them run this last hour (so the overview's chart has an
+    hour of history to read) and half waiting, against the login page served
+    the same way (the floor: a page that reads nothing)."""
+    system.reset()
+    total = profile.dashboard_jobs
+    system.enqueue(total, ENQUEUE_BATCH * 10)
+    with Workers(system.worker_argv(), 1) as workers:
+        workers.wait(total // 2, budget_s=float("inf"), timeout_s=1800)
+    return system.dashboard_ms()
+
+
 def _backlog_run(system, backlog: int, marks: list[int], *, until: int | None = None) -> dict:
     """One worker process through a fresh backlog, until ``until`` jobs ran
     (default: all of them): when it passed each mark, and its RSS then."""
@@ -254,16 +268,19 @@ def main(argv: list[str] | None = None) -> int:
                     for processes in (1,) if name in SINGLE_PROCESS else (1, 2):
                         measure_throughput(system, processes, profile, cells)
                     measure_latency(system, profile, cells)
-            backlog = None
+            backlog = dashboard = None
             if "redrive-pg" in names:
                 print(f"[{time.monotonic() - started:5.0f}s] backlog of {profile.big_backlog:,}",
                       file=sys.stderr, flush=True)
                 backlog = measure_backlog(chosen[names.index("redrive-pg")], profile, repeats)
+                print(f"[{time.monotonic() - started:5.0f}s] dashboard over {profile.dashboard_jobs:,} jobs",
+                      file=sys.stderr, flush=True)
+                dashboard = measure_dashboard(chosen[names.index("redrive-pg")], profile)
         finally:
             for system in chosen:
                 system.close()
     report = Report(profile=profile, repeats=repeats, table=table, names=dict(zip(names, chosen, strict=True)),
-                    backlog=backlog, seconds=time.monotonic() - started,
+                    backlog=backlog, dashboard=dashboard, seconds=time.monotonic() - started,
                     when=when, machine=platform.platform())
     text = report.markdown()
     out.write_text(text)

@@ -50,6 +50,7 @@ class Report:
     table: dict
     names: dict  # short name -> system
     backlog: dict[str, float] | None
+    dashboard: dict[str, float] | None
     seconds: float
     when: datetime
     machine: str
@@ -105,6 +106,14 @@ class Report:
                        f"{'yes' if growth <= 1.10 else '**no**'} |")
             out += ["", "Backlog run (redrive-pg, 1 worker process): "
                     + ", ".join(f"{k} {_fmt(v)}" for k, v in b.items()) + "."]
+        if self.dashboard:
+            d, jobs = self.dashboard, p.dashboard_jobs
+            floor = d["login page ms"]
+            for page in ("overview", "first jobs page"):
+                took = d[f"{page} ms"]
+                out.append(f"| dashboard {page} with {jobs:,} jobs under 200 ms ({took:.1f} ms; "
+                           f"the login page, which reads nothing, {floor:.1f} ms: ratio shown) | {took / floor:.2f} | "
+                           f"{'yes' if took < 200 else '**no**'} |")
         out += ["", "Versions: " + ", ".join(f"{n} {_version(n)}" for n in PACKAGES if _version(n)) + "."]
         return "\n".join(out) + "\n"
 

@@ -84,6 +84,48 @@ class Redrive:
         metrics.unsubscribe()
         return statistics.median(times)
 
+    def dashboard_ms(self, repeats: int = 20) -> dict[str, float]:
+        """Median times to serve the overview, the first jobs page and the
+        login page, from a real server on 127.0.0.1, logged in as an operator."""
+        import statistics
+        import threading
+        import time
+
+        import httpx
+        import uvicorn
+
+        from redrive.http import TokenAuth, create_api
+        from redrive.http.auth import parse_tokens
+
+        token = "bench-operator-0123456789"
+        api = create_api(self._app, auth=TokenAuth(parse_tokens([f"{token}=operator:bench"])), rate_limit="off")
+        server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=0, log_config=None, access_log=False))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the dashboard's server did not start")
+            time.sleep(0.01)
+        base = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        times: dict[str, float] = {}
+        try:
+            with httpx.Client(base_url=base, headers={"Origin": base}, timeout=60) as browser:
+                if browser.post("/login", data={"token": token}).status_code != 303:
+                    raise RuntimeError("could not log in to the dashboard")
+                for name, path in (("overview", "/"), ("first jobs page", "/jobs"), ("login page", "/login")):
+                    samples = []
+                    for _ in range(repeats + 1):  # the first warms the caches and is not counted
+                        start = time.perf_counter()
+                        answer = browser.get(path)
+                        samples.append(time.perf_counter() - start)
+                        if answer.status_code != 200:
+                            raise RuntimeError(f"the dashboard answered {path} with {answer.status_code}")
+                    times[f"{name} ms"] = statistics.median(samples[1:]) * 1000
+        finally:
+            server.should_exit = True
+            thread.join(10)
+        return times
+
     def close(self) -> None:
         if self._app is not None:
             self._app.close()

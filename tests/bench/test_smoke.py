@@ -46,5 +46,6 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
         measured = [c for c in cells if c != "–"]
         assert measured and all(float(c.replace(",", "")) > 0 for c in measured), row
     for target in ("reliability on", "metrics and JSON logs on", "SQLite ≥ 50 %", "3,000-job backlog",
-                   "/metrics scrape", "worker RSS"):
+                   "/metrics scrape", "worker RSS", "dashboard overview with 2,000 jobs",
+                   "dashboard first jobs page with 2,000 jobs"):
         assert re.search(rf"\| {re.escape(target)}.*\| \d+\.\d\d \| (yes|\*\*no\*\*) \|", report), target

@@ -89,6 +89,9 @@ def test_forcing_a_breaker_open_holds_its_jobs_and_bannners_every_page(browser, 
     time.sleep(1.5)  # the worker polls every 50 ms: had it run them, they would be done
     assert {dash_app.client.job(j.id).status for j in jobs} == {Status.QUEUED}
     assert not any(key.endswith(":convert") for key in dashboard.EFFECTS)
+    held = ops.context.new_page()
+    held.goto(f"{dash_url}/jobs/{jobs[0].id}")
+    assert held.locator("h1 .status").inner_text() == "queued"
     ops.screenshot(path=shots / "breakers.png", full_page=True)
     ops.locator('tr[data-breaker="converter"]').get_by_role("button", name="Close").click()
     ops.wait_for_load_state()
@@ -97,3 +100,5 @@ def test_forcing_a_breaker_open_holds_its_jobs_and_bannners_every_page(browser, 
         other.locator("#banner").get_by_text(banner).wait_for(state="detached", timeout=8000)
     _until(lambda: all(dash_app.client.job(j.id).status is Status.SUCCEEDED for j in jobs), what="the drain")
     assert sum(n for key, n in dashboard.EFFECTS.items() if key.endswith(":convert")) == 3
+    # The held job's page, open all along, says so by itself
+    held.locator("h1 .status").get_by_text("succeeded").wait_for(timeout=8000)

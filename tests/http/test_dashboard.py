@@ -181,3 +181,30 @@ def test_bad_query_values_get_a_page_not_a_crash(base_url: str) -> None:
         assert "Traceback" not in page.text and "site-packages" not in page.text
         if status == 303:  # back to a page of this dashboard, saying what was not done
             assert page.headers["location"].startswith("/jobs?done=Retried+0+of+1"), page.headers["location"]
+
+
+def test_mounted_under_a_prefix_every_link_form_and_cookie_stays_under_it(api_app: App) -> None:
+    from fastapi import FastAPI
+
+    from redrive.http import TokenAuth, create_api
+    from redrive.http.auth import parse_tokens
+    from tests.http.conftest import SPECS, serving
+
+    host = FastAPI()
+    host.mount("/ops", create_api(api_app, auth=TokenAuth(parse_tokens(SPECS))))
+    job = api_app.enqueue("fail", args=["x"]).job
+    asyncio.run(_run_until(api_app, lambda: api_app.client.job(job.id).status is Status.FAILED))
+    with serving(host) as root:
+        browser = httpx.Client(base_url=root, headers={"Origin": root}, timeout=30)
+        _OPEN.append(browser)
+        assert browser.get("/ops/").headers["location"] == "/ops/login"
+        login = browser.post("/ops/login", data={"token": TOKENS["operator"]})
+        assert login.headers["location"] == "/ops/" and "path=/ops" in login.headers["set-cookie"].lower()
+        page = browser.get("/ops/jobs?status=failed").text
+        links = re.findall(r'(?:href|src|action|hx-get)="([^"]+)"', page)
+        assert links and all(link.startswith(("/ops/", "?")) for link in links), links
+        assert browser.get("/ops/static/htmx.min.js").status_code == 200
+        retried = browser.post(f"/ops/jobs/{job.id}/retry", data={"csrf": _csrf(page)})
+        assert retried.status_code == 303 and retried.headers["location"].startswith(f"/ops/jobs/{job.id}?done=")
+        assert api_app.client.job(job.id).status is Status.QUEUED
+        assert browser.get("/api/v1/jobs").status_code == 404  # nothing outside the prefix
