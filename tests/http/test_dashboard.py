@@ -208,3 +208,26 @@ def test_mounted_under_a_prefix_every_link_form_and_cookie_stays_under_it(api_ap
         assert retried.status_code == 303 and retried.headers["location"].startswith(f"/ops/jobs/{job.id}?done=")
         assert api_app.client.job(job.id).status is Status.QUEUED
         assert browser.get("/api/v1/jobs").status_code == 404  # nothing outside the prefix
+
+
+def test_dead_letters_show_the_apis_facets_and_mark_the_escalated(base_url: str, api_app: App) -> None:
+    ops_admin = api_app.admin(Actor.operator("test"))
+    jobs = [api_app.enqueue("fail", args=[f"bad {n}"]).job for n in range(3)]
+    asyncio.run(_run_until(api_app, lambda: all(api_app.client.job(j.id).status is Status.FAILED for j in jobs)))
+    first = next(d for d in ops_admin.dead_letters() if d.job_id == jobs[0].id)
+    ops = _browser(base_url, "operator")
+    token = _csrf(ops.get("/dead-letters").text)
+    replayed = ops.post("/dead-letters/replay", data={"csrf": token, "ids": [str(first.id)], "start": "0"})
+    assert replayed.status_code == 303 and "Replayed+1" in replayed.headers["location"]
+    asyncio.run(_run_until(api_app, lambda: api_app.client.job(jobs[0].id).status is Status.FAILED
+                           and len(list(ops_admin.dead_letters())) == 4))
+    page = ops.get("/dead-letters").text
+    facets = as_("operator", base_url).get("/api/v1/dead-letters/facets").json()
+    assert f"<h2>{facets['total']} matching</h2>" in page
+    for name, count in facets["error_classes"].items():
+        assert re.search(rf'data-facet="error_class">{re.escape(name)}</a> <span class="num">{count}</span>', page)
+    (escalated,) = [d for d in ops_admin.dead_letters() if d.escalated]
+    assert re.search(rf'<tr data-letter="{escalated.id}" class="escalated">', page)
+    assert "Escalated: a replay failed again" in ops.get(f"/dead-letters/{escalated.id}").text
+    only = ops.get("/dead-letters?state=escalated").text
+    assert only.count("<tr data-letter=") == 1 and "<h2>1 matching</h2>" in only
