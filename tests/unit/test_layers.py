@@ -87,3 +87,25 @@ def test_the_runtime_and_the_operator_api_never_take_the_app() -> None:
     one reaches through an App as a service locator."""
     for path in [*(SRC / "runtime").rglob("*.py"), SRC / "admin.py", SRC / "client.py"]:
         assert "redrive.app" not in _imports(path), f"{path.name} imports redrive.app"
+
+
+# The optional surfaces' modules, documented as imported by users (docs/).
+PUBLIC_MODULES = {"redrive", "redrive.metrics", "redrive.logs", "redrive.http", "redrive.notify"}
+
+
+def test_examples_import_only_the_public_surface() -> None:
+    import redrive
+
+    examples = SRC.parents[1] / "examples"
+    found = []
+    for path in sorted(examples.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "redrive":
+                found.append(path)
+                assert node.module in PUBLIC_MODULES, (path, node.module)
+                if node.module == "redrive":
+                    private = [a.name for a in node.names if a.name not in redrive.__all__]
+                    assert not private, (path, private)
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("redrive.") for a in node.names), path
+    assert found  # the check looked at something

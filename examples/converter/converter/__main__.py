@@ -1,0 +1,68 @@
+"""``python -m converter gateway|worker|web|retention``: each part of the
+converter as its own process, configured from the environment (settings.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import timedelta
+
+from converter.settings import Settings
+from redrive import ConfigError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m converter")
+    parts = parser.add_subparsers(dest="part", required=True)
+    gateway = parts.add_parser("gateway", help="the conversion gateway (a stand-in for the real one)")
+    gateway.add_argument("--port", type=int, default=8081)
+    parts.add_parser("worker", help="a worker converting uploads")
+    web = parts.add_parser("web", help="the upload service and the queue page")
+    web.add_argument("--port", type=int, default=8080)
+    retention = parts.add_parser("retention", help="remove sources and results past RETENTION_HOURS")
+    retention.add_argument("--every", type=float, default=0, help="seconds between passes (0: one pass)")
+    args = parser.parse_args(argv)
+    if args.part == "gateway":
+        from converter.gateway import main as serve
+
+        serve(["--port", str(args.port)])
+        return 0
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        print(f"converter: {exc}", file=sys.stderr)
+        return 2
+    if args.part == "worker":
+        from converter.tasks import make_app
+        from redrive import Worker
+        from redrive.logs import configure, log_events
+
+        configure(level="info", fmt=settings.log_format)
+        app = make_app(settings)
+        log_events(app)
+        if settings.metrics_port >= 0:
+            from converter.tasks import serve_metrics
+
+            serve_metrics(app, settings.metrics_port)
+        Worker(app.client, concurrency=settings.worker_concurrency,
+               lease_ttl=timedelta(seconds=settings.worker_lease_ttl_sec)).run_until_stopped()
+    elif args.part == "web":
+        import uvicorn
+
+        from converter.web import create_app
+
+        uvicorn.run(create_app(settings), host="127.0.0.1", port=args.port, log_level="warning")
+    else:
+        from converter.storage import remove_expired
+
+        while True:
+            print(f"retention: removed {remove_expired(settings)} files", flush=True)
+            if not args.every:
+                break
+            time.sleep(args.every)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""The converter's acceptance checks, each over HTTP against the running
+example (gateway, web service and real worker processes), named after the
+check it proves."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import socket
+import time
+
+import httpx
+from converter.samples import make_pdf
+
+from tests.converter.conftest import Converter, _until, job_of, upload, wait_status
+
+PDF = make_pdf("Invoice 42", "Total: 12.00")
+
+
+def _started(converter: Converter) -> httpx.Client:
+    converter.gateway()
+    converter.web()
+    return converter.browser()
+
+
+def test_upload_a_bad_type_fails_the_job_with_NOT_PDF_and_400(converter: Converter) -> None:
+    user = _started(converter)
+    answer = user.post("/api/upload", files={"file": ("report.pdf", b"MZ\x90\x00 not a pdf at all", "application/pdf")},
+                       data={"mapping": "invoice"})
+    assert answer.status_code == 400
+    assert answer.json()["error"] == {"code": "NOT_PDF", "message": "Only PDF files are supported."}
+    converter.worker()  # the refused upload is on record as a failed job, as the user's queue shows it
+    job = wait_status(user, answer.json()["job"]["id"], "failed")
+    assert (job["error_code"], job["error_message"]) == ("NOT_PDF", "Only PDF files are supported.")
+    assert converter.calls() == []  # nothing reached the gateway
+    assert not any((converter.tmp / "uploads").glob("*.pdf"))
+
+
+def test_upload_over_50_MB_is_413_TOO_LARGE_refused_while_streaming(converter: Converter) -> None:
+    _started(converter)
+    host, port = converter.web_url.removeprefix("http://").split(":")
+    boundary = "b0undary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.pdf\"\r\n"
+            f"Content-Type: application/pdf\r\n\r\n").encode()
+    total = 60 * 1024 * 1024
+    sent, answer = 0, b""
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(f"POST /api/upload HTTP/1.1\r\nHost: {host}\r\nContent-Type: multipart/form-data; "
+                     f"boundary={boundary}\r\nContent-Length: {total}\r\n\r\n".encode() + head + b"%PDF-1.4\n")
+        chunk = b"0" * (256 * 1024)
+        conn.settimeout(0.01)
+        while sent < total and not answer:
+            try:
+                conn.sendall(chunk)
+                sent += len(chunk)
+            except OSError:  # the server answered and closed
+                break
+            try:
+                answer += conn.recv(65536)
+            except (TimeoutError, BlockingIOError):
+                pass
+        conn.settimeout(10)
+        while not _whole(answer):
+            more = conn.recv(65536)
+            if not more:
+                break
+            answer += more
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b'"TOO_LARGE"' in answer and b"File exceeds 50 MB limit." in answer
+    assert sent < 52 * 1024 * 1024  # refused as the limit passed, not after reading all 60 MB
+    assert not list((converter.tmp / "uploads").iterdir())  # the partial file is gone
+
+
+def _whole(answer: bytes) -> bool:
+    """Whether ``answer`` holds an HTTP response's headers and all its body."""
+    head, found, body = answer.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
+                   if line.startswith(b"content-length:")), None)
+    return bool(found) and length is not None and len(body) >= length
+
+
+def test_gateway_400_or_406_fails_the_job_with_GW_4XX_and_no_retry(converter: Converter) -> None:
+    user = _started(converter)
+    converter.worker()
+    bad_mapping = upload(user, PDF, mapping="no-such-mapping").json()["job"]
+    job = wait_status(user, bad_mapping["id"], "failed")
+    assert job["error_code"] == "GW_4XX" and job["attempts"] == 1
+    assert job["error_message"] == "Couldn’t convert this file with the selected mapping."
+    converter.mode("406")
+    refused = upload(user, make_pdf("another"), mapping="invoice").json()["job"]
+    assert wait_status(user, refused["id"], "failed")["error_code"] == "GW_4XX"
+    time.sleep(1)  # a retry would come within the backoff's 0.6 s
+    assert [c["status"] for c in converter.calls(bad_mapping["id"])] == [400]
+    assert [c["status"] for c in converter.calls(refused["id"])] == [406]
+
+
+def test_gateway_down_keeps_jobs_queued_and_processing_resumes_when_it_recovers(converter: Converter) -> None:
+    user = _started(converter)
+    converter.worker()
+    converter.mode("503")
+    jobs = [upload(user, make_pdf(f"doc {n}")).json()["job"]["id"] for n in range(6)]
+    # The breaker opens after the window's failures; the rest are held, not failed
+    _until(lambda: 'Converter busy — jobs will resume automatically' in user.get("/").text, timeout=30,
+           what="the busy banner")
+    time.sleep(2)
+    statuses = [job_of(user, j)["status"] for j in jobs]
+    assert "failed" not in statuses and "queued" in statuses, statuses
+    converter.mode("ok")  # the health probe sees it back; the breaker closes by itself
+    for job in jobs:
+        assert wait_status(user, job, "complete", "failed")["status"] == "complete"
+    assert "Converter busy" not in user.get("/").text
+
+
+def test_gateway_down_fails_jobs_fast_when_configured(tmp_path, converter_db) -> None:
+    converter = Converter(tmp_path, converter_db, CIRCUIT_MODE="fail_fast")
+    try:
+        user = _started(converter)
+        converter.worker()
+        converter.mode("503")
+        jobs = [upload(user, make_pdf(f"doc {n}")).json()["job"]["id"] for n in range(8)]
+        done = [wait_status(user, j, "failed") for j in jobs]
+        assert {d["error_code"] for d in done} == {"GW_5XX"}
+        # Once open, jobs fail without a call: fewer calls than jobs and their retries
+        assert len(converter.calls()) < sum(d["attempts"] for d in done)
+    finally:
+        converter.stop()
+
+
+def test_a_timeout_is_retried_with_the_backoff_then_fails_with_GW_TIMEOUT(converter: Converter) -> None:
+    user = _started(converter)
+    converter.mode("hang", hang_s=5)
+    converter.worker(GATEWAY_TIMEOUT_MS="500")
+    job = upload(user, PDF).json()["job"]["id"]
+    done = wait_status(user, job, "failed", timeout=60)
+    assert (done["error_code"], done["attempts"]) == ("GW_TIMEOUT", 3)
+    calls = [c["at"] for c in converter.calls(job)]
+    assert len(calls) == 3
+    # delay = base · 2ⁿ + random(0, jitter), n from 0; each gap also holds the 0.5 s timeout and a claim
+    for n, gap in enumerate(b - a for a, b in itertools.pairwise(calls)):
+        low = 0.4 * 2 ** n + 0.5
+        assert low <= gap <= low + 0.2 + 1.5, (n, gap)
+
+
+def test_an_io_write_failure_is_retried_once_then_fails_with_IO_ERROR(converter: Converter) -> None:
+    (converter.tmp / "results").write_text("a file where the results folder should be")
+    user = _started(converter)
+    converter.worker()
+    job = upload(user, PDF).json()["job"]["id"]
+    done = wait_status(user, job, "failed")
+    assert (done["error_code"], done["attempts"]) == ("IO_ERROR", 2)
+    assert done["error_message"] == "Temporary storage issue. We’ll retry."
+    assert len(converter.calls(job)) == 2
+
+
+def test_download_before_complete_is_409_NOT_READY_and_after_retention_404_EXPIRED(converter: Converter) -> None:
+    user = _started(converter)
+    job = upload(user, PDF).json()["job"]["id"]
+    early = user.get(f"/api/jobs/{job}/download")
+    assert early.status_code == 409 and early.json()["error"]["code"] == "NOT_READY"
+    converter.worker()
+    wait_status(user, job, "complete")
+    xml = user.get(f"/api/jobs/{job}/download")
+    assert xml.status_code == 200 and b'pages="2"' in xml.content and b"Invoice 42" in xml.content
+    # Retention passes with everything older than the cut-off
+    old = time.time() - 3 * 3600
+    for path in (converter.tmp / "results").iterdir():
+        os.utime(path, (old, old))
+    swept = converter._start("retention", "retention", env={"RETENTION_HOURS": "1"})
+    assert swept.wait(30) == 0
+    late = user.get(f"/api/jobs/{job}/download")
+    assert late.status_code == 404 and late.json()["error"] == {
+        "code": "EXPIRED", "message": "File was removed by retention. Re-upload to regenerate."}
+
+
+def test_manual_retry_requeues_a_failed_job_which_then_completes(converter: Converter) -> None:
+    user = _started(converter)
+    converter.worker()
+    converter.mode("406")
+    job = upload(user, PDF).json()["job"]["id"]
+    wait_status(user, job, "failed")
+    converter.mode("ok")
+    again = user.post(f"/api/jobs/{job}/retry")
+    assert again.status_code == 200 and again.json()["status"] in ("queued", "processing", "complete")
+    assert wait_status(user, job, "complete")["error_code"] is None
+
+
+def test_manual_retry_is_only_for_the_owner_and_only_while_the_source_exists(converter: Converter) -> None:
+    user = _started(converter)
+    converter.worker()
+    converter.mode("406")
+    job = upload(user, PDF).json()["job"]["id"]
+    wait_status(user, job, "failed")
+    stranger = converter.browser()
+    for path in (f"/api/jobs/{job}", f"/api/jobs/{job}/download"):
+        refused = stranger.get(path)
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "FORBIDDEN"
+    assert stranger.post(f"/api/jobs/{job}/retry").status_code == 403
+    assert job_of(user, job)["status"] == "failed"
+    for source in (converter.tmp / "uploads").glob("*.pdf"):
+        source.unlink()
+    gone = user.post(f"/api/jobs/{job}/retry")
+    assert gone.status_code == 410 and gone.json()["error"]["code"] == "EXPIRED"
+    assert job_of(user, job)["status"] == "failed"
+    assert "disabled" in user.get("/").text  # the queue page's Retry is disabled too
+
+
+def test_a_worker_killed_mid_run_writes_no_second_xml_and_its_lease_is_recovered(converter: Converter) -> None:
+    user = _started(converter)
+    converter.mode("hang", hang_s=4)
+    doomed = converter.worker(WORKER_LEASE_TTL_SEC="2", GATEWAY_TIMEOUT_MS="20000")
+    job = upload(user, PDF).json()["job"]["id"]
+    _until(lambda: len(converter.calls(job)) == 1, what="the first call")
+    os.killpg(doomed.pid, signal.SIGKILL)
+    doomed.wait(10)
+    converter.mode("ok")
+    converter.worker(WORKER_LEASE_TTL_SEC="2")
+    done = wait_status(user, job, "complete", "failed", timeout=60)
+    assert done["status"] == "complete"
+    assert len(list((converter.tmp / "results").glob("*.xml"))) == 1
+    assert not list((converter.tmp / "results").glob(".*partial"))
+    assert len(converter.calls(job)) == 2  # the killed run's call, and the one that finished
+
+
+def test_the_same_upload_twice_is_one_job(converter: Converter) -> None:
+    user = _started(converter)
+    first = upload(user, PDF)
+    second = upload(user, PDF)
+    assert (first.status_code, second.status_code) == (201, 200) and second.json()["duplicate"]
+    assert first.json()["job"]["id"] == second.json()["job"]["id"]
+    other_mapping = upload(user, PDF, mapping="receipt")
+    assert other_mapping.status_code == 201 and other_mapping.json()["job"]["id"] != first.json()["job"]["id"]
+
+
+def test_the_logs_and_metrics_the_design_names_are_produced(converter: Converter) -> None:
+    import json
+    import re
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    user = _started(converter)
+    converter.worker(METRICS_PORT="0")
+    fine = upload(user, PDF).json()["job"]["id"]
+    bad = upload(user, make_pdf("x"), mapping="no-such-mapping").json()["job"]["id"]
+    wait_status(user, fine, "complete")
+    wait_status(user, bad, "failed")
+    _until(lambda: "metrics at http://" in converter.log("worker"), what="the metrics address")
+    url = re.search(r"metrics at (http://\S+/metrics)", converter.log("worker")).group(1)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(httpx.get(url, timeout=5).text) for s in f.samples}
+
+    def total(name: str, **labels: str) -> float:
+        return sum(v for (n, ls), v in samples.items() if n == name and labels.items() <= dict(ls).items())
+
+    assert total("redrive_jobs_completed_total", outcome="succeeded") == 1
+    assert total("redrive_jobs_completed_total", outcome="failed", error_code="GW_4XX") == 1
+    assert total("converter_gateway_request_seconds_count") == 2
+    assert ("redrive_breaker_open_seconds", (("dependency", "gateway"),)) in samples
+    assert total("redrive_queue_jobs") == 0 and total("redrive_job_duration_seconds_count") == 2
+    lines = [json.loads(line) for line in converter.log("worker").splitlines() if line.startswith("{")]
+    succeeded = next(p for p in lines if p.get("event") == "job.succeeded" and p["job_id"] == fine)
+    assert succeeded["status"] == "succeeded" and succeeded["attempt"] == 1 and succeeded["duration_ms"] > 0
+    failed = next(p for p in lines if p.get("event") == "job.failed" and p["job_id"] == bad)
+    assert (failed["error_code"], failed["upstream_status"], failed["status"]) == ("GW_4XX", 400, "failed")
