@@ -1,4 +1,4 @@
-"""The ``redrive`` command: worker, migrate, enqueue, jobs, dead, breakers, demo.
+"""The ``redrive`` command: worker, migrate, enqueue, jobs, dead, breakers.
 
 Every error redrive knows about ends as one line, ``redrive: error [CODE]:
 message``, and exit status 2; never a traceback.
@@ -244,10 +244,6 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000, help="default 8000")
     serve.add_argument("--alerts", action="store_true",
                        help="evaluate the app's alert rules here (in one process only; docs/alerts.md)")
-
-    demo = command("demo", _demo, "Run the demo: a worker draining jobs on SQLite.")
-    demo.add_argument("--jobs", type=int, default=40)
-    demo.add_argument("--concurrency", type=int, default=4)
     return parser
 
 
@@ -718,10 +714,3 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"redrive: verify failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from redrive.demo import run_demo
-
-    return run_demo(database_url=args.database_url, jobs=args.jobs, concurrency=args.concurrency)
-

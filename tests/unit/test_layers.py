@@ -23,7 +23,6 @@ LAYERS = {
     "redrive.app": 3,
     "redrive.views": 3,
     "redrive.runtime": 4,
-    "redrive.demo": 5,
     "redrive.verify": 5,
     "redrive.cli": 5,
     "redrive.http": 5,

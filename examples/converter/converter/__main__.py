@@ -22,7 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     web.add_argument("--port", type=int, default=8080)
     retention = parts.add_parser("retention", help="remove sources and results past RETENTION_HOURS")
     retention.add_argument("--every", type=float, default=0, help="seconds between passes (0: one pass)")
+    parts.add_parser("demo", help="all of it on SQLite, driven through a minute of uploads and an outage")
     args = parser.parse_args(argv)
+    if args.part == "demo":
+        from converter.demo import run
+
+        return run()
     if args.part == "gateway":
         from converter.gateway import main as serve
 
