@@ -98,7 +98,9 @@ def test_gateway_400_or_406_fails_the_job_with_GW_4XX_and_no_retry(converter: Co
 def test_gateway_down_keeps_jobs_queued_and_processing_resumes_when_it_recovers(converter: Converter) -> None:
     user = _started(converter)
     converter.worker()
-    converter.mode("503")
+    gateway = converter.procs[0][1]
+    os.killpg(gateway.pid, signal.SIGKILL)  # down: nothing listens on its port
+    gateway.wait(10)
     jobs = [upload(user, make_pdf(f"doc {n}")).json()["job"]["id"] for n in range(6)]
     # The breaker opens after the window's failures; the rest are held, not failed
     _until(lambda: 'Converter busy — jobs will resume automatically' in user.get("/").text, timeout=30,
@@ -106,7 +108,7 @@ def test_gateway_down_keeps_jobs_queued_and_processing_resumes_when_it_recovers(
     time.sleep(2)
     statuses = [job_of(user, j)["status"] for j in jobs]
     assert "failed" not in statuses and "queued" in statuses, statuses
-    converter.mode("ok")  # the health probe sees it back; the breaker closes by itself
+    converter.gateway()  # back on the same port; the health probe sees it, the breaker closes by itself
     for job in jobs:
         assert wait_status(user, job, "complete", "failed")["status"] == "complete"
     assert "Converter busy" not in user.get("/").text
@@ -262,3 +264,38 @@ def test_the_logs_and_metrics_the_design_names_are_produced(converter: Converter
     assert succeeded["status"] == "succeeded" and succeeded["attempt"] == 1 and succeeded["duration_ms"] > 0
     failed = next(p for p in lines if p.get("event") == "job.failed" and p["job_id"] == bad)
     assert (failed["error_code"], failed["upstream_status"], failed["status"]) == ("GW_4XX", 400, "failed")
+
+
+def test_an_upload_that_cannot_be_stored_is_500_IO_ERROR(tmp_path, converter_db) -> None:
+    (tmp_path / "uploads").write_text("a file where the uploads folder should be")
+    converter = Converter(tmp_path, converter_db)
+    try:
+        user = _started(converter)
+        answer = upload(user, PDF)
+        assert answer.status_code == 500 and answer.json()["error"] == {
+            "code": "IO_ERROR", "message": "Temporary storage issue. We’ll retry."}
+        assert user.get("/api/jobs").json()["items"] == []  # no job for an upload that was not stored
+    finally:
+        converter.stop()
+
+
+def test_no_duplicate_processing_with_two_workers(converter: Converter) -> None:
+    user = _started(converter)
+    converter.worker()
+    converter.worker()
+    jobs = [upload(user, make_pdf(f"page of document {n}")).json()["job"]["id"] for n in range(16)]
+    for job in jobs:
+        wait_status(user, job, "complete")
+    assert sorted(c["key"] for c in converter.calls()) == sorted(jobs)  # each converted once
+    assert len(list((converter.tmp / "results").glob("*.xml"))) == 16
+
+
+def test_sigterm_during_processing_lets_the_running_conversion_complete(converter: Converter) -> None:
+    user = _started(converter)
+    converter.mode("hang", hang_s=2)
+    worker = converter.worker()
+    job = upload(user, PDF).json()["job"]["id"]
+    _until(lambda: len(converter.calls(job)) == 1, what="the call")
+    os.killpg(worker.pid, signal.SIGTERM)
+    assert worker.wait(30) == 0  # it finished the conversion first, then stopped
+    assert job_of(user, job)["status"] == "complete" and len(converter.calls(job)) == 1
