@@ -204,7 +204,9 @@ def test_manual_retry_is_only_for_the_owner_and_only_while_the_source_exists(con
     gone = user.post(f"/api/jobs/{job}/retry")
     assert gone.status_code == 410 and gone.json()["error"]["code"] == "EXPIRED"
     assert job_of(user, job)["status"] == "failed"
-    assert "disabled" in user.get("/").text  # the queue page's Retry is disabled too
+    page = user.get("/").text
+    assert "disabled" in page  # the queue page's Retry is disabled too
+    assert "Couldn’t convert this file with the selected mapping." in page and "Traceback" not in page
 
 
 def test_a_worker_killed_mid_run_writes_no_second_xml_and_its_lease_is_recovered(converter: Converter) -> None:
@@ -299,3 +301,16 @@ def test_sigterm_during_processing_lets_the_running_conversion_complete(converte
     os.killpg(worker.pid, signal.SIGTERM)
     assert worker.wait(30) == 0  # it finished the conversion first, then stopped
     assert job_of(user, job)["status"] == "complete" and len(converter.calls(job)) == 1
+
+
+def test_a_gateway_502_is_retried_with_spacing_and_then_completes(converter: Converter) -> None:
+    user = _started(converter)
+    converter.mode("502")
+    converter.worker()
+    job = upload(user, PDF).json()["job"]["id"]
+    _until(lambda: len(converter.calls(job)) == 1, what="the first call")
+    converter.mode("ok")
+    done = wait_status(user, job, "complete")
+    calls = converter.calls(job)
+    assert [c["status"] for c in calls] == [502, 200] and done["attempts"] == 2
+    assert 0.4 <= calls[1]["at"] - calls[0]["at"] <= 0.4 + 0.2 + 1.5  # base · 2⁰ + random(0, jitter)

@@ -74,3 +74,25 @@ def test_every_knob_of_the_design_is_read_from_the_environment() -> None:
              "DATABASE_URL": "sqlite:///x.db", "GATEWAY_URL": "http://gw", "UPLOADS_DIR": "u", "RESULTS_DIR": "r"}
     made = Settings.from_env(knobs)
     assert {name.upper(): str(getattr(made, name.lower())) for name in knobs} == knobs
+
+
+def test_the_breaker_opens_at_its_threshold_and_closes_after_the_probe_and_a_trial(tmp_path) -> None:
+    from redrive.core.breaker import Breaker, Call, State, admit, probe_passed, record
+
+    app = make_app(Settings(database_url=f"sqlite:///{tmp_path / 'c.db'}"))  # 50 % of the last 20, at least 10
+    gateway = app.registry.dependencies["gateway"]
+    policy = gateway.policy
+    assert (policy.failure_rate, policy.window_calls, policy.wait) == (50, 20, timedelta(seconds=30))
+    assert gateway.mode.value == "hold" and gateway.probe is not None
+    b = record(Breaker(), policy, [Call(0.0, ok=False)] * 9, 0.0)
+    assert b.state is State.CLOSED  # nine calls: too few to judge
+    b = record(Breaker(), policy, [Call(0.0, ok=True)] * 10 + [Call(1.0, ok=False)] * 9, 1.0)
+    assert b.state is State.CLOSED  # 9 of 19 failed: under half
+    b = record(b, policy, [Call(2.0, ok=False)], 2.0)
+    assert b.state is State.OPEN  # 10 of the last 20: half
+    assert admit(b, policy, 40.0, probe_decides=True)[0] is False  # with a probe, only the probe reopens it
+    b = probe_passed(b, 40.0)
+    allowed, b = admit(b, policy, 40.0, probe_decides=True)
+    assert allowed and b.state is State.HALF_OPEN
+    assert record(b, policy, [Call(41.0, ok=True)], 41.0).state is State.CLOSED
+    app.close()
