@@ -25,7 +25,9 @@ from tests.http.conftest import SPECS, TOKENS, serving
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: Playwright's sync API runs an event loop in
+# this thread while it is open, and every later test's asyncio.run() would fail.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     executable = shutil.which("chromium")
     if executable is None:

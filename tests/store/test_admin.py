@@ -72,6 +72,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "dead_letter": lambda a, w: a.dead_letter(w.letter_id),
     "dead_letter_facets": lambda a, w: a.dead_letter_facets(),
     "queues": lambda a, w: a.queues(),
+    "finished_per_minute": lambda a, w: a.finished_per_minute(60),
     "pause_queue": lambda a, w: a.pause_queue("email"),
     "resume_queue": lambda a, w: a.resume_queue("reports"),
     "reveal": lambda a, w: a.reveal(w.failed.id),
