@@ -133,8 +133,12 @@ def upload(browser: httpx.Client, pdf: bytes, mapping: str = "invoice", filename
     return browser.post("/api/upload", files={"file": (filename, pdf, "application/pdf")}, data={"mapping": mapping})
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+BOTH_STORES = pytest.mark.parametrize("converter_db", ["sqlite", "postgres"], indirect=True)
+
+
+@pytest.fixture(params=["sqlite"])
 def converter_db(request, tmp_path) -> str:
+    """SQLite, the converter's default; ``@BOTH_STORES`` runs a test on PostgreSQL too."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'converter.db'}"
     return request.getfixturevalue("pg_url")

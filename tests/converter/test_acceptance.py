@@ -11,9 +11,10 @@ import socket
 import time
 
 import httpx
+import pytest
 from converter.samples import make_pdf
 
-from tests.converter.conftest import Converter, _until, job_of, upload, wait_status
+from tests.converter.conftest import BOTH_STORES, Converter, _until, job_of, upload, wait_status
 
 PDF = make_pdf("Invoice 42", "Total: 12.00")
 
@@ -95,6 +96,8 @@ def test_gateway_400_or_406_fails_the_job_with_GW_4XX_and_no_retry(converter: Co
     assert [c["status"] for c in converter.calls(refused["id"])] == [406]
 
 
+@pytest.mark.slow
+@BOTH_STORES
 def test_gateway_down_keeps_jobs_queued_and_processing_resumes_when_it_recovers(converter: Converter) -> None:
     user = _started(converter)
     converter.worker()
@@ -175,6 +178,7 @@ def test_download_before_complete_is_409_NOT_READY_and_after_retention_404_EXPIR
         "code": "EXPIRED", "message": "File was removed by retention. Re-upload to regenerate."}
 
 
+@BOTH_STORES
 def test_manual_retry_requeues_a_failed_job_which_then_completes(converter: Converter) -> None:
     user = _started(converter)
     converter.worker()
@@ -209,6 +213,8 @@ def test_manual_retry_is_only_for_the_owner_and_only_while_the_source_exists(con
     assert "Couldn’t convert this file with the selected mapping." in page and "Traceback" not in page
 
 
+@pytest.mark.slow
+@BOTH_STORES
 def test_a_worker_killed_mid_run_writes_no_second_xml_and_its_lease_is_recovered(converter: Converter) -> None:
     user = _started(converter)
     converter.mode("hang", hang_s=4)
@@ -281,6 +287,7 @@ def test_an_upload_that_cannot_be_stored_is_500_IO_ERROR(tmp_path, converter_db)
         converter.stop()
 
 
+@BOTH_STORES
 def test_no_duplicate_processing_with_two_workers(converter: Converter) -> None:
     user = _started(converter)
     converter.worker()
