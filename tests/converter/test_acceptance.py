@@ -126,6 +126,7 @@ def test_gateway_down_fails_jobs_fast_when_configured(tmp_path, converter_db) ->
         jobs = [upload(user, make_pdf(f"doc {n}")).json()["job"]["id"] for n in range(8)]
         done = [wait_status(user, j, "failed") for j in jobs]
         assert {d["error_code"] for d in done} == {"GW_5XX"}
+        assert "Converter busy" not in user.get("/").text  # nothing is held: nothing will resume
         # Once open, jobs fail without a call: fewer calls than jobs and their retries
         assert len(converter.calls()) < sum(d["attempts"] for d in done)
     finally:

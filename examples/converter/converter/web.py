@@ -25,7 +25,7 @@ from converter.codes import message, public
 from converter.settings import Settings
 from converter.tasks import make_app
 from converter.uploads import Refused, receive
-from redrive import Actor, App, IllegalTransition, Job, RedriveError, Status
+from redrive import Actor, App, BreakerMode, IllegalTransition, Job, RedriveError, Status
 
 COOKIE = "converter_session"
 STATUS = {Status.SCHEDULED: "queued", Status.QUEUED: "queued", Status.RUNNING: "processing",
@@ -174,7 +174,9 @@ def _exists(settings: Settings, source: str) -> bool:
 
 
 def _gateway_busy(app: App) -> bool:
-    """While the gateway's breaker holds jobs, the queue page says so."""
+    """While the gateway's breaker holds jobs (open, in hold mode), the queue page says so."""
+    if app.registry.dependencies["gateway"].mode is not BreakerMode.HOLD:
+        return False  # fail-fast: the jobs fail at once, with their own message
     try:
         status = app.admin(Actor.operator("converter")).breakers().get("gateway")
     except RedriveError:
