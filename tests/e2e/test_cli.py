@@ -137,39 +137,6 @@ def test_a_bad_app_path_and_a_missing_job(sqlite_url: str) -> None:
                        "JOB_NOT_FOUND")
 
 
-def _demo_processes() -> list[str]:
-    """Command lines of processes running a part of the converter."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            line = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"converter" in line and b"-m" in line:
-            found.append(b" ".join(line).decode(errors="replace"))
-    return found
-
-
-@pytest.mark.slow
-def test_the_readme_demo_command_runs_and_leaves_nothing_running() -> None:
-    before = _demo_processes()
-    result = subprocess.run(["bash", "scripts/demo"], cwd=REPO, capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = result.stdout
-    for shown in ("open http://127.0.0.1:", "400 NOT_PDF: Only PDF files are supported.",
-                  "413 TOO_LARGE: File exceeds 50 MB limit.", "GW_4XX Couldn’t convert this file",
-                  "the gateway's breaker is open", "the breaker closed", "every process the demo started has stopped"):
-        assert shown in out, (shown, out)
-    assert out.count(": complete") >= 7  # the good uploads, those held through the outage included
-    assert _demo_processes() == before
-    # the closing hints work as printed, from where the demo ran
-    hints = [line.split(": ", 1)[1] for line in out.splitlines() if "--database-url" in line]
-    assert len(hints) == 2
-    for hint in hints:
-        shown = subprocess.run(hint.split(), cwd=REPO, capture_output=True, text=True, timeout=60)
-        assert shown.returncode == 0 and "convert" in shown.stdout, (hint, shown.stderr)
-
-
 def test_dead_letter_and_retry_commands_fail_cleanly(sqlite_url: str) -> None:
     made = redrive("enqueue", APP, "record", "--args", '["k"]', url=sqlite_url)
     job_id = made.stdout.strip()
