@@ -56,9 +56,10 @@ class Converter:
         self.procs.append((name, proc))
         return proc
 
-    def gateway(self) -> subprocess.Popen:
+    def gateway(self, *, wait: bool = True) -> subprocess.Popen:
         proc = self._start("gateway", "gateway", "--port", str(self.gateway_port))
-        _until(lambda: _answers(f"{self.env['GATEWAY_URL']}/health"), what="the gateway")
+        if wait:
+            _until(lambda: _answers(f"{self.env['GATEWAY_URL']}/health"), what="the gateway")
         return proc
 
     def web(self) -> str:
@@ -67,6 +68,13 @@ class Converter:
         self.web_url = f"http://127.0.0.1:{port}"
         _until(lambda: _answers(f"{self.web_url}/api/jobs"), what="the web service")
         return self.web_url
+
+    def start(self) -> httpx.Client:
+        """The gateway and the web service, started side by side; a user of the service."""
+        self.gateway(wait=False)
+        self.web()
+        _until(lambda: _answers(f"{self.env['GATEWAY_URL']}/health"), what="the gateway")
+        return self.browser()
 
     def worker(self, **env: str) -> subprocess.Popen:
         return self._start("worker", "worker", env=env)

@@ -20,9 +20,7 @@ PDF = make_pdf("Invoice 42", "Total: 12.00")
 
 
 def _started(converter: Converter) -> httpx.Client:
-    converter.gateway()
-    converter.web()
-    return converter.browser()
+    return converter.start()
 
 
 def test_upload_a_bad_type_fails_the_job_with_NOT_PDF_and_400(converter: Converter) -> None:
