@@ -32,6 +32,7 @@ def test_upload_a_bad_type_fails_the_job_with_NOT_PDF_and_400(converter: Convert
     converter.worker()  # the refused upload is on record as a failed job, as the user's queue shows it
     job = wait_status(user, answer.json()["job"]["id"], "failed")
     assert (job["error_code"], job["error_message"]) == ("NOT_PDF", "Only PDF files are supported.")
+    assert job["filename"] == "report.pdf"
     assert converter.calls() == []  # nothing reached the gateway
     assert not any((converter.tmp / "uploads").glob("*.pdf"))
 

@@ -7,6 +7,7 @@ process it started and says where to look closer."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -42,9 +43,13 @@ class Parts:
         self.workdir = workdir
         self.gateway_port, self.web_port = _free_port(), _free_port()
         self.database_url = f"sqlite:///{(workdir / 'converter.db').resolve()}"
+        # The demo's uploads and a browser opening the queue page share one session,
+        # so the page shows the demo's jobs (the web service does this only when told).
+        self.session = secrets.token_urlsafe(24)
         self.env = {**os.environ, **KNOBS, "DATABASE_URL": self.database_url,
                     "GATEWAY_URL": f"http://127.0.0.1:{self.gateway_port}",
-                    "UPLOADS_DIR": str(workdir / "uploads"), "RESULTS_DIR": str(workdir / "results")}
+                    "UPLOADS_DIR": str(workdir / "uploads"), "RESULTS_DIR": str(workdir / "results"),
+                    "DEMO_SESSION": self.session}
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
@@ -150,7 +155,7 @@ def run() -> int:
         parts.start()
         web = f"http://127.0.0.1:{parts.web_port}"
         print(f"converter demo: open {web}/ to watch the queue page (it refreshes itself)", flush=True)
-        with httpx.Client(base_url=web, timeout=60) as user:
+        with httpx.Client(base_url=web, timeout=60, cookies={"converter_session": parts.session}) as user:
             story = Story(user, started)
             for n, mapping in enumerate(("invoice", "receipt", "generic")):
                 story.upload(f"invoice-{n + 1}.pdf", make_pdf(f"Invoice {n + 1}", "Total: 12.00"), mapping)

@@ -31,6 +31,7 @@ class Settings:
     max_upload_mb: int = 50
     log_format: str = "json"  # the worker's log lines: json (one object a line) or text
     metrics_port: int = -1  # the worker's Prometheus metrics: -1 none, 0 any free port (its log says which)
+    demo_session: str = ""  # the demo only: a browser without a session joins this one, to watch the demo's jobs
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:

@@ -26,6 +26,7 @@ class Refused(Exception):
     def __init__(self, code: str, status: int, detail: str) -> None:
         super().__init__(detail)
         self.code, self.status = code, status
+        self.filename = ""  # the upload's name, when it got that far
 
 
 @dataclass
@@ -120,8 +121,10 @@ async def receive(content_type: str, chunks: AsyncIterator[bytes], folder: Path,
         async for chunk in chunks:
             parser.write(chunk)
         parser.finalize()
-    except BaseException:
+    except BaseException as exc:
         reader.abandon()
+        if isinstance(exc, Refused):
+            exc.filename = reader.found.filename
         raise
     if reader.found.path is None:
         raise Refused("NOT_PDF", 400, "no file was sent (a form field named file)")

@@ -51,7 +51,7 @@ def create_app(settings: Settings, app: App | None = None) -> FastAPI:
     async def session(request: Request, call_next: Any) -> Response:
         fresh = None
         if not request.cookies.get(COOKIE):
-            fresh = secrets.token_urlsafe(24)
+            fresh = settings.demo_session or secrets.token_urlsafe(24)
             request.scope["headers"] = [*request.scope["headers"], (b"cookie", f"{COOKIE}={fresh}".encode())]
         response = await call_next(request)
         if fresh is not None:
@@ -89,7 +89,7 @@ def create_app(settings: Settings, app: App | None = None) -> FastAPI:
             got = await receive(request.headers.get("content-type", ""), request.stream(), settings.uploads_dir, limit)
         except Refused as refused:
             if refused.code == "NOT_PDF":  # the job is recorded failed, as the user's queue shows it
-                job = app.enqueue("convert", kwargs={"source": "", "mapping": "", "filename": "",
+                job = app.enqueue("convert", kwargs={"source": "", "mapping": "", "filename": refused.filename,
                                                      "rejected": "NOT_PDF"}, owner=owner).job
                 return error("NOT_PDF", 400, job={"id": str(job.id)})
             return error(refused.code, refused.status)
