@@ -324,3 +324,20 @@ def test_a_gateway_502_is_retried_with_spacing_and_then_completes(converter: Con
     calls = converter.calls(job)
     assert [c["status"] for c in calls] == [502, 200] and done["attempts"] == 2
     assert 0.4 <= calls[1]["at"] - calls[0]["at"] <= 0.4 + 0.2 + 1.5  # base · 2⁰ + random(0, jitter)
+
+
+def test_a_retry_that_finds_the_xml_already_written_succeeds_without_calling_the_gateway(converter: Converter) -> None:
+    import hashlib
+
+    from converter.storage import result_name
+
+    user = _started(converter)
+    job = upload(user, PDF).json()["job"]["id"]
+    # As if an earlier attempt wrote the XML and died before recording its success
+    written = converter.tmp / "results" / result_name(f"{hashlib.sha256(PDF).hexdigest()}.pdf", "invoice")
+    written.parent.mkdir(parents=True)
+    written.write_text('<?xml version="1.0"?>\n<document mapping="invoice" pages="2"></document>\n')
+    converter.worker()
+    assert wait_status(user, job, "complete")["status"] == "complete"
+    assert converter.calls(job) == []  # found done: the gateway was not called
+    assert user.get(f"/api/jobs/{job}/download").text == written.read_text()
