@@ -82,6 +82,15 @@ def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'redrive.db'}"
 
 
+@pytest.fixture(params=["sqlite"])
+def example_db(request, tmp_path) -> str:
+    """A reference system's database: SQLite, the default;
+    ``tests.examples.BOTH_STORES`` runs a test on PostgreSQL too."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'example.db'}"
+    return request.getfixturevalue("pg_url")
+
+
 @pytest.fixture
 def cluster():
     """A PostgreSQL server this test may stop, crash or fill (tests/cluster.py)."""

@@ -21,11 +21,26 @@ from typing import Any
 
 from redrive.admin import Actor
 from redrive.app import App
-from redrive.core.alerts import Ended, Incidents, QueueReading, Reading, Transition
+from redrive.core.alerts import (
+    Check,
+    DurationPercentile,
+    Ended,
+    FailureRate,
+    Incidents,
+    OldestQueuedAge,
+    QueueDepth,
+    QueueReading,
+    Reading,
+    Rule,
+    Transition,
+)
 from redrive.core.durations import parse_duration
 from redrive.core.states import Status
 from redrive.errors import RedriveError
 from redrive.events import Event
+
+# The rules are declared with ``app.alert(...)``; they live in the core (no I/O).
+__all__ = ["AlertEvaluator", "Check", "DurationPercentile", "FailureRate", "OldestQueuedAge", "QueueDepth", "Rule"]
 
 log = logging.getLogger("redrive.alerts")
 

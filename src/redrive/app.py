@@ -220,7 +220,7 @@ class App:
                                 rate_per_owner=rate_per_owner)
 
     def alert(self, rule: AlertRule) -> None:
-        """An alert rule evaluated inside redrive (``redrive.core.alerts``:
+        """An alert rule evaluated inside redrive (``redrive.alerts``:
         ``QueueDepth``, ``OldestQueuedAge``, ``FailureRate``,
         ``DurationPercentile``, or a ``Check`` of your own) by the process run
         with ``--alerts``; it notifies when it fires and when it resolves."""

@@ -164,7 +164,7 @@ class Registry:
 
     def add_alert(self, rule: AlertRule) -> None:
         if not callable(getattr(rule, "check", None)) or not isinstance(getattr(rule, "name", None), str):
-            raise ConfigError("an alert rule is one of redrive.core.alerts' rules (or has a name and check())")
+            raise ConfigError("an alert rule is one of redrive.alerts' rules (or has a name and check())")
         if rule.name in self.alert_rules:
             raise ConfigError(f"alert rule {rule.name!r} is declared twice")
         self.alert_rules[rule.name] = rule

@@ -6,7 +6,7 @@ them up."""
 from __future__ import annotations
 
 from redrive import App, Permanent
-from redrive.core.alerts import QueueDepth
+from redrive.alerts import QueueDepth
 
 app = App()  # REDRIVE_DATABASE_URL comes from the environment
 app.alert(QueueDepth("bulk_backlog", above=20, queue="bulk"))

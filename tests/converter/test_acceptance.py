@@ -14,13 +14,14 @@ import httpx
 import pytest
 from converter.samples import make_pdf
 
-from tests.converter.conftest import BOTH_STORES, Converter, _until, job_of, upload, wait_status
+from tests.converter.conftest import Converter, job_of, upload, wait_status
+from tests.examples import BOTH_STORES, until
 
 PDF = make_pdf("Invoice 42", "Total: 12.00")
 
 
 def _started(converter: Converter) -> httpx.Client:
-    return converter.start()
+    return converter.serve()
 
 
 def test_upload_a_bad_type_fails_the_job_with_NOT_PDF_and_400(converter: Converter) -> None:
@@ -104,7 +105,7 @@ def test_gateway_down_keeps_jobs_queued_and_processing_resumes_when_it_recovers(
     gateway.wait(10)
     jobs = [upload(user, make_pdf(f"doc {n}")).json()["job"]["id"] for n in range(6)]
     # The breaker opens after the window's failures; the rest are held, not failed
-    _until(lambda: 'Converter busy — jobs will resume automatically' in user.get("/").text, timeout=30,
+    until(lambda: 'Converter busy — jobs will resume automatically' in user.get("/").text, timeout=30,
            what="the busy banner")
     time.sleep(2)
     statuses = [job_of(user, j)["status"] for j in jobs]
@@ -115,8 +116,8 @@ def test_gateway_down_keeps_jobs_queued_and_processing_resumes_when_it_recovers(
     assert "Converter busy" not in user.get("/").text
 
 
-def test_gateway_down_fails_jobs_fast_when_configured(tmp_path, converter_db) -> None:
-    converter = Converter(tmp_path, converter_db, CIRCUIT_MODE="fail_fast")
+def test_gateway_down_fails_jobs_fast_when_configured(tmp_path, example_db) -> None:
+    converter = Converter(tmp_path, example_db, CIRCUIT_MODE="fail_fast")
     try:
         user = _started(converter)
         converter.worker()
@@ -170,7 +171,7 @@ def test_download_before_complete_is_409_NOT_READY_and_after_retention_404_EXPIR
     old = time.time() - 3 * 3600
     for path in (converter.tmp / "results").iterdir():
         os.utime(path, (old, old))
-    swept = converter._start("retention", "retention", env={"RETENTION_HOURS": "1"})
+    swept = converter.start("retention", env={"RETENTION_HOURS": "1"})
     assert swept.wait(30) == 0
     late = user.get(f"/api/jobs/{job}/download")
     assert late.status_code == 404 and late.json()["error"] == {
@@ -218,7 +219,7 @@ def test_a_worker_killed_mid_run_writes_no_second_xml_and_its_lease_is_recovered
     converter.mode("hang", hang_s=4)
     doomed = converter.worker(WORKER_LEASE_TTL_SEC="2", GATEWAY_TIMEOUT_MS="20000")
     job = upload(user, PDF).json()["job"]["id"]
-    _until(lambda: len(converter.calls(job)) == 1, what="the first call")
+    until(lambda: len(converter.calls(job)) == 1, what="the first call")
     os.killpg(doomed.pid, signal.SIGKILL)
     doomed.wait(10)
     converter.mode("ok")
@@ -252,7 +253,7 @@ def test_the_logs_and_metrics_the_design_names_are_produced(converter: Converter
     bad = upload(user, make_pdf("x"), mapping="no-such-mapping").json()["job"]["id"]
     wait_status(user, fine, "complete")
     wait_status(user, bad, "failed")
-    _until(lambda: "metrics at http://" in converter.log("worker"), what="the metrics address")
+    until(lambda: "metrics at http://" in converter.log("worker"), what="the metrics address")
     url = re.search(r"metrics at (http://\S+/metrics)", converter.log("worker")).group(1)
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for f in text_string_to_metric_families(httpx.get(url, timeout=5).text) for s in f.samples}
@@ -269,7 +270,7 @@ def test_the_logs_and_metrics_the_design_names_are_produced(converter: Converter
         return [json.loads(line) for line in converter.log("worker").splitlines() if line.startswith("{")]
 
     # Event lines are written in batches, at most 0.1 s after the event
-    _until(lambda: {(p.get("event"), p.get("job_id")) for p in lines()} >= {("job.succeeded", fine),
+    until(lambda: {(p.get("event"), p.get("job_id")) for p in lines()} >= {("job.succeeded", fine),
                                                                          ("job.failed", bad)}, what="the log lines")
     succeeded = next(p for p in lines() if p.get("event") == "job.succeeded" and p["job_id"] == fine)
     assert succeeded["status"] == "succeeded" and succeeded["attempt"] == 1 and succeeded["duration_ms"] > 0
@@ -277,9 +278,9 @@ def test_the_logs_and_metrics_the_design_names_are_produced(converter: Converter
     assert (failed["error_code"], failed["upstream_status"], failed["status"]) == ("GW_4XX", 400, "failed")
 
 
-def test_an_upload_that_cannot_be_stored_is_500_IO_ERROR(tmp_path, converter_db) -> None:
+def test_an_upload_that_cannot_be_stored_is_500_IO_ERROR(tmp_path, example_db) -> None:
     (tmp_path / "uploads").write_text("a file where the uploads folder should be")
-    converter = Converter(tmp_path, converter_db)
+    converter = Converter(tmp_path, example_db)
     try:
         user = _started(converter)
         answer = upload(user, PDF)
@@ -307,7 +308,7 @@ def test_sigterm_during_processing_lets_the_running_conversion_complete(converte
     converter.mode("hang", hang_s=2)
     worker = converter.worker()
     job = upload(user, PDF).json()["job"]["id"]
-    _until(lambda: len(converter.calls(job)) == 1, what="the call")
+    until(lambda: len(converter.calls(job)) == 1, what="the call")
     os.killpg(worker.pid, signal.SIGTERM)
     assert worker.wait(30) == 0  # it finished the conversion first, then stopped
     assert job_of(user, job)["status"] == "complete" and len(converter.calls(job)) == 1
@@ -318,7 +319,7 @@ def test_a_gateway_502_is_retried_with_spacing_and_then_completes(converter: Con
     converter.mode("502")
     converter.worker()
     job = upload(user, PDF).json()["job"]["id"]
-    _until(lambda: len(converter.calls(job)) == 1, what="the first call")
+    until(lambda: len(converter.calls(job)) == 1, what="the first call")
     converter.mode("ok")
     done = wait_status(user, job, "complete")
     calls = converter.calls(job)

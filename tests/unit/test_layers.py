@@ -89,7 +89,7 @@ def test_the_runtime_and_the_operator_api_never_take_the_app() -> None:
 
 
 # The optional surfaces' modules, documented as imported by users (docs/).
-PUBLIC_MODULES = {"redrive", "redrive.metrics", "redrive.logs", "redrive.http", "redrive.notify"}
+PUBLIC_MODULES = {"redrive", "redrive.alerts", "redrive.metrics", "redrive.logs", "redrive.http", "redrive.notify"}
 
 
 def test_examples_import_only_the_public_surface() -> None:

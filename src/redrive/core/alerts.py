@@ -41,7 +41,9 @@ class Reading:
 
 
 class Rule(Protocol):
-    name: str
+    @property
+    def name(self) -> str:  # read-only, so the frozen rules above are Rules to a type checker
+        """Letters, digits, - and _: the rule's name in logs and notifications."""
 
     def check(self, reading: Reading) -> tuple[bool, str]:
         """Whether the rule fires now, and a line saying what it sees."""

@@ -53,7 +53,10 @@ _GRACE = timedelta(seconds=5)  # a failure written just before a window closes i
 
 class Notifications:
     def __init__(self, app: App, channels: Sequence[Channel], *, base_url: str | None = None,
-                 window: timedelta = timedelta(minutes=1)) -> None:
+                 window: timedelta = timedelta(minutes=1), failures: bool = True) -> None:
+        """``failures=False``: jobs failing for good are not told (an app that
+        tells its own, with ``tell``); escalations, breakers, outbox repairs
+        and alerts still are."""
         names = [c.name for c in channels]
         if not channels or len(set(names)) < len(names):
             raise ConfigError("notifications need at least one channel, each with its own name")
@@ -61,6 +64,7 @@ class Notifications:
             raise ConfigError("the notification window must be positive")
         self.app, self.channels, self.window = app, list(channels), window
         self.base_url = base_url.rstrip("/") if base_url else None
+        self.failures = failures
         self._admin = app.admin(Actor.operator("notifications"))
         self._todo: queue.Queue[Event] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -133,6 +137,8 @@ class Notifications:
         if event.name == "job.dead_lettered" and d["dead_letter_id"] is None:
             return
         if event.name == "job.dead_lettered" and not d["escalated"]:
+            if not self.failures:
+                return
             # One notification per task and window, sent when the window closes.
             failed_at = self._admin.dead_letter(d["dead_letter_id"]).last_failure_at.timestamp()
             width = self.window.total_seconds()
@@ -151,6 +157,16 @@ class Notifications:
     def alert(self, rule: str, state: str, detail: str, incident: str) -> None:
         """An alert rule fired or resolved (``redrive.alerts``)."""
         self._notify(["alert", rule, state, detail], f"alert:{rule}:{incident}:{state}")
+
+    def tell(self, subject: str, lines: Sequence[str], *, key: str, conn: Any = None) -> None:
+        """Send the application's own message on every channel, once per
+        ``key`` however often it is told (a retry, a second worker): the
+        matching system tells admins of a failed document this way. With
+        ``conn``, enqueued in that open transaction (``Client.enqueue``)."""
+        if not isinstance(subject, str) or not subject.strip() or isinstance(lines, str):
+            raise ConfigError("tell() takes a subject line and a list of lines")
+        self.app.client.enqueue(TASK, args=["message", subject, [str(line) for line in lines]],
+                                idempotency_key=f"message:{key}"[:255], conn=conn)
 
     def _notify(self, args: list[Any], key: str, *, run_at: datetime | None = None) -> None:
         self.app.client.enqueue(TASK, args=args, idempotency_key=key[:255], run_at=run_at)
@@ -189,6 +205,8 @@ class Notifications:
                           [f"Job {job_id}, outbox key {key}: the send-then-mark order was broken somewhere.",
                            "It was reconciled with the provider before anything was sent again.",
                            self._link(f"/jobs/{job_id}")])
+        if kind == "message":
+            return _clean(subject, rest[0])
         if kind == "alert":
             state, detail = rest
             verb = "firing" if state == "firing" else "resolved"
