@@ -39,15 +39,16 @@ class Profile:
     window: tuple[int, int]  # throughput is compared over these jobs of each backlog
     memory_marks: tuple[int, int]
     dashboard_jobs: int  # in the database when the dashboard's pages are timed
+    matchmaking_users: int  # in the one time zone whose 09:00 firing is enqueued and drained
 
 
 PROFILES = {
     "quick": Profile("quick", 3, 1000, 50_000, 30_000, 4.0, 100, 1_000_000, (2_000, 10_000),
-                     (100_000, 1_000_000), 100_000),
+                     (100_000, 1_000_000), 100_000, 100_000),
     "full": Profile("full", 5, 3000, 200_000, 100_000, 10.0, 300, 1_000_000, (2_000, 10_000),
-                    (100_000, 1_000_000), 100_000),
+                    (100_000, 1_000_000), 100_000, 100_000),
     # For the test suite: proves every part still runs, measures nothing.
-    "smoke": Profile("smoke", 1, 20, 500, 500, 5.0, 5, 3_000, (200, 1_000), (1_000, 3_000), 2_000),
+    "smoke": Profile("smoke", 1, 20, 500, 500, 5.0, 5, 3_000, (200, 1_000), (1_000, 3_000), 2_000, 300),
 }
 
 
@@ -268,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                     for processes in (1,) if name in SINGLE_PROCESS else (1, 2):
                         measure_throughput(system, processes, profile, cells)
                     measure_latency(system, profile, cells)
-            backlog = dashboard = None
+            backlog = dashboard = matchmaking = None
             if "redrive-pg" in names:
                 print(f"[{time.monotonic() - started:5.0f}s] backlog of {profile.big_backlog:,}",
                       file=sys.stderr, flush=True)
@@ -276,11 +277,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[{time.monotonic() - started:5.0f}s] dashboard over {profile.dashboard_jobs:,} jobs",
                       file=sys.stderr, flush=True)
                 dashboard = measure_dashboard(chosen[names.index("redrive-pg")], profile)
+                print(f"[{time.monotonic() - started:5.0f}s] matchmaking: one firing for "
+                      f"{profile.matchmaking_users:,} users", file=sys.stderr, flush=True)
+                from bench.matchmaking import measure_matchmaking
+
+                matchmaking = measure_matchmaking(profile.matchmaking_users)
         finally:
             for system in chosen:
                 system.close()
     report = Report(profile=profile, repeats=repeats, table=table, names=dict(zip(names, chosen, strict=True)),
-                    backlog=backlog, dashboard=dashboard, seconds=time.monotonic() - started,
+                    backlog=backlog, dashboard=dashboard, matchmaking=matchmaking, seconds=time.monotonic() - started,
                     when=when, machine=platform.platform())
     text = report.markdown()
     out.write_text(text)

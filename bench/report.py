@@ -51,6 +51,7 @@ class Report:
     names: dict  # short name -> system
     backlog: dict[str, float] | None
     dashboard: dict[str, float] | None
+    matchmaking: dict[str, float] | None
     seconds: float
     when: datetime
     machine: str
@@ -114,6 +115,17 @@ class Report:
                 out.append(f"| dashboard {page} with {jobs:,} jobs under 200 ms ({took:.1f} ms; "
                            f"the login page, which reads nothing, {floor:.1f} ms: ratio shown) | {took / floor:.2f} | "
                            f"{'yes' if took < 200 else '**no**'} |")
+        if self.matchmaking:
+            m, users = self.matchmaking, p.matchmaking_users
+            noop = self._cell("redrive-pg", "jobs/s 2 proc")
+            drained = users / m["drain s"]
+            out += ["", f"Matchmaking's large batch: one 09:00 firing for {users:,} users in one time zone, "
+                    f"enqueued by the scheduler in {m['firing enqueue s']:.1f} s "
+                    f"({users / m['firing enqueue s']:,.0f} jobs/s; the same number of keyed jobs through "
+                    f"`enqueue_many` alone: {m['keyed enqueue_many floor s']:.1f} s, ratio "
+                    f"{m['firing enqueue s'] / m['keyed enqueue_many floor s']:.2f}), drained by 2 worker processes "
+                    f"running the example's job in {m['drain s']:.0f} s ({drained:,.0f} jobs/s"
+                    + (f"; no-op jobs, 2 processes: {noop:,.0f} jobs/s" if noop else "") + ")."]
         out += ["", "Versions: " + ", ".join(f"{n} {_version(n)}" for n in PACKAGES if _version(n)) + "."]
         return "\n".join(out) + "\n"
 

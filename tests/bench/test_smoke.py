@@ -36,7 +36,8 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
         )
     finally:
         with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "bench_redrive{suffix}" WITH (FORCE)')
+            for name in ("bench_redrive", "bench_matchmaking", "bench_matchmaking_floor"):
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}{suffix}" WITH (FORCE)')
     assert run.returncode == 0, run.stderr[-2000:]
     assert not list(scratch.iterdir())
     report = out.read_text()
@@ -49,3 +50,5 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
                    "/metrics scrape", "worker RSS", "dashboard overview with 2,000 jobs",
                    "dashboard first jobs page with 2,000 jobs"):
         assert re.search(rf"\| {re.escape(target)}.*\| \d+\.\d\d \| (yes|\*\*no\*\*) \|", report), target
+    assert re.search(r"one 09:00 firing for 300 users in one time zone, enqueued by the scheduler in [\d.]+ s "
+                     r".*drained by 2 worker processes running the example's job in \d+ s", report)

@@ -135,3 +135,27 @@ def test_a_worker_can_run_the_schedules_too(db_url: str, tmp_path, workers) -> N
     assert worker.stop() == 0
     assert "scheduler started with 2 schedule(s)" in worker.log
     app.close()
+
+
+def test_a_scheduler_ticking_often_through_a_gap_and_an_overlap_skips_and_repeats_nothing(sqlite_url: str) -> None:
+    """A long-lived scheduler remembers when each zone fires next and skips
+    the ticks before it; around the clocks changing, 02:30 in New York does
+    not exist (it fires at 03:00) or comes twice (it fires at the first)."""
+    app = App(sqlite_url)
+    app.task(lambda day: None, name="nightly")
+    app.schedule("nightly", "nightly", "30 1,2 * * *", timezones=["America/New_York"],
+                 kwargs=lambda f: {"day": f.slot})
+    scheduler = Scheduler(app.client)
+    fired: list = []
+    for start in (datetime(2026, 3, 7, 5, tzinfo=UTC), datetime(2026, 10, 31, 4, tzinfo=UTC)):
+        now = start
+        scheduler.tick(now)
+        while now < start + timedelta(days=2):
+            now += timedelta(minutes=7)
+            fired += [(r.job.kwargs["day"], r.job.run_at) for r in scheduler.tick(now) if not r.duplicate]
+    slots = [slot for slot, _ in fired]
+    assert len(slots) == len(set(slots)) == 8  # 01:30 and 02:30 on each of four local days
+    assert "2026-03-08T02:30" in slots and "2026-11-01T01:30" in slots
+    assert Counter(slot[:10] for slot in slots) == {"2026-03-07": 2, "2026-03-08": 2, "2026-10-31": 2,
+                                                     "2026-11-01": 2}
+    app.close()

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -27,6 +28,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _LARGEST_SHIFT = timedelta(hours=2)
 
 
+@lru_cache(maxsize=1024)
 def zone(name: str) -> ZoneInfo:
     if not isinstance(name, str) or not name:
         raise ConfigError("a time zone is an IANA name such as Europe/London")
@@ -167,6 +169,7 @@ def resolve(local: datetime, info: ZoneInfo) -> datetime:
     return datetime.fromtimestamp(high, UTC)
 
 
+@lru_cache(maxsize=256)
 def _granularity(expression: str) -> tuple[bool, bool]:
     """(fires at most once a day, has a seconds field)."""
     fields = croniter(expression).expanded

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from redrive.client import Client, JobRequest
 from redrive.core.job import EnqueueResult
-from redrive.core.schedule import Firing, Schedule, missed
+from redrive.core.schedule import Firing, Schedule, missed, next_firing
 from redrive.errors import RedriveError
 
 log = logging.getLogger("redrive.scheduler")
@@ -41,6 +41,9 @@ class Scheduler:
         self.interval = interval
         self.grace = grace
         self._stopping = asyncio.Event()
+        # (schedule name, time zone) -> (after, at): no firing in (after, at), so a
+        # tick inside that window skips the cron expansion for the zone.
+        self._quiet: dict[tuple[str, str], tuple[datetime, datetime]] = {}
 
     @property
     def schedules(self) -> Sequence[Schedule]:
@@ -65,7 +68,7 @@ class Scheduler:
         if now <= since:
             return []
         due = [f for tz in schedule.zones()
-               for f in missed(schedule.firings(tz, since, now), now, schedule.catch_up, self.grace)]
+               for f in missed(self._firings(schedule, tz, since, now), now, schedule.catch_up, self.grace)]
         requests = [self._request(schedule, one) for firing in due for one in _per_entity(schedule, firing)]
         made = []
         for start in range(0, len(requests), _BATCH):
@@ -79,6 +82,16 @@ class Scheduler:
             log.info("schedule %s: %d firing(s), %d job(s) new, %d already there",
                      schedule.name, len(due), fresh, len(made) - fresh)
         return made
+
+    def _firings(self, schedule: Schedule, tz: str, since: datetime, now: datetime) -> list[Firing]:
+        quiet = self._quiet.get((schedule.name, tz))
+        if quiet is not None and quiet[0] <= since and now < quiet[1]:
+            return []
+        found = schedule.firings(tz, since, now)
+        upcoming = next_firing(schedule, tz, now)
+        if upcoming is not None:
+            self._quiet[(schedule.name, tz)] = (now, upcoming.at)
+        return found
 
     @staticmethod
     def _request(schedule: Schedule, firing: Firing) -> JobRequest:
