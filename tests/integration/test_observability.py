@@ -116,8 +116,11 @@ def test_workers_register_report_what_they_run_and_leave(db_url, tmp_path, worke
     from tests.e2e.test_cli import redrive
 
     client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
-    a = WorkerProcess(db_url, tmp_path, "-c", "3", "--poll-interval", "0.2")
-    b = WorkerProcess(db_url, tmp_path, "-q", "default", "-q", "email", "--poll-interval", "0.2")
+    # Short leases: heartbeats (and so the running counts) every second; a short grace: the
+    # worker stopped mid-job hands it back at once instead of waiting for it.
+    quick = ("--poll-interval", "0.2", "--lease-ttl", "3s", "--shutdown-grace", "1s")
+    a = WorkerProcess(db_url, tmp_path, "-c", "3", *quick)
+    b = WorkerProcess(db_url, tmp_path, "-q", "default", "-q", "email", *quick)
     workers += [a, b]
     a.wait_started()  # the first to start makes the SQLite database the CLI reads
     b.wait_started()

@@ -18,7 +18,7 @@ from tests.integration.processes import WorkerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
-OUTAGE_S = 60  # the pool's own retries would be 16 and 32 s apart by now
+OUTAGE_S = 40  # the pool's own retries would be 16 s apart by now, the next one 23 s after the return
 
 
 def test_a_worker_resumes_within_a_second_or_two_of_the_database_returning(

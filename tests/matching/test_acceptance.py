@@ -162,7 +162,7 @@ def test_a_worker_killed_mid_document_loses_nothing_and_the_stuck_alarm_fires(ma
     matching.kill(doomed)
     assert matching.document(second)["matching_status"] == "in-progress"
 
-    matching.worker("--alerts", STUCK_AFTER_S="1")
+    matching.worker("--alerts", STUCK_AFTER_S="1", WORKER_LEASE_TTL_SEC="4")  # looks for expired leases every 1-2 s
     until(lambda: any("matching_stuck" in m for m in matching.slack.messages), timeout=30, what="the alarm")
     firing = next(m for m in matching.slack.messages if "matching_stuck" in m)
     assert "doc-4-b" in firing and "firing" in firing

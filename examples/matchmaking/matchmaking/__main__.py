@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
@@ -62,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             firing = firings[0]
             people = [r["id"] for r in db.rows("SELECT id FROM users WHERE timezone = %s ORDER BY id", args.timezone)]
-            stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
+            run = uuid.uuid4().hex[:12]  # each re-run its own jobs (each job is idempotent anyway)
             for user in people:
                 app.enqueue(TASK, kwargs={"date": args.date, "timezone": args.timezone, "user_id": user,
                                           "at": firing.at.isoformat()},
-                            idempotency_key=f"rerun:{stamp}:{firing.for_entity(user).key}")
+                            idempotency_key=f"rerun:{run}:{firing.for_entity(user).key}")
             print(f"{len(people)} jobs queued for {args.date} in {args.timezone}")
         else:
             for row in db.rows("SELECT * FROM offers WHERE user_id = %s ORDER BY date, score DESC", args.user_id):
@@ -79,7 +80,7 @@ def _work(app: App, settings: Settings, *, alerts: bool) -> int:
     from redrive.logs import configure, log_events
     from redrive.notify import Notifications
 
-    configure(level="info", fmt="json")
+    configure(level=settings.log_level, fmt="json")
     log_events(app)
     notifications = Notifications.from_env(app)  # on-call hears of dead letters and alerts
     evaluator = None

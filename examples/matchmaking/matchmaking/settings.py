@@ -17,6 +17,7 @@ class Settings:
     retry_delays_s: tuple[float, ...] = (30.0, 120.0, 300.0)  # transient failures; logic errors: none
     worker_concurrency: int = 8
     db_lock_timeout_ms: int = 5000  # a lock waited on longer is a transient database error (retried)
+    log_level: str = "info"  # the worker's JSON log lines: info has a line per job; warning only trouble
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -26,6 +27,10 @@ class Settings:
             found["database_url"] = text
         if text := env.get("SEND_AT", "").strip():
             found["send_at"] = text
+        if text := env.get("LOG_LEVEL", "").strip().lower():
+            if text not in ("debug", "info", "warning", "error"):
+                raise ConfigError(f"LOG_LEVEL is debug, info, warning or error, not {text!r}")
+            found["log_level"] = text
         for name in ("offers_per_day", "worker_concurrency", "db_lock_timeout_ms"):
             if text := env.get(name.upper(), "").strip():
                 if not text.isdigit() or int(text) < 1:

@@ -98,7 +98,16 @@ def serve(provider: Provider, port: int) -> ThreadingHTTPServer:
                 self._reply(404, {"error": "not_found"})
 
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            length = int(self.headers.get("Content-Length", 0))
+            raw = self.rfile.read(length)
+            if len(raw) < length:  # the caller went away mid-request (killed): nothing was sent
+                self.close_connection = True
+                return
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                self._reply(400, {"error": "invalid_json", "message": "The body is not JSON"})
+                return
             if self.path == "/admin/mode":
                 with provider.lock:
                     provider.mode, provider.hold_s = str(body["mode"]), float(body.get("hold_s", 0))
