@@ -123,12 +123,14 @@ class Schedule:
         return found
 
 
-_HORIZONS = (timedelta(days=1), timedelta(days=32), timedelta(days=367), timedelta(days=366 * 8))
+_HORIZONS = (timedelta(minutes=1), timedelta(hours=1), timedelta(days=1), timedelta(days=32),
+             timedelta(days=367), timedelta(days=366 * 8))
 
 
 def next_firing(schedule: Schedule, tz: str, after: datetime) -> Firing | None:
     """The first firing in ``tz`` after ``after`` (looking up to 8 years ahead,
-    a day first, so a minutely schedule is not expanded for a year)."""
+    a minute first, so a schedule firing every few seconds is not expanded
+    for a day, nor a minutely one for a year)."""
     for horizon in _HORIZONS:
         found = schedule.firings(tz, after, after + horizon)
         if found:
