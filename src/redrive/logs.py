@@ -35,7 +35,7 @@ from redrive.events import CATALOGUE, Event
 Format = Literal["text", "json"]
 FORMATS: tuple[Format, ...] = ("text", "json")
 
-# The job's status each event leaves it in, as seed 003's logs name it.
+# The job's status each event leaves it in, as the converter's design names it in its logs.
 _STATUS = {
     "job.enqueued": "queued", "job.claimed": "running", "job.succeeded": "succeeded",
     "job.retry_scheduled": "retry", "job.failed": "failed", "job.cancelled": "cancelled",

@@ -154,7 +154,7 @@ class DurationPercentile:
 @dataclass(frozen=True, slots=True)
 class Check:
     """A check of the application's own: ``test()`` returns whether it fires
-    (seed 004's "duplicate offers created > 0"), or that and a line saying why."""
+    (the matchmaking example's "duplicate offers created > 0"), or that and a line saying why."""
 
     name: str
     test: Callable[[], bool | tuple[bool, str]]

@@ -29,7 +29,7 @@ CREATE TABLE redrive_job (
     failed_at          timestamptz,
     CONSTRAINT redrive_job_status CHECK (status IN ('scheduled', 'queued', 'running')),
     CONSTRAINT redrive_job_attempts CHECK (attempts >= 0 AND max_attempts >= 1),
-    -- seed 002 §7: lease fields only when running, and always when running
+    -- lease fields only when running, and always when running
     CONSTRAINT redrive_job_lease CHECK (
         (status = 'running') = (lease_token IS NOT NULL)
         AND (lease_token IS NULL) = (lease_owner IS NULL)
