@@ -21,9 +21,10 @@ import math
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from json.encoder import encode_basestring
 from typing import Any, Literal
 
@@ -78,41 +79,49 @@ def _with_event(fields: dict[str, Any], event: Event) -> dict[str, Any]:
 
 
 def _event_line(event: Event, level: str, logger: str) -> str:
-    """An event's JSON line, as ``JsonFormatter`` would write its record,
-    made field by field: a worker writes one per job, and the JSON encoder
-    over a dict of them cost twice as much."""
-    name = event.name
-    parts = [f'{{"ts": "{_ts(event.at)}", ', _head(level, logger, name)]
-    for key, value in event.data.items():
+    """An event's JSON line, as ``JsonFormatter`` would write its record, from
+    a template made once per event shape: a worker writes one per job, and the
+    JSON encoder over a dict of the fields cost more than twice as much."""
+    data = event.data
+    shape = (event.name, level, logger, tuple(data))
+    template, plan = _SHAPES.get(shape) or _shape(*shape)
+    return template % (_ts(event.at), *[convert(data[key]) for key, convert in plan])
+
+
+_Plan = tuple[tuple[str, Callable[[Any], str]], ...]
+_SHAPES: dict[tuple[str, str, str, tuple[str, ...]], tuple[str, _Plan]] = {}
+
+
+def _shape(name: str, level: str, logger: str, keys: tuple[str, ...]) -> tuple[str, _Plan]:
+    """The line's text with a ``%s`` for each value (and the time), and how
+    each value is found and made JSON."""
+    head = (f'"level": "{level}", "logger": {encode_basestring(logger)}, "message": {encode_basestring(name)}, '
+            f'"event": {encode_basestring(name)}')
+    parts, plan = ['{"ts": "%s", ', head.replace("%", "%%")], []
+    for key in keys:
         if key in _NEVER:
             continue
-        if key in _MILLIS:
-            key, value = _MILLIS[key], round(value * 1000, 3)
-        parts.append(_KEYS.get(key) or _key(key))
-        parts.append(_json_value(key, value))
+        out = _MILLIS.get(key, key)
+        parts.append(f", {encode_basestring(out)}: ".replace("%", "%%") + "%s")
+        plan.append((key, partial(_millis, out) if key in _MILLIS else partial(_json_value, out)))
     if status := _STATUS.get(name):
         parts.append(f', "status": "{status}"')
     if name == "breaker.changed":
-        parts.append(', "breaker_state": ' + _json_value("breaker_state", event.data["to_state"]))
+        parts.append(', "breaker_state": %s')
+        plan.append(("to_state", partial(_json_value, "breaker_state")))
     elif name == "job.held":
         parts.append(', "breaker_state": "open"')
     parts.append("}\n")
-    return "".join(parts)
+    _SHAPES[name, level, logger, keys] = found = ("".join(parts), tuple(plan))
+    return found
 
 
-@lru_cache(maxsize=256)
-def _head(level: str, logger: str, name: str) -> str:
-    """The fields every line of one event has alike."""
-    return (f'"level": "{level}", "logger": {encode_basestring(logger)}, "message": {encode_basestring(name)}, '
-            f'"event": {encode_basestring(name)}')
-
-
-_KEYS: dict[str, str] = {}
-
-
-def _key(key: str) -> str:
-    _KEYS[key] = f", {encode_basestring(key)}: "
-    return _KEYS[key]
+def _millis(key: str, seconds: Any) -> str:
+    """Seconds as milliseconds to the microsecond: formatted, not rounded and
+    printed, which cost a worker twice as much on two values a job."""
+    if type(seconds) is float and math.isfinite(seconds):
+        return f"{seconds * 1000:.3f}"
+    return _json_value(key, round(seconds * 1000, 3))
 
 
 def _json_value(key: str, value: Any) -> str:
@@ -152,8 +161,8 @@ def log_events(app: App, logger: logging.Logger | None = None) -> Callable[[], N
         own = _only_handler(target)
         if own is not None and target.isEnabledFor(level):
             # What the logging module would write, without a record and its
-            # handler chain: a worker logs a line per job.
-            own.add(_event_line(event, _LEVEL_NAME[level], target.name))
+            # handler chain, and made later with others: a worker logs a line per job.
+            own.add(event, _LEVEL_NAME[level], target.name)
             return
         fields = event_fields(event)
         target.log(level, _Line(fields), extra={"redrive": fields})
@@ -163,15 +172,19 @@ def log_events(app: App, logger: logging.Logger | None = None) -> Callable[[], N
 
 def _only_handler(target: logging.Logger) -> _Handler | None:
     """``configure``'s JSON handler, when it is the only place an event line
-    can go (no other handler or filter on the way), else None."""
-    if _OWN is None or not isinstance(_OWN.formatter, JsonFormatter) or _OWN.filters:
+    can go (no other handler or filter on the way), else None. Asked per
+    event, since a test or an application may add a handler at any time."""
+    own = _OWN
+    if own is None or own.filters or not isinstance(own.formatter, JsonFormatter):
         return None
     logger: logging.Logger | None = target
     while logger is not None:
-        if logger.filters or (logger.handlers and logger.handlers != [_OWN]) or logger.disabled:
+        if logger.filters or logger.disabled:
             return None
-        if logger.handlers or not logger.propagate:
-            return _OWN if logger.handlers == [_OWN] else None
+        if handlers := logger.handlers:
+            return own if len(handlers) == 1 and handlers[0] is own else None
+        if not logger.propagate:
+            return None
         logger = logger.parent
     return None
 
@@ -259,10 +272,12 @@ def _json_line(created: float, level: str, logger: str, message: str, fields: Ma
 
 
 class _Handler(logging.StreamHandler):
-    """``configure``'s handler. Records are written at once; event lines
-    (``add``) gather and are written together, at most ``FLUSH_S`` later or
-    before the next record, so lines stay in order. A write per job would
-    be a system call per job. ``logging.shutdown`` at exit writes what waits;
+    """``configure``'s handler. Records are written at once; events (``add``)
+    gather and are made into lines and written together, at most ``FLUSH_S``
+    later or before the next record, so lines stay in order. Made in a batch,
+    a line costs a worker about half what it costs made between two jobs (the
+    code and data for it stay in the processor's caches), and the batch is
+    one system call (docs/performance.md). ``logging.shutdown`` at exit writes what waits;
     a process killed outright loses at most ``FLUSH_S`` of event lines."""
 
     FLUSH_S = 0.1
@@ -270,19 +285,21 @@ class _Handler(logging.StreamHandler):
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
-        self._pending: list[str] = []
+        # (event, level, logger), appended without a lock: a deque's append
+        # and popleft are atomic, and only ``_write_pending`` (under the lock) takes.
+        self._pending: deque[tuple[Event, str, str]] = deque()
         self._flusher: threading.Thread | None = None
         self._closed = False
 
-    def add(self, line: str) -> None:
-        with self.lock:  # type: ignore[union-attr]
-            self._pending.append(line)
-            if len(self._pending) >= self.BATCH:
-                self._write_pending()
-                self.stream.flush()
-            elif self._flusher is None:
-                self._flusher = threading.Thread(target=self._flush_soon, name="redrive-log-flush", daemon=True)
-                self._flusher.start()
+    def add(self, event: Event, level: str, logger: str) -> None:
+        self._pending.append((event, level, logger))
+        if len(self._pending) >= self.BATCH:
+            self.flush()
+        elif self._flusher is None:
+            with self.lock:  # type: ignore[union-attr]
+                if self._flusher is None:
+                    self._flusher = threading.Thread(target=self._flush_soon, name="redrive-log-flush", daemon=True)
+                    self._flusher.start()
 
     def _flush_soon(self) -> None:
         while not self._closed:
@@ -291,10 +308,9 @@ class _Handler(logging.StreamHandler):
                 self.flush()
 
     def _write_pending(self) -> None:
-        if self._pending:
-            text = "".join(self._pending)
-            self._pending.clear()
-            self.stream.write(text)
+        pending, take = self._pending, self._pending.popleft
+        if pending:
+            self.stream.write("".join([_event_line(*take()) for _ in range(len(pending))]))
 
     def emit(self, record: logging.LogRecord) -> None:
         self._write_pending()  # called under the handler's lock

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import accumulate
@@ -84,6 +85,12 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "redrive_breaker_transitions": ("Breaker state changes.", ("dependency", "to_state")),
     "redrive_schedule_firings": ("Schedule firings enqueued.", ("schedule",)),
 }
+# An attempt's end, by its event: the outcome its duration is labelled with,
+# and its counter. The event carries its queue wait (as Oban's job-stop event
+# carries its queue time): one event per attempt feeds both histograms.
+_ENDS = {"job.succeeded": ("succeeded", "redrive_jobs_completed"),
+         "job.retry_scheduled": ("retried", "redrive_job_retries_scheduled"),
+         "job.failed": ("failed", "redrive_jobs_completed")}
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "redrive_job_duration_seconds": ("How long attempts ran, by how they ended.", (*_JOB, "outcome")),
     "redrive_job_queue_wait_seconds": ("From when a job was due to when a worker took it.", _JOB),
@@ -100,30 +107,60 @@ class Tally(Collector):
     def __init__(self, buckets: Sequence[float]) -> None:
         self.bounds = tuple(sorted(buckets))
         self._lock = threading.Lock()
-        self._counts: dict[tuple[str, tuple[Any, ...]], float] = {}
+        self._counts: dict[tuple[str, tuple[Any, ...]], list[float]] = {}  # a one-value cell each
         # (name, labels) -> [count per bucket..., count above the last, sum]
         self._observed: dict[tuple[str, tuple[Any, ...]], list[float]] = {}
+        # What an attempt's end touches, found once per (counter, labels, outcome)
+        self._ends: dict[tuple[str, tuple[Any, ...], str], tuple[list[float], list[float], list[float]]] = {}
+        # Attempts' ends not counted yet: a worker hands one over per job and
+        # they are counted in batches (``_count_ended``), before every scrape.
+        self.ends: deque[Event] = deque()
 
     def inc(self, name: str, labels: tuple[Any, ...], by: float = 1) -> None:
-        key = (name, labels)
         with self._lock:
-            self._counts[key] = self._counts.get(key, 0) + by
+            self._cell(name, labels)[0] += by
 
-    def _record(self, key: tuple[str, tuple[Any, ...]], value: float) -> None:
-        row = self._observed.get(key)
-        if row is None:
-            row = self._observed[key] = [0.0] * (len(self.bounds) + 2)
-        row[bisect_left(self.bounds, value)] += 1
-        row[-1] += value
+    def _cell(self, name: str, labels: tuple[Any, ...]) -> list[float]:
+        return self._counts.setdefault((name, labels), [0.0])
 
-    def ended(self, task: str, queue: str, outcome: str, duration_s: float, wait_s: float, counter: str,
-              labels: tuple[Any, ...]) -> None:
-        """An attempt's end: its duration, its queue wait and a counter, under one lock."""
-        counter_key = (counter, labels)
-        with self._lock:
-            self._record(("redrive_job_duration_seconds", (task, queue, outcome)), duration_s)
-            self._record(("redrive_job_queue_wait_seconds", (task, queue)), wait_s)
-            self._counts[counter_key] = self._counts.get(counter_key, 0) + 1
+    def _row(self, name: str, labels: tuple[Any, ...]) -> list[float]:
+        return self._observed.setdefault((name, labels), [0.0] * (len(self.bounds) + 2))
+
+    BATCH = 1024
+
+    def ended(self, event: Event) -> None:
+        """An attempt's end (``job.succeeded``, ``job.retry_scheduled`` or
+        ``job.failed``): its duration, its queue wait and a counter, counted
+        with others a batch at a time, and before every scrape."""
+        ends = self.ends
+        ends.append(event)
+        if len(ends) >= self.BATCH:
+            with self._lock:
+                self._count_ended()
+
+    def _count_ended(self) -> None:
+        """Counts the ends handed over so far; called under the lock. The
+        deque's append and popleft are atomic: ends handed over meanwhile
+        wait for the next count."""
+        take, bounds = self.ends.popleft, self.bounds
+        for _ in range(len(self.ends)):
+            name, d = (event := take()).name, event.data
+            task, queue = d["task"], d["queue"]
+            outcome, counter = _ENDS[name]
+            labels = (task, queue, d["error_code"]) if outcome == "retried" else \
+                (task, queue, outcome, d.get("error_code") or "")
+            rows = self._ends.get((counter, labels, outcome))
+            if rows is None:
+                rows = self._ends[counter, labels, outcome] = (
+                    self._row("redrive_job_duration_seconds", (task, queue, outcome)),
+                    self._row("redrive_job_queue_wait_seconds", (task, queue)), self._cell(counter, labels))
+            durations, waits, cell = rows
+            duration_s, wait_s = d["duration_s"], d["wait_s"]
+            durations[bisect_left(bounds, duration_s)] += 1
+            durations[-1] += duration_s
+            waits[bisect_left(bounds, wait_s)] += 1
+            waits[-1] += wait_s
+            cell[0] += 1
 
     def collect(self) -> Iterator[Metric]:
         # Values that redact alike are one series, as they read.
@@ -131,7 +168,8 @@ class Tally(Collector):
                                                              if not labels}
         observed: dict[tuple[str, tuple[str, ...]], list[float]] = {}
         with self._lock:
-            for (name, labels), value in self._counts.items():
+            self._count_ended()
+            for (name, labels), (value,) in self._counts.items():
                 key = (name, tuple(_label(v) for v in labels))
                 counts[key] = counts.get(key, 0) + value
             for (name, labels), row in self._observed.items():
@@ -158,9 +196,6 @@ class Metrics:
         inc = t.inc
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "job.enqueued": lambda d: inc("redrive_jobs_enqueued", (d["task"], d["queue"])),
-            "job.succeeded": self._succeeded,
-            "job.retry_scheduled": self._retry,
-            "job.failed": self._failed,
             "job.cancelled": lambda d: inc("redrive_jobs_completed", (d["task"], d["queue"], "cancelled", "")),
             "job.dead_lettered": lambda d: inc("redrive_dead_letters_opened", (d["task"], d["queue"], d["error_class"])),
             "job.escalated": lambda d: inc("redrive_dead_letters_escalated", (d["task"], d["queue"], d["error_class"])),
@@ -177,7 +212,13 @@ class Metrics:
             "breaker.changed": lambda d: inc("redrive_breaker_transitions", (d["name"], d["to_state"])),
             "schedule.fired": lambda d: inc("redrive_schedule_firings", (d["schedule"],), d["firings"]),
         }
-        self.unsubscribe = app.events.subscribe(self._on_event, names=self._handlers)
+        # An attempt's end goes straight to the tally: a worker has one a job.
+        self._stops = [app.events.subscribe(self._on_event, names=self._handlers),
+                       app.events.subscribe(t.ended, names=_ENDS)]
+
+    def unsubscribe(self) -> None:
+        for stop in self._stops:
+            stop()
 
     def exposition(self) -> bytes:
         """The text a Prometheus scrape reads (``CONTENT_TYPE``)."""
@@ -190,20 +231,6 @@ class Metrics:
 
     def _on_event(self, event: Event) -> None:
         self._handlers[event.name](event.data)  # type: ignore[arg-type]
-
-    # An attempt's outcome carries its queue wait (as Oban's job-stop event
-    # does): one event per attempt feeds both histograms.
-    def _succeeded(self, d: dict[str, Any]) -> None:
-        self.tally.ended(d["task"], d["queue"], "succeeded", d["duration_s"], d["wait_s"], "redrive_jobs_completed",
-                         (d["task"], d["queue"], "succeeded", ""))
-
-    def _retry(self, d: dict[str, Any]) -> None:
-        self.tally.ended(d["task"], d["queue"], "retried", d["duration_s"], d["wait_s"],
-                         "redrive_job_retries_scheduled", (d["task"], d["queue"], d["error_code"]))
-
-    def _failed(self, d: dict[str, Any]) -> None:
-        self.tally.ended(d["task"], d["queue"], "failed", d["duration_s"], d["wait_s"], "redrive_jobs_completed",
-                         (d["task"], d["queue"], "failed", d["error_code"]))
 
 
 class StoreGauges(Collector):

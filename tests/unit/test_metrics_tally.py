@@ -53,3 +53,43 @@ def test_label_values_are_redacted(tmp_path) -> None:
     got = _samples(metrics)
     assert got[("redrive_jobs_enqueued_total", frozenset({"task": "t", "queue": "[EMAIL]"}.items()))] == 2
     app.close()
+
+
+def test_ends_counted_in_batches_and_at_a_scrape_add_up_from_several_threads(tmp_path) -> None:
+    """A worker's attempts' ends are counted a batch at a time; a scrape counts
+    what waits. Ends from several threads at once are each counted once."""
+    import threading
+
+    app = App(f"sqlite:///{tmp_path / 'r.db'}")
+    metrics = Metrics(app, buckets=(1.0,), gauges=False)
+    per_thread = 3 * metrics.tally.BATCH + 7  # several full batches, then some waiting for the scrape
+
+    def run(task: str) -> None:
+        for i in range(per_thread):
+            if i % 3:
+                app.events.emit("job.succeeded", job_id="j", task=task, queue="q", attempt=1, duration_s=0.5,
+                                wait_s=2.0)
+            else:
+                app.events.emit("job.retry_scheduled", job_id="j", task=task, queue="q", attempt=1, stage=None,
+                                error_code="UPSTREAM_5XX", upstream_status=503, delay_s=1.0, duration_s=1.5,
+                                wait_s=0.0)
+
+    threads = [threading.Thread(target=run, args=(task,)) for task in ("a", "b", "a")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    got = _samples(metrics)
+    retries = len(range(0, per_thread, 3))
+    for task, runs in (("a", 2), ("b", 1)):
+        succeeded = frozenset({"task": task, "queue": "q", "outcome": "succeeded", "error_code": ""}.items())
+        assert got[("redrive_jobs_completed_total", succeeded)] == runs * (per_thread - retries)
+        retried = frozenset({"task": task, "queue": "q", "error_code": "UPSTREAM_5XX"}.items())
+        assert got[("redrive_job_retries_scheduled_total", retried)] == runs * retries
+        waits = frozenset({"task": task, "queue": "q"}.items())
+        assert got[("redrive_job_queue_wait_seconds_count", waits)] == runs * per_thread
+        assert got[("redrive_job_queue_wait_seconds_bucket", frozenset({*waits, ("le", "1.0")}))] == runs * retries
+        durations = frozenset({"task": task, "queue": "q", "outcome": "retried", "le": "1.0"}.items())
+        assert got[("redrive_job_duration_seconds_bucket", durations)] == 0
+    assert not metrics.tally.ends
+    app.close()

@@ -130,10 +130,12 @@ def announce_outcome(events: EventStream, job: Job, item: Item, duration_s: floa
     name = _OUTCOME_EVENTS[type(item)]
     if not events.wants(name):
         return  # nobody listens: no payload is built
+    if type(item) is Completion:  # one a job: its payload made in one go
+        events.emit(name, job_id=str(job.id), task=job.task, queue=job.queue, attempt=job.attempts,
+                    duration_s=duration_s, wait_s=queue_wait(job, lease_ttl))
+        return
     base = {"job_id": str(job.id), "task": job.task, "queue": job.queue, "attempt": job.attempts}
     match item:
-        case Completion():
-            events.emit(name, **base, duration_s=duration_s, wait_s=queue_wait(job, lease_ttl))
         case RetryLater():
             events.emit(name, **base, stage=item.stage or job.stage,
                         error_code=item.error_code, upstream_status=item.meta.get("upstream_status"),
