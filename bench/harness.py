@@ -9,6 +9,8 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,11 +42,18 @@ class Workers:
                      "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         self._procs = []
         self._logs = []
-        for i in range(count):
-            log = open(self._dir / f"worker-{i}.log", "wb")
-            self._logs.append(log)
-            self._procs.append(subprocess.Popen(argv, env=self._env, cwd=ROOT, stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True))
+        try:
+            for i in range(count):
+                log = open(self._dir / f"worker-{i}.log", "wb")
+                self._logs.append(log)
+                with _interrupts_held():
+                    self._procs.append(subprocess.Popen(argv, env=self._env, cwd=ROOT, stdout=log,
+                                                        stderr=subprocess.STDOUT, start_new_session=True))
+        except BaseException:
+            # An interrupt between two starts comes before ``with`` has
+            # entered, so __exit__ would never stop the ones already running.
+            self.stop()
+            raise
 
     def __enter__(self) -> Workers:
         return self
@@ -104,6 +113,22 @@ class Workers:
         for log in self._logs:
             log.close()
         shutil.rmtree(self._dir, ignore_errors=True)  # logs and probe files: a failure already quoted them
+
+
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """An interrupt inside Popen, after the fork, would lose the child (no
+    Popen object is returned to stop it): a SIGINT that comes meanwhile is
+    raised again once the child is in the caller's hands. A handler, not a
+    blocked mask: the child would inherit the mask."""
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)
 
 
 def throughput(progress: list[Progress]) -> float:

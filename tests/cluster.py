@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import glob
 import os
+import random
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -23,10 +23,12 @@ def _bin() -> Path | None:
     return Path(found[-1]).parent if found else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# PostgreSQL cannot listen on port 0 and say which port it got, so a cluster
+# picks one below the kernel's ephemeral range (where port-0 servers and
+# outgoing connections take theirs) and picks again if it is taken: clusters
+# of tests running side by side never wait on each other.
+PORTS = range(20000, 32000)
+STARTS = 5
 
 
 class Cluster:
@@ -41,11 +43,18 @@ class Cluster:
         self.dir = Path(tempfile.mkdtemp(prefix="redrive-pg-"))
         os.chmod(self.dir, 0o755)
         self.data = self.dir / "data"
-        self.port = _free_port()
         self.listen = ["127.0.0.1"]  # and whatever a test adds, such as a network namespace's link
         shutil.chown(self.dir, "postgres", "postgres")
         self._as_postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
-        self.start()
+        for attempt in range(STARTS):
+            self.port = random.choice(PORTS)
+            try:
+                self.start()
+                return
+            except subprocess.CalledProcessError:
+                log = (self.dir / "log").read_text(errors="replace") if (self.dir / "log").exists() else ""
+                if "Address already in use" not in log or attempt == STARTS - 1:
+                    raise
 
     @property
     def url(self) -> str:

@@ -101,6 +101,24 @@ def cluster():
     made.remove()
 
 
+def pytest_sessionfinish(session) -> None:
+    """In a pytest-xdist worker: hand the figures its tests measured to the
+    controller, which prints them all (pytest_testnodedown below)."""
+    from dataclasses import astuple
+
+    from tests.figures import MEASURED
+
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["figures"] = [[str(v) for v in astuple(f)] for f in MEASURED]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    from tests.figures import MEASURED, Figure
+
+    MEASURED.extend(Figure(*row) for row in getattr(node, "workeroutput", {}).get("figures", []))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     from tests.figures import table
 

@@ -25,5 +25,6 @@ def table() -> list[str]:
     if not MEASURED:
         return []
     widths = [max(len(str(getattr(f, field))) for f in MEASURED) for field in ("scenario", "name", "value")]
+    # By scenario: tests run side by side (pytest-xdist) record in any order.
     return [f"{f.scenario:{widths[0]}}  {f.name:{widths[1]}}  {f.value!s:>{widths[2]}}  {f.bound}"
-            for f in MEASURED]
+            for f in sorted(MEASURED, key=lambda f: f.scenario)]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import email
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import Message
@@ -22,14 +22,26 @@ class Inbox:
         return "250 Message accepted for delivery"
 
 
+class _OnAnyPort(Controller):
+    """Listens on a port the system picks (0), then knows which: aiosmtpd's
+    own controller connects to ``self.port`` once started, so it is set
+    from the listening socket before that."""
+
+    def _create_server(self) -> Any:
+        return self._listen()
+
+    async def _listen(self) -> asyncio.AbstractServer:
+        server = await self.loop.create_server(self._factory_invoker, host=self.hostname, port=0)
+        self.port = server.sockets[0].getsockname()[1]
+        return server
+
+
 @contextmanager
 def smtp_server() -> Iterator[Inbox]:
     inbox = Inbox()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        inbox.port = s.getsockname()[1]
-    controller = Controller(inbox, hostname="127.0.0.1", port=inbox.port)
+    controller = _OnAnyPort(inbox, hostname="127.0.0.1", port=0)
     controller.start()
+    inbox.port = controller.port
     try:
         yield inbox
     finally:
