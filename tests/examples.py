@@ -6,17 +6,20 @@ process group of its own so a stop or a SIGKILL reaches all of it."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from redrive.testing import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,10 +27,22 @@ REPO = Path(__file__).resolve().parents[1]
 BOTH_STORES = pytest.mark.parametrize("example_db", ["sqlite", "postgres"], indirect=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# The first address a server part prints once it listens: every part that
+# serves HTTP takes ``--port 0`` (a port the system picks) and says which.
+_LISTENING = re.compile(r"http://127\.0\.0\.1:[1-9][0-9]*")
+
+
+@contextmanager
+def refusing_port(port: int = 0) -> Iterator[int]:
+    """A port (0: one the system picks) bound and never listened on: a
+    connection to it is refused, as by a server that is down, and no other
+    server takes it meanwhile. A part
+    started on it (``start_server(..., port=)``) can listen there while it is
+    held: theirs and this socket both allow the address's reuse."""
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(("127.0.0.1", port))
+        yield held.getsockname()[1]
 
 
 def answers(url: str) -> bool:
@@ -35,13 +50,6 @@ def answers(url: str) -> bool:
         return httpx.get(url, timeout=1).status_code < 500
     except httpx.HTTPError:
         return False
-
-
-def until(condition: Callable[[], Any], timeout: float = 30, what: str = "the condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen in {timeout} s"
-        time.sleep(0.05)
 
 
 class Example:
@@ -53,13 +61,30 @@ class Example:
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self._open: list[Any] = []  # log files and clients, closed by stop()
 
-    def start(self, part: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    def start(self, part: str, *args: str, env: dict[str, str] | None = None,
+              command: list[str] | None = None) -> subprocess.Popen:
+        """``python -m PACKAGE PART ARGS``, or ``command`` and ARGS under the name ``part``."""
         log = open(self.tmp / f"{part}-{len(self.procs)}.log", "w")
         self._open.append(log)
-        proc = subprocess.Popen([sys.executable, "-m", self.package, part, *args], env={**self.env, **(env or {})},
+        argv = [*(command or [sys.executable, "-m", self.package, part]), *args]
+        proc = subprocess.Popen(argv, env={**self.env, **(env or {})},
                                 cwd=self.tmp, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.procs.append((part, proc))
         return proc
+
+    def start_server(self, part: str, *args: str, port: int = 0, env: dict[str, str] | None = None,
+                     command: list[str] | None = None, timeout: float = 30) -> str:
+        """A part that serves HTTP, on ``port`` (0: one the system picks): its
+        base URL, once it says it listens."""
+        proc = self.start(part, *args, "--port", str(port), env=env, command=command)
+        log = self.tmp / f"{part}-{len(self.procs) - 1}.log"
+
+        def listening() -> str | None:
+            assert proc.poll() is None, f"{part} exited with {proc.returncode}: {log.read_text()[-2000:]}"
+            found = _LISTENING.search(log.read_text())
+            return found.group(0) if found else None
+
+        return wait_for(listening, timeout=timeout, every=0.05, what=f"{part} listening")
 
     def run(self, part: str, *args: str) -> subprocess.CompletedProcess:
         """A part that runs to its end (a command); its output."""

@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.examples import REPO, Example, answers, free_port, until
+from redrive.testing import wait_for
+from tests.examples import REPO, Example
 
 EXAMPLE = REPO / "examples" / "converter"
 sys.path.insert(0, str(EXAMPLE))  # the tests make sample PDFs with the example's own helper
@@ -32,28 +33,24 @@ class Converter(Example):
         super().__init__("converter", tmp_path, {
             "DATABASE_URL": database_url, "UPLOADS_DIR": str(tmp_path / "uploads"),
             "RESULTS_DIR": str(tmp_path / "results"), **FAST, **env})
-        self.gateway_port = free_port()
-        self.env["GATEWAY_URL"] = f"http://127.0.0.1:{self.gateway_port}"
         self.web_url = ""
 
-    def gateway(self, *, wait: bool = True) -> subprocess.Popen:
-        proc = self.start("gateway", "--port", str(self.gateway_port))
-        if wait:
-            until(lambda: answers(f"{self.env['GATEWAY_URL']}/health"), what="the gateway")
-        return proc
+    def gateway(self) -> str:
+        """The gateway, back on its own port if it ran before (a restart),
+        else on one the system picks; its URL, which the other parts call."""
+        known = self.env.get("GATEWAY_URL")
+        port = int(known.rsplit(":", 1)[1]) if known else 0
+        self.env["GATEWAY_URL"] = self.start_server("gateway", port=port)
+        return self.env["GATEWAY_URL"]
 
     def web(self) -> str:
-        port = free_port()
-        self.start("web", "--port", str(port))
-        self.web_url = f"http://127.0.0.1:{port}"
-        until(lambda: answers(f"{self.web_url}/api/jobs"), what="the web service")
+        self.web_url = self.start_server("web")
         return self.web_url
 
     def serve(self) -> httpx.Client:
-        """The gateway and the web service, started side by side; a user of the service."""
-        self.gateway(wait=False)
+        """The gateway, then the web service; a user of the service."""
+        self.gateway()
         self.web()
-        until(lambda: answers(f"{self.env['GATEWAY_URL']}/health"), what="the gateway")
         return self.browser()
 
     def worker(self, **env: str) -> subprocess.Popen:
@@ -82,7 +79,7 @@ def wait_status(browser: httpx.Client, job_id: str, *statuses: str, timeout: flo
         seen.update(job_of(browser, job_id))
         return seen.get("status") in statuses
 
-    until(reached, timeout, f"job {job_id} reaching {statuses} (last seen {seen.get('status')})")
+    wait_for(reached, timeout=timeout, what=f"job {job_id} reaching {statuses} (last seen {seen.get('status')})")
     return seen
 
 

@@ -14,8 +14,9 @@ import httpx
 import pytest
 from converter.samples import make_pdf
 
+from redrive.testing import wait_for
 from tests.converter.conftest import Converter, job_of, upload, wait_status
-from tests.examples import BOTH_STORES, until
+from tests.examples import BOTH_STORES, refusing_port
 
 PDF = make_pdf("Invoice 42", "Total: 12.00")
 
@@ -91,7 +92,7 @@ def test_gateway_400_or_406_fails_the_job_with_GW_4XX_and_no_retry(converter: Co
     converter.mode("406")
     refused = upload(user, make_pdf("another"), mapping="invoice").json()["job"]
     assert wait_status(user, refused["id"], "failed")["error_code"] == "GW_4XX"
-    time.sleep(1)  # a retry would come within the backoff's 0.6 s
+    # Failed is an ending: only an operator's retry leaves it, so no call can follow
     assert [c["status"] for c in converter.calls(bad_mapping["id"])] == [400]
     assert [c["status"] for c in converter.calls(refused["id"])] == [406]
 
@@ -101,16 +102,23 @@ def test_gateway_down_keeps_jobs_queued_and_processing_resumes_when_it_recovers(
     user = _started(converter)
     converter.worker()
     gateway = converter.procs[0][1]
-    os.killpg(gateway.pid, signal.SIGKILL)  # down: nothing listens on its port
+    os.killpg(gateway.pid, signal.SIGKILL)
     gateway.wait(10)
-    jobs = [upload(user, make_pdf(f"doc {n}")).json()["job"]["id"] for n in range(6)]
-    # The breaker opens after the window's failures; the rest are held, not failed
-    until(lambda: 'Converter busy — jobs will resume automatically' in user.get("/").text, timeout=30,
-           what="the busy banner")
-    time.sleep(2)
-    statuses = [job_of(user, j)["status"] for j in jobs]
-    assert "failed" not in statuses and "queued" in statuses, statuses
-    converter.gateway()  # back on the same port; the health probe sees it, the breaker closes by itself
+    port = int(converter.env["GATEWAY_URL"].rsplit(":", 1)[1])
+    with refusing_port(port):  # down: its port refuses connections
+        jobs = [upload(user, make_pdf(f"doc {n}")).json()["job"]["id"] for n in range(6)]
+        # The breaker opens after the window's failures; the rest are held, not failed
+        wait_for(lambda: 'Converter busy — jobs will resume automatically' in user.get("/").text, timeout=30,
+                 what="the busy banner")
+        statuses: list[str] = []
+
+        def held() -> bool:  # none running: the open breaker holds them all, retried ones included
+            statuses[:] = [job_of(user, j)["status"] for j in jobs]
+            return "failed" in statuses or set(statuses) == {"queued"}
+
+        wait_for(held, timeout=30, what="every job held")
+        assert "failed" not in statuses and "queued" in statuses, statuses
+        converter.gateway()  # back on the same port; the health probe sees it, the breaker closes by itself
     for job in jobs:
         assert wait_status(user, job, "complete", "failed")["status"] == "complete"
     assert "Converter busy" not in user.get("/").text
@@ -219,7 +227,7 @@ def test_a_worker_killed_mid_run_writes_no_second_xml_and_its_lease_is_recovered
     converter.mode("hang", hang_s=4)
     doomed = converter.worker(WORKER_LEASE_TTL_SEC="2", GATEWAY_TIMEOUT_MS="20000")
     job = upload(user, PDF).json()["job"]["id"]
-    until(lambda: len(converter.calls(job)) == 1, what="the first call")
+    wait_for(lambda: len(converter.calls(job)) == 1, timeout=30, what="the first call")
     os.killpg(doomed.pid, signal.SIGKILL)
     doomed.wait(10)
     converter.mode("ok")
@@ -253,7 +261,7 @@ def test_the_logs_and_metrics_the_design_names_are_produced(converter: Converter
     bad = upload(user, make_pdf("x"), mapping="no-such-mapping").json()["job"]["id"]
     wait_status(user, fine, "complete")
     wait_status(user, bad, "failed")
-    until(lambda: "metrics at http://" in converter.log("worker"), what="the metrics address")
+    wait_for(lambda: "metrics at http://" in converter.log("worker"), timeout=30, what="the metrics address")
     url = re.search(r"metrics at (http://\S+/metrics)", converter.log("worker")).group(1)
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for f in text_string_to_metric_families(httpx.get(url, timeout=5).text) for s in f.samples}
@@ -270,8 +278,8 @@ def test_the_logs_and_metrics_the_design_names_are_produced(converter: Converter
         return [json.loads(line) for line in converter.log("worker").splitlines() if line.startswith("{")]
 
     # Event lines are written in batches, at most 0.1 s after the event
-    until(lambda: {(p.get("event"), p.get("job_id")) for p in lines()} >= {("job.succeeded", fine),
-                                                                         ("job.failed", bad)}, what="the log lines")
+    wait_for(lambda: {(p.get("event"), p.get("job_id")) for p in lines()} >= {("job.succeeded", fine),
+                                                                         ("job.failed", bad)}, timeout=30, what="the log lines")
     succeeded = next(p for p in lines() if p.get("event") == "job.succeeded" and p["job_id"] == fine)
     assert succeeded["status"] == "succeeded" and succeeded["attempt"] == 1 and succeeded["duration_ms"] > 0
     failed = next(p for p in lines() if p.get("event") == "job.failed" and p["job_id"] == bad)
@@ -308,7 +316,7 @@ def test_sigterm_during_processing_lets_the_running_conversion_complete(converte
     converter.mode("hang", hang_s=2)
     worker = converter.worker()
     job = upload(user, PDF).json()["job"]["id"]
-    until(lambda: len(converter.calls(job)) == 1, what="the call")
+    wait_for(lambda: len(converter.calls(job)) == 1, timeout=30, what="the call")
     os.killpg(worker.pid, signal.SIGTERM)
     assert worker.wait(30) == 0  # it finished the conversion first, then stopped
     assert job_of(user, job)["status"] == "complete" and len(converter.calls(job)) == 1
@@ -319,7 +327,7 @@ def test_a_gateway_502_is_retried_with_spacing_and_then_completes(converter: Con
     converter.mode("502")
     converter.worker()
     job = upload(user, PDF).json()["job"]["id"]
-    until(lambda: len(converter.calls(job)) == 1, what="the first call")
+    wait_for(lambda: len(converter.calls(job)) == 1, timeout=30, what="the first call")
     converter.mode("ok")
     done = wait_status(user, job, "complete")
     calls = converter.calls(job)

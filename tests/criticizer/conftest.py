@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from redrive import Actor, Admin
-from tests.examples import REPO, Example, answers, free_port, until
+from redrive.testing import wait_for
+from tests.examples import REPO, Example
 
 sys.path.insert(0, str(REPO / "examples" / "criticizer"))
 
@@ -36,19 +37,17 @@ OPERATOR_TOKEN = "ops-token-for-the-criticizer-tests"
 
 class Criticizer(Example):
     def __init__(self, tmp_path: Path, database_url: str) -> None:
-        self.port = free_port()
-        url = f"http://127.0.0.1:{self.port}"
         super().__init__("criticizer", tmp_path, {
-            "DATABASE_URL": database_url, "SOURCE_URL": url, "LLM_URL": url, "WEBHOOK_URL": f"{url}/hooks",
-            "SNAPSHOTS_DIR": str(tmp_path / "snapshots"), **FAST})
-        self.url, self.database_url = url, database_url
+            "DATABASE_URL": database_url, "SNAPSHOTS_DIR": str(tmp_path / "snapshots"), **FAST})
+        self.url, self.database_url = "", database_url
         self.app = make_app(Settings.from_env({k: v for k, v in self.env.items() if k.isupper()}))
         self.admin: Admin = self.app.admin(Actor.operator("test"))
 
     def services(self) -> None:
-        self.start("services", "--port", str(self.port), *(f"--{s}-token={TOKENS[k]}" for s, k in (
+        """The source, LLM and webhook stand-ins (one server); the workers started after it call them."""
+        self.url = self.start_server("services", *(f"--{s}-token={TOKENS[k]}" for s, k in (
             ("source", "SOURCE_TOKEN"), ("llm", "LLM_API_KEY"), ("webhook", "WEBHOOK_TOKEN"))))
-        until(lambda: answers(f"{self.url}/health"), what="the services")
+        self.env.update(SOURCE_URL=self.url, LLM_URL=self.url, WEBHOOK_URL=f"{self.url}/hooks")
 
     def worker(self, **env: str) -> subprocess.Popen:
         return self.start("worker", env=env)
@@ -72,7 +71,7 @@ class Criticizer(Example):
         return self.app.enqueue("criticize", args=[key, channel], kwargs={"requested_by": requested_by}).job.id
 
     def wait(self, job_id: UUID, *statuses: str, timeout: float = 60) -> Any:
-        until(lambda: self.admin.job(job_id).status.value in statuses, timeout, f"job {job_id} reaching {statuses}")
+        wait_for(lambda: self.admin.job(job_id).status.value in statuses, timeout=timeout, what=f"job {job_id} reaching {statuses}")
         return self.admin.job(job_id)
 
     def redrive(self, *args: str) -> subprocess.CompletedProcess:
@@ -85,21 +84,11 @@ class Criticizer(Example):
 
     def dashboard(self) -> httpx.Client:
         """An operator in a browser: redrive's dashboard, logged in."""
-        port = free_port()
-        self.start_redrive("serve", "--port", str(port))
-        base = f"http://127.0.0.1:{port}"
-        until(lambda: answers(f"{base}/login"), what="the dashboard")
+        base = self.start_server("redrive", "serve", env={"REDRIVE_API_TOKENS": f"{OPERATOR_TOKEN}=operator:ops"},
+                                 command=[sys.executable, "-m", "redrive", "--database-url", self.database_url])
         browser = self.keep(httpx.Client(base_url=base, timeout=30, follow_redirects=True, headers={"Origin": base}))
         browser.post("/login", data={"token": OPERATOR_TOKEN})
         return browser
-
-    def start_redrive(self, *args: str) -> subprocess.Popen:
-        log = self.keep(open(self.tmp / f"redrive-{len(self.procs)}.log", "w"))
-        proc = subprocess.Popen([sys.executable, "-m", "redrive", "--database-url", self.database_url, *args],
-                                env={**self.env, "REDRIVE_API_TOKENS": f"{OPERATOR_TOKEN}=operator:ops"},
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.tmp)
-        self.procs.append(("redrive", proc))
-        return proc
 
     def stop(self) -> None:
         super().stop()

@@ -1,9 +1,9 @@
-"""A real uvicorn server on 127.0.0.1 serving the API of an app of our own."""
+"""The API of an app of our own, called in this process (most tests) or
+served by a real uvicorn server on 127.0.0.1 (where the socket is the point)."""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -11,10 +11,12 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from starlette.testclient import TestClient
 
 from redrive import App
 from redrive.http import TokenAuth, create_api
 from redrive.http.auth import parse_tokens
+from redrive.testing import wait_for
 
 TOKENS = {
     "operator": "op-0123456789abcdef",
@@ -30,10 +32,8 @@ def serving(asgi: Any) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=0, log_config=None, access_log=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
+    wait_for(lambda: server.started or not thread.is_alive(), timeout=20, what="the server starting")
+    assert server.started, "the server did not start"
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
         yield f"http://127.0.0.1:{port}"
@@ -70,19 +70,31 @@ def api_app(tmp_path) -> Iterator[App]:
 
 
 @pytest.fixture
-def base_url(api_app: App) -> Iterator[str]:
-    with serving(create_api(api_app, auth=TokenAuth(parse_tokens(SPECS)))) as url:
-        yield url
+def api(api_app: App) -> Any:
+    """The API on ``api_app``, called in this process: these tests are about
+    what it answers, not about the socket. A real server stays where it is
+    the point: the body limit (test_api), the outage (test_outage),
+    ``redrive serve`` (test_serve) and the browser's tests."""
+    return create_api(api_app, auth=TokenAuth(parse_tokens(SPECS)))
 
 
-_OPEN: list[httpx.Client] = []
+_OPEN: list[httpx.Client | TestClient] = []
+IN_PROCESS = "http://testserver"  # the address an in-process client calls, and its Origin
 
 
-def as_(who: str | None, base_url: str, *, token: str | None = None) -> httpx.Client:
-    """A client calling as ``who`` (None: no token), closed after the test."""
+def as_(who: str | None, target: Any, *, token: str | None = None) -> httpx.Client | TestClient:
+    """A client calling ``target`` as ``who`` (None: no token), closed after
+    the test. ``target`` is an ASGI app, called in this process (Starlette's
+    TestClient: the same requests, no socket), or the URL of a served one."""
     token = token or (TOKENS[who] if who else None)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    client = httpx.Client(base_url=base_url, headers=headers, timeout=30)
+    if isinstance(target, str):
+        client = httpx.Client(base_url=target, headers=headers, timeout=30)
+    else:
+        # As a server would: an error in the app is a 500 answer, and a
+        # redirect is an answer the test reads, not one followed for it.
+        client = TestClient(target, base_url=IN_PROCESS, headers=headers, raise_server_exceptions=False,
+                            follow_redirects=False)
     _OPEN.append(client)
     return client
 

@@ -32,14 +32,14 @@ def _nested(depth: int) -> list:
     return value
 
 
-def test_no_token_or_a_wrong_one_is_401(base_url: str) -> None:
-    for client in (as_(None, base_url), as_(None, base_url, token="nope")):
+def test_no_token_or_a_wrong_one_is_401(api) -> None:
+    for client in (as_(None, api), as_(None, api, token="nope")):
         answer = client.get("/api/v1/jobs")
         assert answer.status_code == 401 and _error(answer)["code"] == "UNAUTHORIZED"
 
 
-def test_an_owner_enqueues_sees_and_acts_on_their_own_jobs_only(base_url: str, api_app: App) -> None:
-    alice, bob, ops = as_("alice", base_url), as_("bob", base_url), as_("operator", base_url)
+def test_an_owner_enqueues_sees_and_acts_on_their_own_jobs_only(api, api_app: App) -> None:
+    alice, bob, ops = as_("alice", api), as_("bob", api), as_("operator", api)
     made = alice.post("/api/v1/jobs", json={"task": "greet", "args": ["ada"]})
     assert made.status_code == 201, made.text
     job = made.json()
@@ -62,16 +62,16 @@ def test_an_owner_enqueues_sees_and_acts_on_their_own_jobs_only(base_url: str, a
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
 
 
-def test_retry_is_for_failed_jobs_only(base_url: str, api_app: App) -> None:
-    alice = as_("alice", base_url)
+def test_retry_is_for_failed_jobs_only(api, api_app: App) -> None:
+    alice = as_("alice", api)
     job = alice.post("/api/v1/jobs", json={"task": "greet", "args": ["x"]}).json()
     answer = alice.post(f"/api/v1/jobs/{job['id']}/retry")
     assert answer.status_code == 409 and _error(answer)["code"] == "ILLEGAL_TRANSITION"
     assert "queued" in _error(answer)["message"]
 
 
-def test_protected_fields_are_refused_not_dropped(base_url: str) -> None:
-    alice = as_("alice", base_url)
+def test_protected_fields_are_refused_not_dropped(api) -> None:
+    alice = as_("alice", api)
     for field, value in (("status", "succeeded"), ("owner", "bob"), ("attempts", 0), ("lease_token", "x"),
                          ("result", 1), ("error_code", "X"), ("created_at", "2020-01-01T00:00:00Z")):
         answer = alice.post("/api/v1/jobs", json={"task": "greet", "args": ["x"], field: value})
@@ -83,9 +83,9 @@ def test_protected_fields_are_refused_not_dropped(base_url: str) -> None:
     assert answer.status_code == 422
 
 
-def test_five_clients_with_one_idempotency_key_make_one_job(base_url: str) -> None:
+def test_five_clients_with_one_idempotency_key_make_one_job(api) -> None:
     def post(who: str, args: list) -> httpx.Response:
-        with as_(who, base_url) as client:
+        with as_(who, api) as client:
             return client.post("/api/v1/jobs", json={"task": "greet", "args": args},
                                headers={"Idempotency-Key": "order-7"})
 
@@ -105,8 +105,8 @@ def test_five_clients_with_one_idempotency_key_make_one_job(base_url: str) -> No
     assert theirs.status_code == 201 and theirs.json()["id"] != answers[0].json()["id"]
 
 
-def test_bad_requests_get_one_line_errors_with_their_status(base_url: str) -> None:
-    alice = as_("alice", base_url)
+def test_bad_requests_get_one_line_errors_with_their_status(api) -> None:
+    alice = as_("alice", api)
     cases = [
         (alice.get("/api/v1/jobs/01a20000-0000-7000-8000-000000000000"), 404, "JOB_NOT_FOUND"),
         (alice.get("/api/v1/jobs/not-an-id"), 404, "JOB_NOT_FOUND"),
@@ -132,8 +132,8 @@ def test_bad_requests_get_one_line_errors_with_their_status(base_url: str) -> No
             assert "/work" not in answer.text and "site-packages" not in answer.text
 
 
-def test_page_size_is_clamped_and_pages_follow_the_cursor(base_url: str) -> None:
-    alice = as_("alice", base_url)
+def test_page_size_is_clamped_and_pages_follow_the_cursor(api) -> None:
+    alice = as_("alice", api)
     for n in range(5):
         alice.post("/api/v1/jobs", json={"task": "greet", "args": [str(n)]})
     first = alice.get("/api/v1/jobs", params={"limit": 2}).json()
@@ -178,8 +178,8 @@ def test_a_60_mb_body_is_refused_having_read_little_past_the_limit(api_app: App)
         assert alice.get("/api/v1/jobs").json()["items"] == []
 
 
-def test_health_and_readiness(base_url: str) -> None:
-    anyone = as_(None, base_url)
+def test_health_and_readiness(api) -> None:
+    anyone = as_(None, api)
     assert anyone.get("/healthz").json() == {"status": "ok"}
     assert anyone.get("/readyz").json() == {"status": "ready"}
 
@@ -191,8 +191,7 @@ def test_readiness_says_when_the_schema_is_behind(tmp_path) -> None:
     _ = app.store
     with sqlite3.connect(tmp_path / "redrive.db") as conn:
         conn.execute("DELETE FROM redrive_migration WHERE version = (SELECT max(version) FROM redrive_migration)")
-    with serving(create_api(app, auth=TokenAuth({}))) as url:
-        answer = as_(None, url).get("/readyz")
+    answer = as_(None, create_api(app, auth=TokenAuth({}))).get("/readyz")
     assert answer.status_code == 503 and _error(answer)["code"] == "SCHEMA_OUTDATED"
     app.close()
 
@@ -209,8 +208,8 @@ def test_the_engine_does_not_import_the_web_stack() -> None:
     assert json.loads(done.stdout) == []
 
 
-def test_a_status_filter_keeps_an_owner_to_their_own_jobs(base_url: str, api_app: App) -> None:
-    alice, bob = as_("alice", base_url), as_("bob", base_url)
+def test_a_status_filter_keeps_an_owner_to_their_own_jobs(api, api_app: App) -> None:
+    alice, bob = as_("alice", api), as_("bob", api)
     mine = alice.post("/api/v1/jobs", json={"task": "fail", "args": ["no"]}).json()
     bob.post("/api/v1/jobs", json={"task": "greet", "args": ["b"]})
     listed = alice.get("/api/v1/jobs", params={"status": "queued"}).json()["items"]
@@ -218,8 +217,8 @@ def test_a_status_filter_keeps_an_owner_to_their_own_jobs(base_url: str, api_app
     assert alice.get("/api/v1/jobs", params={"status": "failed"}).json()["items"] == []
 
 
-def test_a_batch_is_all_or_nothing_and_has_a_limit(base_url: str) -> None:
-    alice = as_("alice", base_url)
+def test_a_batch_is_all_or_nothing_and_has_a_limit(api) -> None:
+    alice = as_("alice", api)
     made = alice.post("/api/v1/jobs/batch", json={"jobs": [
         {"task": "greet", "args": ["a"], "idempotency_key": "k1"}, {"task": "greet", "args": ["b"]}]})
     assert made.status_code == 201 and [j["owner"] for j in made.json()["items"]] == ["alice", "alice"]
@@ -234,18 +233,18 @@ def test_a_batch_is_all_or_nothing_and_has_a_limit(base_url: str) -> None:
 
 
 def test_a_caller_over_the_rate_limit_gets_429_and_others_do_not(api_app: App) -> None:
-    with serving(create_api(api_app, auth=TokenAuth(parse_tokens(SPECS)), rate_limit="5/minute")) as url:
-        alice, bob, nobody = as_("alice", url), as_("bob", url), as_(None, url, token="guess-0123456789abcdef")
-        assert [alice.get("/api/v1/jobs").status_code for _ in range(5)] == [200] * 5
-        refused = alice.get("/api/v1/jobs")
-        assert refused.status_code == 429 and _error(refused)["code"] == "RATE_LIMITED"
-        assert 1 <= int(refused.headers["Retry-After"]) <= 60
-        assert alice.post("/api/v1/jobs", json={"task": "greet", "args": ["x"]}).status_code == 429
-        assert api_app.client.jobs().items == []  # a refused enqueue made nothing
-        assert bob.get("/api/v1/jobs").status_code == 200  # counted per caller
-        assert alice.get("/healthz").status_code == 200  # health checks are not limited
-        # Guessing tokens is counted by address: the sixth wrong guess is throttled.
-        assert [nobody.get("/api/v1/jobs").status_code for _ in range(6)] == [401] * 5 + [429]
+    limited = create_api(api_app, auth=TokenAuth(parse_tokens(SPECS)), rate_limit="5/minute")
+    alice, bob, nobody = as_("alice", limited), as_("bob", limited), as_(None, limited, token="guess-0123456789abcdef")
+    assert [alice.get("/api/v1/jobs").status_code for _ in range(5)] == [200] * 5
+    refused = alice.get("/api/v1/jobs")
+    assert refused.status_code == 429 and _error(refused)["code"] == "RATE_LIMITED"
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert alice.post("/api/v1/jobs", json={"task": "greet", "args": ["x"]}).status_code == 429
+    assert api_app.client.jobs().items == []  # a refused enqueue made nothing
+    assert bob.get("/api/v1/jobs").status_code == 200  # counted per caller
+    assert alice.get("/healthz").status_code == 200  # health checks are not limited
+    # Guessing tokens is counted by address: the sixth wrong guess is throttled.
+    assert [nobody.get("/api/v1/jobs").status_code for _ in range(6)] == [401] * 5 + [429]
 
 
 def test_a_rate_limit_that_does_not_parse_is_refused_at_start(api_app: App) -> None:
@@ -258,13 +257,13 @@ def test_a_rate_limit_that_does_not_parse_is_refused_at_start(api_app: App) -> N
     assert create_api(api_app, auth=TokenAuth({}), rate_limit="off") is not None
 
 
-def test_metrics_are_for_operators_and_read_the_store(base_url: str, api_app: App) -> None:
+def test_metrics_are_for_operators_and_read_the_store(api, api_app: App) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    alice, ops = as_("alice", base_url), as_("operator", base_url)
+    alice, ops = as_("alice", api), as_("operator", api)
     for n in range(3):
         assert alice.post("/api/v1/jobs", json={"task": "greet", "args": [str(n)]}).status_code == 201
-    assert alice.get("/metrics").status_code == 403 and as_(None, base_url).get("/metrics").status_code == 401
+    assert alice.get("/metrics").status_code == 403 and as_(None, api).get("/metrics").status_code == 401
     answer = ops.get("/metrics")
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value

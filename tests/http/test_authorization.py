@@ -78,10 +78,10 @@ def _jobs_in_every_state(app: App) -> dict[str, list[tuple[str, str]]]:
     return made
 
 
-def test_no_request_succeeds_that_its_rule_forbids(base_url: str, api_app: App) -> None:
+def test_no_request_succeeds_that_its_rule_forbids(api, api_app: App) -> None:
     jobs = _jobs_in_every_state(api_app)
     letter = api_app.admin(Actor.operator("test")).dead_letters().items[0].id
-    spec = as_(None, base_url).get("/api/v1/openapi.json").json()
+    spec = as_(None, api).get("/api/v1/openapi.json").json()
     served = {(method.upper(), path) for path, item in spec["paths"].items() for method in item}
     assert served == set(RULES), f"routes without a rule: {served - set(RULES)}; rules for no route: {set(RULES) - served}"
     conformance = Conformance(spec)
@@ -96,7 +96,7 @@ def test_no_request_succeeds_that_its_rule_forbids(base_url: str, api_app: App) 
             path = (template.replace("{job_id}", job_id or "").replace("{letter_id}", str(letter))
                     .replace("{name}", "mailer").replace("{queue}", "idle"))
             for caller in callers:
-                client = as_(caller, base_url)
+                client = as_(caller, api)
                 answer = client.request(method, path, json=BODIES.get(template))
                 tried += 1
                 if problem := conformance.problem(method, template, answer):

@@ -12,8 +12,8 @@ from tests.http.conftest import as_
 from tests.integration.test_worker_in_process import _run_until
 
 
-def test_no_planted_secret_leaves_the_server(base_url: str, api_app: App) -> None:
-    alice, ops = as_("alice", base_url), as_("operator", base_url)
+def test_no_planted_secret_leaves_the_server(api, api_app: App) -> None:
+    alice, ops = as_("alice", api), as_("operator", api)
     kept = alice.post("/api/v1/jobs", json={"task": "greet", "args": [" ".join(CANARIES)]}).json()
     failed = alice.post("/api/v1/jobs", json={"task": "fail", "args": [" | ".join(CANARIES)]}).json()
     asyncio.run(_run_until(api_app, lambda: all(api_app.client.job(j["id"]).status in (Status.SUCCEEDED,

@@ -1,4 +1,4 @@
-"""The dashboard over a real server, as a browser would drive its forms:
+"""The dashboard, called in this process as a browser would drive its forms:
 login and its cookie, the security headers, escaping, owners kept to their
 own jobs, forged posts refused, retry from a page, and the breaker banner.
 (The browser flows themselves are the Playwright tests'.)"""
@@ -7,22 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import httpx
 
 from redrive import Actor, App, Status
 from tests.canaries import CANARIES, leaked
-from tests.http.conftest import _OPEN, TOKENS, as_
+from tests.http.conftest import IN_PROCESS, TOKENS, as_
 from tests.integration.test_worker_in_process import _run_until
 
 DONE = (Status.SUCCEEDED, Status.FAILED)
 XSS = ["<script>alert('xss')</script>", '"><img src=x onerror=alert(1)>']
 
 
-def _browser(base_url: str, who: str) -> httpx.Client:
+def _browser(api: Any, who: str) -> httpx.Client:
     """Logged in through the form, as a browser is: the session is a cookie."""
-    client = httpx.Client(base_url=base_url, headers={"Origin": base_url}, timeout=30)
-    _OPEN.append(client)  # closed after the test
+    client = as_(None, api)
+    client.headers["Origin"] = IN_PROCESS
     answer = client.post("/login", data={"token": TOKENS[who]})
     assert answer.status_code == 303, answer.text
     return client
@@ -32,20 +33,20 @@ def _csrf(page: str) -> str:
     return re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
 
 
-def test_login_sets_a_strict_http_only_cookie_and_a_wrong_token_is_refused(base_url: str) -> None:
-    anonymous = as_(None, base_url)
+def test_login_sets_a_strict_http_only_cookie_and_a_wrong_token_is_refused(api) -> None:
+    anonymous = as_(None, api)
     assert anonymous.get("/").status_code == 303 and anonymous.get("/").headers["location"].endswith("/login")
-    wrong = httpx.post(f"{base_url}/login", data={"token": "nope-0123456789abcdef"}, headers={"Origin": base_url})
+    wrong = as_(None, api).post("/login", data={"token": "nope-0123456789abcdef"}, headers={"Origin": IN_PROCESS})
     assert wrong.status_code == 401 and "not valid" in wrong.text
-    answer = httpx.post(f"{base_url}/login", data={"token": TOKENS["alice"]}, headers={"Origin": base_url})
+    answer = as_(None, api).post("/login", data={"token": TOKENS["alice"]}, headers={"Origin": IN_PROCESS})
     cookie = answer.headers["set-cookie"].lower()
     assert answer.status_code == 303 and "httponly" in cookie and "samesite=strict" in cookie
 
 
-def test_pages_forbid_inline_script_and_escape_what_jobs_carry(base_url: str, api_app: App) -> None:
+def test_pages_forbid_inline_script_and_escape_what_jobs_carry(api, api_app: App) -> None:
     job = api_app.enqueue("fail", args=[" ".join(XSS + CANARIES)], owner="alice").job
     asyncio.run(_run_until(api_app, lambda: api_app.client.job(job.id).status is Status.FAILED))
-    alice, ops = _browser(base_url, "alice"), _browser(base_url, "operator")
+    alice, ops = _browser(api, "alice"), _browser(api, "operator")
     for client in (alice, ops):
         for path in ("/", "/jobs", f"/jobs/{job.id}", "/jobs?status=failed"):
             page = client.get(path)
@@ -58,25 +59,25 @@ def test_pages_forbid_inline_script_and_escape_what_jobs_carry(base_url: str, ap
     assert "&lt;script&gt;" in ops.get(f"/jobs/{job.id}").text  # shown, escaped
 
 
-def test_an_owner_sees_only_their_own_jobs_and_no_operator_page(base_url: str, api_app: App) -> None:
+def test_an_owner_sees_only_their_own_jobs_and_no_operator_page(api, api_app: App) -> None:
     mine = api_app.enqueue("greet", args=["alice-only-data"], owner="alice").job
-    bob = _browser(base_url, "bob")
+    bob = _browser(api, "bob")
     refused = bob.get(f"/jobs/{mine.id}")
     assert refused.status_code == 403 and "alice-only-data" not in refused.text
     assert str(mine.id) not in bob.get("/jobs").text
     assert "alice-only-data" not in bob.get("/").text and "shown to operators" in bob.get("/").text
 
 
-def test_a_forged_post_changes_nothing_and_a_real_one_retries(base_url: str, api_app: App) -> None:
+def test_a_forged_post_changes_nothing_and_a_real_one_retries(api, api_app: App) -> None:
     job = api_app.enqueue("fail", args=["x"], owner="alice").job
     asyncio.run(_run_until(api_app, lambda: api_app.client.job(job.id).status is Status.FAILED))
-    alice = _browser(base_url, "alice")
+    alice = _browser(api, "alice")
     token = _csrf(alice.get(f"/jobs/{job.id}").text)
     forged = [
         alice.post(f"/jobs/{job.id}/retry", data={"csrf": token}, headers={"Origin": "https://evil.example"}),
         alice.post(f"/jobs/{job.id}/retry", data={"csrf": "0" * 64}),
         alice.post(f"/jobs/{job.id}/retry", data={}),
-        httpx.post(f"{base_url}/jobs/{job.id}/retry", data={"csrf": token}, headers={"Origin": base_url}),
+        as_(None, api).post(f"/jobs/{job.id}/retry", data={"csrf": token}, headers={"Origin": IN_PROCESS}),
     ]
     assert [a.status_code for a in forged] == [403, 403, 403, 401]
     assert api_app.client.job(job.id).status is Status.FAILED  # nothing changed
@@ -93,13 +94,13 @@ def _state(api_app: App, job_ids, letter_id: int) -> tuple:
             {n: b.state for n, b in ops.breakers().items()})
 
 
-def test_a_forged_cross_origin_post_to_any_form_is_refused_and_changes_nothing(base_url: str,
+def test_a_forged_cross_origin_post_to_any_form_is_refused_and_changes_nothing(api,
                                                                                api_app: App) -> None:
     failed = api_app.enqueue("fail", args=["x"]).job
     asyncio.run(_run_until(api_app, lambda: api_app.client.job(failed.id).status is Status.FAILED))
     waiting = api_app.enqueue("greet", args=["y"]).job
     (letter,) = api_app.admin(Actor.operator("test")).dead_letters()
-    ops = _browser(base_url, "operator")
+    ops = _browser(api, "operator")
     token = _csrf(ops.get("/").text)
     forms = {
         f"/jobs/{failed.id}/retry": {}, f"/jobs/{waiting.id}/cancel": {},
@@ -123,8 +124,8 @@ def test_a_forged_cross_origin_post_to_any_form_is_refused_and_changes_nothing(b
     assert _state(api_app, [failed.id, waiting.id], letter.id)[3]["mailer"] == "open"
 
 
-def test_an_open_hold_breaker_puts_a_banner_on_every_page(base_url: str, api_app: App) -> None:
-    ops = _browser(base_url, "operator")
+def test_an_open_hold_breaker_puts_a_banner_on_every_page(api, api_app: App) -> None:
+    ops = _browser(api, "operator")
     api_app.admin(Actor.operator("test")).open_breaker("mailer")
     for path in ("/", "/jobs", "/_banner"):
         assert "mailer is unavailable: its jobs are held and will resume automatically" in ops.get(path).text
@@ -132,16 +133,16 @@ def test_an_open_hold_breaker_puts_a_banner_on_every_page(base_url: str, api_app
     assert "mailer is unavailable" not in ops.get("/_banner").text
 
 
-def test_the_overview_counts_equal_the_apis(base_url: str, api_app: App) -> None:
+def test_the_overview_counts_equal_the_apis(api, api_app: App) -> None:
     ran = [api_app.enqueue("greet", args=[str(n)], queue="mail").job for n in range(2)]
     ran.append(api_app.enqueue("fail", args=["x"], queue="mail").job)
     asyncio.run(_run_until(api_app, lambda: all(api_app.client.job(j.id).status in DONE for j in ran),
                            queues=["mail"]))
     for n in range(3):
         api_app.enqueue("greet", args=[str(n)], queue="mail")
-    ops, api = _browser(base_url, "operator"), as_("operator", base_url)
-    (queue,) = [q for q in api.get("/api/v1/queues").json()["items"] if q["queue"] == "mail"]
-    ended = api.get("/api/v1/queues/throughput").json()["items"]
+    ops, json_api = _browser(api, "operator"), as_("operator", api)
+    (queue,) = [q for q in json_api.get("/api/v1/queues").json()["items"] if q["queue"] == "mail"]
+    ended = json_api.get("/api/v1/queues/throughput").json()["items"]
     hour = {status: sum(c["count"] for c in ended if c["queue"] == "mail" and c["status"] == status)
             for status in ("succeeded", "failed")}
     for page in (ops.get("/").text, ops.get("/_counts").text):
@@ -155,8 +156,8 @@ def test_the_overview_counts_equal_the_apis(base_url: str, api_app: App) -> None
         assert '<rect class="ok"' in row and '<rect class="failed"' in row  # this minute's bar
 
 
-def test_bad_query_values_get_a_page_not_a_crash(base_url: str) -> None:
-    ops = _browser(base_url, "operator")
+def test_bad_query_values_get_a_page_not_a_crash(api) -> None:
+    ops = _browser(api, "operator")
     for path, status in (("/jobs?limit=lots", 200), ("/jobs?status=sideways", 422), ("/jobs?cursor=%%%", 422),
                          ("/jobs/not-a-job", 404), ("/jobs/01a20000-0000-7000-8000-000000000000", 404),
                          ("/jobs?since=yesterday", 422), ("/jobs?since=2026-11-23T10:00", 200),
@@ -188,41 +189,40 @@ def test_mounted_under_a_prefix_every_link_form_and_cookie_stays_under_it(api_ap
 
     from redrive.http import TokenAuth, create_api
     from redrive.http.auth import parse_tokens
-    from tests.http.conftest import SPECS, serving
+    from tests.http.conftest import SPECS
 
     host = FastAPI()
     host.mount("/ops", create_api(api_app, auth=TokenAuth(parse_tokens(SPECS))))
     job = api_app.enqueue("fail", args=["x"]).job
     asyncio.run(_run_until(api_app, lambda: api_app.client.job(job.id).status is Status.FAILED))
-    with serving(host) as root:
-        browser = httpx.Client(base_url=root, headers={"Origin": root}, timeout=30)
-        _OPEN.append(browser)
-        assert browser.get("/ops/").headers["location"] == "/ops/login"
-        login = browser.post("/ops/login", data={"token": TOKENS["operator"]})
-        assert login.headers["location"] == "/ops/" and "path=/ops" in login.headers["set-cookie"].lower()
-        page = browser.get("/ops/jobs?status=failed").text
-        links = re.findall(r'(?:href|src|action|hx-get)="([^"]+)"', page)
-        assert links and all(link.startswith(("/ops/", "?")) for link in links), links
-        assert browser.get("/ops/static/htmx.min.js").status_code == 200
-        retried = browser.post(f"/ops/jobs/{job.id}/retry", data={"csrf": _csrf(page)})
-        assert retried.status_code == 303 and retried.headers["location"].startswith(f"/ops/jobs/{job.id}?done=")
-        assert api_app.client.job(job.id).status is Status.QUEUED
-        assert browser.get("/api/v1/jobs").status_code == 404  # nothing outside the prefix
+    browser = as_(None, host)
+    browser.headers["Origin"] = IN_PROCESS
+    assert browser.get("/ops/").headers["location"] == "/ops/login"
+    login = browser.post("/ops/login", data={"token": TOKENS["operator"]})
+    assert login.headers["location"] == "/ops/" and "path=/ops" in login.headers["set-cookie"].lower()
+    page = browser.get("/ops/jobs?status=failed").text
+    links = re.findall(r'(?:href|src|action|hx-get)="([^"]+)"', page)
+    assert links and all(link.startswith(("/ops/", "?")) for link in links), links
+    assert browser.get("/ops/static/htmx.min.js").status_code == 200
+    retried = browser.post(f"/ops/jobs/{job.id}/retry", data={"csrf": _csrf(page)})
+    assert retried.status_code == 303 and retried.headers["location"].startswith(f"/ops/jobs/{job.id}?done=")
+    assert api_app.client.job(job.id).status is Status.QUEUED
+    assert browser.get("/api/v1/jobs").status_code == 404  # nothing outside the prefix
 
 
-def test_dead_letters_show_the_apis_facets_and_mark_the_escalated(base_url: str, api_app: App) -> None:
+def test_dead_letters_show_the_apis_facets_and_mark_the_escalated(api, api_app: App) -> None:
     ops_admin = api_app.admin(Actor.operator("test"))
     jobs = [api_app.enqueue("fail", args=[f"bad {n}"]).job for n in range(3)]
     asyncio.run(_run_until(api_app, lambda: all(api_app.client.job(j.id).status is Status.FAILED for j in jobs)))
     first = next(d for d in ops_admin.dead_letters() if d.job_id == jobs[0].id)
-    ops = _browser(base_url, "operator")
+    ops = _browser(api, "operator")
     token = _csrf(ops.get("/dead-letters").text)
     replayed = ops.post("/dead-letters/replay", data={"csrf": token, "ids": [str(first.id)], "start": "0"})
     assert replayed.status_code == 303 and "Replayed+1" in replayed.headers["location"]
     asyncio.run(_run_until(api_app, lambda: api_app.client.job(jobs[0].id).status is Status.FAILED
                            and len(list(ops_admin.dead_letters())) == 4))
     page = ops.get("/dead-letters").text
-    facets = as_("operator", base_url).get("/api/v1/dead-letters/facets").json()
+    facets = as_("operator", api).get("/api/v1/dead-letters/facets").json()
     assert f"<h2>{facets['total']} matching</h2>" in page
     for name, count in facets["error_classes"].items():
         assert re.search(rf'data-facet="error_class">{re.escape(name)}</a> <span class="num">{count}</span>', page)

@@ -9,7 +9,7 @@ import pytest
 
 from redrive import Actor, App, JobRequest, Status
 from redrive.cli import load_app
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.fakes.upstream import Upstream, serving
 from tests.integration.processes import WorkerProcess, executions
 
@@ -37,7 +37,7 @@ def hold_queue_scenario(url: str, tmp_path, workers: list, processes: int) -> No
             [JobRequest("convert", args=[f"k{n}"]) for n in range(40)])]
 
         # The gateway fails: the breaker opens for every worker
-        wait_until(lambda: state(app, "gateway") == "open", timeout=30)
+        wait_for(lambda: state(app, "gateway") == "open", timeout=30)
         time.sleep(1.0)  # calls admitted before it opened finish
         quiet_from = time.monotonic()
         before = {i: app.client.job(i).attempts for i in ids}
@@ -55,7 +55,7 @@ def hold_queue_scenario(url: str, tmp_path, workers: list, processes: int) -> No
         # The gateway recovers: probe, half-open trial, closed; the backlog drains
         upstream.standing("/convert/", 200)
         upstream.standing("/health", 200)
-        wait_until(lambda: all(app.client.job(i).status is Status.SUCCEEDED for i in ids), timeout=60)
+        wait_for(lambda: all(app.client.job(i).status is Status.SUCCEEDED for i in ids), timeout=60)
         runs = executions(tmp_path)
         assert {f"k{n}" for n in range(40)} == set(runs) and set(runs.values()) == {1}
         changes = [(e.from_state, e.to_state) for e in app.store.breaker_events_list(name="gateway")]
@@ -84,7 +84,7 @@ def test_fail_fast_fails_with_the_mapped_code(pg_url, tmp_path, workers) -> None
         upstream.standing("/convert_ff/", 503)
         start(workers, pg_url, tmp_path, upstream, 2)
         ids = [app.enqueue("convert_fast", args=[f"f{n}"]).job.id for n in range(20)]
-        wait_until(lambda: all(app.client.job(i).status is Status.FAILED for i in ids), timeout=60)
+        wait_for(lambda: all(app.client.job(i).status is Status.FAILED for i in ids), timeout=60)
         jobs = [app.client.job(i) for i in ids]
         assert {j.error_code for j in jobs} == {"UPSTREAM_5XX"}
         fast = [j for j in jobs if "circuit open" in j.error_message]

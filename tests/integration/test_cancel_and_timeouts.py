@@ -18,7 +18,7 @@ import pytest
 
 import redrive
 from redrive import Actor, App, Fixed, Stage, Status, Worker
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 
 QUICK_RETRY = Fixed([timedelta(milliseconds=100)])
 
@@ -59,7 +59,7 @@ def _history(app: App, job_id: Any) -> list[Any]:
 def _ends_cancelled_within_a_second(app: App, job_id: Any, by: str) -> None:
     asked = time.monotonic()
     assert app.admin(Actor.operator(by)).cancel(job_id).status is Status.RUNNING  # its worker will stop it
-    wait_until(lambda: app.client.job(job_id).status is Status.CANCELLED, timeout=5, every=0.01)
+    wait_for(lambda: app.client.job(job_id).status is Status.CANCELLED, timeout=5, every=0.01)
     assert time.monotonic() - asked < 1.0
     last = _history(app, job_id)[-1]
     assert (last.from_status, last.to_status, last.meta["by"]) == (Status.RUNNING, Status.CANCELLED, by)
@@ -82,7 +82,7 @@ def test_a_running_async_job_is_cancelled_where_it_awaits(app: App) -> None:
         assert started.wait(10)
         _ends_cancelled_within_a_second(app, job.id, by="ops:ana")
         assert cleaned_up.is_set()
-        wait_until(lambda: len(told) == 2)
+        wait_for(lambda: len(told) == 2)
     assert [(e.name, e.data["by"]) for e in told] == [("job.cancel_requested", "ops:ana"), ("job.cancelled", "ops:ana")]
 
 
@@ -126,7 +126,7 @@ def test_a_sync_job_that_ignores_its_cancel_runs_to_its_time_limit_and_its_late_
         time.sleep(1.0)
         assert app.client.job(job.id).status is Status.RUNNING  # it did not stop itself
         # At its time limit the worker gives up on it: the job ends as asked
-        wait_until(lambda: app.client.job(job.id).status is Status.CANCELLED, timeout=5, every=0.02)
+        wait_for(lambda: app.client.job(job.id).status is Status.CANCELLED, timeout=5, every=0.02)
         assert 1.5 < time.monotonic() - began < 3.5
         history = _history(app, job.id)
         # When the abandoned thread finally returns
@@ -157,14 +157,14 @@ def test_a_sync_task_past_its_timeout_frees_its_slot_fails_timeout_and_retries(a
 
     with worker_running(app, concurrency=1):
         hung = hang.enqueue().job
-        wait_until(lambda: calls == [1])
+        wait_for(lambda: calls == [1])
         began = time.monotonic()
         other = quick.enqueue().job
         # The one slot is free again once the limit passes: the next job runs
-        wait_until(lambda: app.client.job(other.id).status is Status.SUCCEEDED, timeout=5, every=0.02)
+        wait_for(lambda: app.client.job(other.id).status is Status.SUCCEEDED, timeout=5, every=0.02)
         assert time.monotonic() - began < 1.5
         # The attempt failed TIMEOUT, retryable, and the retry ran by the task's policy
-        wait_until(lambda: app.client.job(hung.id).status is Status.SUCCEEDED, timeout=5)
+        wait_for(lambda: app.client.job(hung.id).status is Status.SUCCEEDED, timeout=5)
         history = _history(app, hung.id)
         timed_out = [e for e in history if e.meta.get("error_code") == "TIMEOUT"]
         assert [(e.from_status, e.to_status) for e in timed_out] == [(Status.RUNNING, Status.QUEUED)]
@@ -185,7 +185,7 @@ def test_an_async_stage_past_its_own_limit_fails_timeout_in_that_stage(app: App)
 
     with worker_running(app):
         job = report.enqueue().job
-        wait_until(lambda: app.client.job(job.id).status is Status.FAILED, timeout=10)
+        wait_for(lambda: app.client.job(job.id).status is Status.FAILED, timeout=10)
     failed = app.client.job(job.id)
     assert (failed.error_code, failed.stage) == ("TIMEOUT", "render")
     assert failed.error_message == "stage render ran past its time limit of 0.3s"

@@ -10,7 +10,7 @@ import time
 
 from redrive import Actor, Admin, Client, JobRequest, Settings, Status
 from redrive.core.states import TERMINAL, is_legal
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.apps.crashing import app as crashing_app
 from tests.figures import record
 from tests.integration.processes import WorkerProcess, executions
@@ -40,7 +40,7 @@ def test_a_worker_killed_at_each_crash_point_loses_nothing(db_url: str, tmp_path
     assert all(code == -9 for code in died.values()), died
     workers.append(WorkerProcess(db_url, tmp_path, "--lease-ttl", "1.5s", "--poll-interval", "0.1", app=APP))
     with Admin.open(db_url, actor=Actor.operator("test")) as admin:
-        wait_until(lambda: not any(sum(q.counts.values()) for q in admin.queues()), timeout=120, every=0.2)
+        wait_for(lambda: not any(sum(q.counts.values()) for q in admin.queues()), timeout=120, every=0.2)
         jobs = {job_id: admin.store.job_get(job_id=job_id) for job_id in ids}
         histories = {job_id: admin.store.job_events_list(job_id=job_id) for job_id in ids}
     client.close()

@@ -22,7 +22,7 @@ import pytest
 from redrive import Actor, Admin, Client, JobRequest, RedriveError, Settings, Status
 from redrive.core.states import TERMINAL, is_legal
 from redrive.store.postgres.store import PostgresStore
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
 from tests.figures import record
 from tests.integration.processes import WorkerProcess, executions
@@ -75,7 +75,7 @@ def test_three_crash_restarts_mid_drain_lose_nothing(cluster, tmp_path: Path, wo
     retried = {key: client.enqueue("record", args=[key], idempotency_key=key) for key in unsure}
     client.close()
     with Admin.open(cluster.url, actor=Actor.operator("test")) as admin:
-        wait_until(lambda: not any(sum(q.counts.values()) for q in admin.queues()), timeout=180, every=0.5)
+        wait_for(lambda: not any(sum(q.counts.values()) for q in admin.queues()), timeout=180, every=0.5)
         ids += [job.id for job in admin.jobs(task="record", limit=1000).items]
         jobs = {job_id: admin.store.job_get(job_id=job_id) for job_id in ids}
         histories = {job_id: admin.store.job_events_list(job_id=job_id) for job_id in ids}

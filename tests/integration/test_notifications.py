@@ -10,7 +10,7 @@ import time
 import pytest
 
 from redrive import Client, JobRequest, Settings, Status
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.apps.alerting import app as alerting
 from tests.canaries import CANARIES, leaked
 from tests.fakes.slack import SlackWebhook, slack_webhook
@@ -58,7 +58,7 @@ def test_a_job_that_fails_for_good_makes_one_slack_message_and_one_email(db_url,
     workers.append(_worker(db_url, tmp_path, slack, inbox))
     client = _client(db_url)
     job = client.enqueue("doomed", args=["invoice-7.pdf", " ".join(CANARIES)], owner="tenant-7").job
-    wait_until(lambda: len(slack.messages) == 1 and len(inbox.messages) == 1, timeout=60)
+    wait_for(lambda: len(slack.messages) == 1 and len(inbox.messages) == 1, timeout=60)
     _quiet_for(3, slack, inbox)
     (text,), (mail,) = slack.messages, inbox.messages
     body = mail.get_content() if hasattr(mail, "get_content") else mail.get_payload()
@@ -80,8 +80,8 @@ def test_a_burst_of_500_failures_makes_one_digest(pg_url, tmp_path, workers, sla
     client = _client(pg_url)
     client.enqueue_many([JobRequest("doomed", args=[f"doc-{n}", CANARIES[0]], owner=f"tenant-{n % 7}")
                          for n in range(500)])
-    wait_until(lambda: client.store.jobs_count()[Status.FAILED] == 500, timeout=window)
-    wait_until(lambda: slack.messages and inbox.messages, timeout=2 * window)
+    wait_for(lambda: client.store.jobs_count()[Status.FAILED] == 500, timeout=window)
+    wait_for(lambda: slack.messages and inbox.messages, timeout=2 * window)
     _quiet_for(5, slack, inbox)
     assert len(slack.messages) == 1 and len(inbox.messages) == 1
     assert "500 jobs of doomed failed for good" in slack.messages[0] and "BAD_INPUT ×500" in slack.messages[0]
@@ -97,11 +97,11 @@ def test_a_worker_killed_after_the_send_before_the_record_sends_nothing_twice(pg
     workers.append(first)
     client = _client(pg_url)
     client.enqueue("doomed", args=["a.pdf", "x"])
-    wait_until(lambda: len(slack.messages) == 1, timeout=60)
+    wait_for(lambda: len(slack.messages) == 1, timeout=60)
     first.kill()  # SIGKILL between Slack's send and the outbox's record of it
     assert inbox.messages == []
     workers.append(_worker(pg_url, tmp_path, slack, inbox, options=("--lease-ttl", "2")))
-    wait_until(lambda: len(inbox.messages) == 1, timeout=60)  # the email, not sent before the kill, is
+    wait_for(lambda: len(inbox.messages) == 1, timeout=60)  # the email, not sent before the kill, is
     _quiet_for(4, slack, inbox)
     assert len(slack.messages) == 1  # and the Slack message is not sent again
     client.close()
@@ -115,11 +115,11 @@ def test_a_failing_or_hanging_webhook_is_retried_and_blocks_no_job(tmp_path, wor
     workers.append(_worker(url, tmp_path, slack, inbox))
     client = _client(url)
     client.enqueue("doomed", args=["a.pdf", "x"])
-    wait_until(lambda: slack.posts >= 3, timeout=60)  # hanging now
+    wait_for(lambda: slack.posts >= 3, timeout=60)  # hanging now
     others = client.enqueue_many([JobRequest("fine", args=[n]) for n in range(50)])
-    wait_until(lambda: all(client.job(r.job.id).status is Status.SUCCEEDED for r in others), timeout=8)
+    wait_for(lambda: all(client.job(r.job.id).status is Status.SUCCEEDED for r in others), timeout=8)
     assert slack.messages == []  # every job ran while the webhook hung
-    wait_until(lambda: len(slack.messages) == 1, timeout=90)
+    wait_for(lambda: len(slack.messages) == 1, timeout=90)
     _quiet_for(3, slack, inbox)
     assert len(inbox.messages) == 1 and slack.posts == 4
     client.close()
@@ -129,17 +129,17 @@ def test_an_alert_on_queue_depth_fires_once_and_resolves_once(tmp_path, workers,
     url = f"sqlite:///{tmp_path / 'redrive.db'}"
     watcher = _worker(url, tmp_path, slack, inbox, options=("--alerts",))  # serves default, not bulk
     workers.append(watcher)
-    wait_until(lambda: "alerts on: bulk_backlog" in watcher.log, timeout=30)
+    wait_for(lambda: "alerts on: bulk_backlog" in watcher.log, timeout=30)
     client = _client(url)
     client.enqueue_many([JobRequest("bulk", args=[n]) for n in range(15)])
     _quiet_for(2, slack, inbox)  # 15 queued: under the threshold of 20
     assert slack.messages == []
     client.enqueue_many([JobRequest("bulk", args=[n]) for n in range(15, 30)])
-    wait_until(lambda: len(slack.messages) == 1 and len(inbox.messages) == 1, timeout=30)
+    wait_for(lambda: len(slack.messages) == 1 and len(inbox.messages) == 1, timeout=30)
     _quiet_for(2, slack, inbox)  # still over it: no second message
     assert "Alert bulk_backlog firing" in slack.messages[0] and "holds 30 queued jobs" in slack.messages[0]
     workers.append(_worker(url, tmp_path, slack, inbox, options=("-q", "bulk")))  # drains it
-    wait_until(lambda: len(slack.messages) == 2 and len(inbox.messages) == 2, timeout=60)
+    wait_for(lambda: len(slack.messages) == 2 and len(inbox.messages) == 2, timeout=60)
     _quiet_for(2, slack, inbox)
     assert "Alert bulk_backlog resolved" in slack.messages[1] and len(slack.messages) == 2
     assert [m["Subject"] for m in inbox.messages] == ["Alert bulk_backlog firing", "Alert bulk_backlog resolved"]

@@ -6,7 +6,7 @@ reach no metric and no log line."""
 from __future__ import annotations
 
 import json
-import socket
+import re
 from collections import Counter
 
 import httpx
@@ -15,19 +15,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from redrive import Actor, Admin, Client, JobRequest, Settings, Status
 from redrive.events import CATALOGUE
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.apps.observed import app as observed
 from tests.canaries import CANARIES, leaked
 from tests.conftest import every_job
 from tests.integration.processes import WorkerProcess
 
 SECRET_QUEUE = "xoxb-123456789012-abcdefghijklmnop"  # a careless client's queue name
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -39,20 +33,16 @@ def _total(samples, name: str, **labels: str) -> float:
 
 
 def test_metrics_add_up_to_the_store_and_logs_are_json(db_url, tmp_path, workers) -> None:
-    port = _free_port()
-    worker = WorkerProcess(db_url, tmp_path, "--metrics-port", str(port), "--log-format", "json",
+    worker = WorkerProcess(db_url, tmp_path, "--metrics-port", "0", "--log-format", "json",
                            "-q", "default", "-q", SECRET_QUEUE, "-c", "8", "--poll-interval", "0.2",
                            app="tests.apps.observed:app")
     workers.append(worker)
-    url = f"http://127.0.0.1:{port}/metrics"
 
-    def up() -> bool:
-        try:
-            return httpx.get(url).status_code == 200
-        except httpx.TransportError:
-            return False
+    def said() -> str | None:  # port 0: one the system picks, which the worker logs
+        found = re.search(r"metrics at (http://127\.0\.0\.1:\d+/metrics)", worker.log)
+        return found.group(1) if found else None
 
-    wait_until(up, timeout=60)
+    url = wait_for(said, timeout=60, what="the worker saying where its metrics are")
     client = Client(observed.registry, settings=Settings.load(database_url=db_url))
     secrets = " ".join(CANARIES)
     requests = ([JobRequest("fine", args=[n]) for n in range(60)]
@@ -68,8 +58,8 @@ def test_metrics_add_up_to_the_store_and_logs_are_json(db_url, tmp_path, workers
         scrapes.append(httpx.get(url).text)  # scraped during the run: each must parse
         return sum(client.store.jobs_count()[s] for s in (Status.SUCCEEDED, Status.FAILED)) == len(requests)
 
-    wait_until(drained, timeout=120, every=0.3)
-    wait_until(lambda: _total(_samples(httpx.get(url).text), "redrive_dead_letters_opened_total") == 11, timeout=10)
+    wait_for(drained, timeout=120, every=0.3)
+    wait_for(lambda: _total(_samples(httpx.get(url).text), "redrive_dead_letters_opened_total") == 11, timeout=10)
     end = httpx.get(url).text
     assert worker.stop() == 0, worker.log
     for text in scrapes:
@@ -130,13 +120,13 @@ def test_workers_register_report_what_they_run_and_leave(db_url, tmp_path, worke
         assert done.returncode == 0, done.stderr
         return {w["pid"]: w for w in map(json.loads, done.stdout.splitlines())}
 
-    wait_until(lambda: {a.pid, b.pid} <= set(listed()), timeout=30)
+    wait_for(lambda: {a.pid, b.pid} <= set(listed()), timeout=30)
     seen = listed()
     assert (seen[a.pid]["queues"], seen[a.pid]["concurrency"]) == (["default"], 3)
     assert seen[b.pid]["queues"] == ["default", "email"] and not seen[a.pid]["stale"]
     # A job running shows at the next heartbeat
     client.enqueue("sleep_then_record", args=["slow", 30])
-    wait_until(lambda: sum(w["running"] for w in listed().values()) == 1, timeout=30)
+    wait_for(lambda: sum(w["running"] for w in listed().values()) == 1, timeout=30)
     # Stopped cleanly, a worker leaves; killed, it stays (and goes stale: views.worker_view)
     b.kill()
     assert a.stop() == 0

@@ -11,7 +11,7 @@ import pytest
 
 from redrive import Client, Settings, Status
 from redrive.store.postgres.store import PostgresStore
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
 from tests.figures import record
 from tests.integration.processes import WorkerProcess
@@ -28,7 +28,7 @@ def test_a_worker_resumes_within_a_second_or_two_of_the_database_returning(
     client = Client(drain_app.registry, settings=Settings.load(database_url=cluster.url))
     first = client.enqueue("record", args=["before"]).job
     workers.append(WorkerProcess(cluster.url, tmp_path, "--poll-interval", "0.2", "--lease-ttl", "10s"))
-    wait_until(lambda: client.job(first.id).status is Status.SUCCEEDED, timeout=30)
+    wait_for(lambda: client.job(first.id).status is Status.SUCCEEDED, timeout=30)
     client.close()
     # When the server is down for longer than the pool's backoff grows in
     cluster.stop()
@@ -38,7 +38,7 @@ def test_a_worker_resumes_within_a_second_or_two_of_the_database_returning(
     # Then a job enqueued at once is started within about a second
     client = Client(drain_app.registry, settings=Settings.load(database_url=cluster.url))
     after = client.enqueue("record", args=["after"]).job
-    wait_until(lambda: client.job(after.id).status is Status.SUCCEEDED, timeout=60, every=0.05)
+    wait_for(lambda: client.job(after.id).status is Status.SUCCEEDED, timeout=60, every=0.05)
     resumed = time.monotonic() - back
     record(f"PostgreSQL down {OUTAGE_S} s", "first job done after it returns (s)", f"{resumed:.2f}", "< 2")
     assert resumed < 2.0  # claimed and run, from the server's return

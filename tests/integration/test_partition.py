@@ -17,7 +17,7 @@ import pytest
 from redrive import Client, Settings, Status
 from redrive.core.states import TERMINAL
 from redrive.store.postgres.store import PostgresStore
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
 from tests.conftest import IN_CI
 from tests.figures import record
@@ -86,16 +86,16 @@ def test_a_partitioned_worker_s_late_outcome_is_refused(cluster, link: Link, tmp
     cut_off = WorkerProcess(remote_url, tmp_path, "--lease-ttl", "2s", "--poll-interval", "0.1",
                             "--queue", "default", "--queue", "remote", prefix=link.prefix)
     workers.append(cut_off)
-    wait_until(lambda: (client.job(held.id).lease_owner or "").split(":")[1:2] == [str(cut_off.pid)], timeout=30)
+    wait_for(lambda: (client.job(held.id).lease_owner or "").split(":")[1:2] == [str(cut_off.pid)], timeout=30)
     # When the worker's machine is cut off mid-job
     link.cut()
     workers.append(WorkerProcess(cluster.url, tmp_path, "--lease-ttl", "2s", "--poll-interval", "0.1"))
     # Then another worker takes the job over once the lease expires, and ends it
-    wait_until(lambda: client.job(held.id).status is Status.SUCCEEDED, timeout=60, every=0.1)
+    wait_for(lambda: client.job(held.id).status is Status.SUCCEEDED, timeout=60, every=0.1)
     finisher = client.job(held.id)
     # And when the cut-off worker is reconnected, its late outcome is refused
     link.heal()
-    wait_until(lambda: "lost the lease" in cut_off.log, timeout=60, every=0.2)
+    wait_for(lambda: "lost the lease" in cut_off.log, timeout=60, every=0.2)
     endings = [e for e in client.job_events(held.id) if e.to_status in TERMINAL]
     ran = executions(tmp_path)
     record("worker partitioned from PostgreSQL", "runs of the job (at-least-once)", ran["held"])
@@ -106,6 +106,6 @@ def test_a_partitioned_worker_s_late_outcome_is_refused(cluster, link: Link, tmp
     assert client.job(held.id).finished_at == finisher.finished_at  # nothing rewrote it
     # And it goes back to work: a job only it serves is done
     back = client.enqueue("record", args=["after"], queue="remote").job
-    wait_until(lambda: client.job(back.id).status is Status.SUCCEEDED, timeout=60, every=0.1)
+    wait_for(lambda: client.job(back.id).status is Status.SUCCEEDED, timeout=60, every=0.1)
     assert cut_off.process.poll() is None
     client.close()

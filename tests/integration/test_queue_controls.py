@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from redrive import Actor, Admin, Client, JobRequest, Settings, Status
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
 from tests.conftest import every_job
 from tests.integration.processes import WorkerProcess
@@ -42,7 +42,7 @@ def test_a_paused_queue_starts_nothing_on_any_worker_within_a_second_and_drains_
     admin = Admin(client.store, actor=Actor.operator("ops:ana"))
     jobs = client.enqueue_many([JobRequest("span", kwargs={"key": f"k{i}", "seconds": 0.05}) for i in range(400)])
     workers += [WorkerProcess(db_url, tmp_path, "-c", "2", "--poll-interval", "0.2") for _ in range(3)]
-    wait_until(lambda: len(every_job(client, status=Status.SUCCEEDED)) >= 20, timeout=30)
+    wait_for(lambda: len(every_job(client, status=Status.SUCCEEDED)) >= 20, timeout=30)
     # When an operator pauses the queue while the three workers drain it
     assert admin.pause_queue("default") is True
     paused_at = client.store.now()
@@ -54,7 +54,7 @@ def test_a_paused_queue_starts_nothing_on_any_worker_within_a_second_and_drains_
     assert [q.paused_by for q in admin.queues()] == ["ops:ana"]
     # And when it is resumed they drain it
     assert admin.resume_queue("default") is True
-    wait_until(lambda: len(every_job(client, status=Status.SUCCEEDED)) == len(jobs), timeout=60)
+    wait_for(lambda: len(every_job(client, status=Status.SUCCEEDED)) == len(jobs), timeout=60)
     logs = " ".join(worker.log for worker in workers)
     assert logs.count("queue default paused by ops:ana") == 3 and logs.count("queue default resumed") == 3
     client.close()
@@ -70,7 +70,7 @@ def test_per_queue_limits_inside_a_worker_are_never_exceeded(
     workers.append(WorkerProcess(db_url, tmp_path, "--queue", "email=3", "--queue", "default=5",
                                  "--poll-interval", "0.2"))
     # When it drains them
-    wait_until(lambda: len(every_job(client, status=Status.SUCCEEDED)) == 500, timeout=120)
+    wait_for(lambda: len(every_job(client, status=Status.SUCCEEDED)) == 500, timeout=120)
     # Then, measured from the bodies' own start and end times, each queue kept
     # to its limit, and reached it (so the limit, not the load, held it there)
     assert _most_at_once(tmp_path) == {"email": 3, "default": 5}
@@ -101,7 +101,7 @@ def test_a_rate_and_a_global_concurrency_limit_hold_across_three_workers(
     # When three workers of 8 each drain them
     workers += [WorkerProcess(db_url, tmp_path, "-c", "8", "--poll-interval", "0.05", "--queue", "metered",
                               "--queue", "gateway", app="tests.apps.limited:app") for _ in range(3)]
-    wait_until(lambda: len(every_job(client, status=Status.SUCCEEDED)) == 560, timeout=120)
+    wait_for(lambda: len(every_job(client, status=Status.SUCCEEDED)) == 560, timeout=120)
     # Then no half second saw more than 40 starts (by the store's clock, from
     # each job's start), and the limit was reached, not merely unneeded
     starts = [job.started_at.timestamp() for job in every_job(client, queue="metered")]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from redrive import Client, JobRequest, Settings, Status
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.apps.rogue import app as rogue
 from tests.integration.processes import WorkerProcess
 
@@ -32,7 +32,7 @@ def test_a_rogue_task_fails_its_own_job_and_the_worker_goes_on(
     workers.append(WorkerProcess(sqlite_url, tmp_path, "-c", "1", "--poll-interval", "0.1",
                                  app="tests.apps.rogue:app"))
     # When the worker runs them all
-    wait_until(lambda: client.job(after.job.id).status is Status.SUCCEEDED, timeout=30)
+    wait_for(lambda: client.job(after.job.id).status is Status.SUCCEEDED, timeout=30)
     # Then the rogue job failed with what happened, recorded, and nothing else changed
     failed = client.job(rogue_job.job.id)
     code, phrase = ROGUES[task]
@@ -53,9 +53,9 @@ def test_an_async_task_that_holds_the_event_loop_keeps_its_lease_and_is_named(
     # Two workers: if the first lost its lease while its loop was held, the other would take the job
     options = ("--lease-ttl", "1.5s", "--poll-interval", "0.1")
     workers.append(WorkerProcess(sqlite_url, tmp_path, *options, app="tests.apps.rogue:app"))
-    wait_until(lambda: client.job(hog.id).status is Status.RUNNING, timeout=30)
+    wait_for(lambda: client.job(hog.id).status is Status.RUNNING, timeout=30)
     workers.append(WorkerProcess(sqlite_url, tmp_path, *options, app="tests.apps.rogue:app"))
-    wait_until(lambda: client.job(hog.id).status is Status.SUCCEEDED, timeout=60)
+    wait_for(lambda: client.job(hog.id).status is Status.SUCCEEDED, timeout=60)
     # The heartbeats went on beside the held loop: one run, never reclaimed
     assert client.job(hog.id).attempts == 1
     log = workers[0].log
@@ -74,7 +74,7 @@ def test_a_worker_whose_loop_stays_held_still_stops_giving_its_jobs_back(
     hog = client.enqueue("hogs_loop", args=[120.0]).job
     workers.append(WorkerProcess(sqlite_url, tmp_path, "--shutdown-grace", "2s", "--poll-interval", "0.1",
                                  app="tests.apps.rogue:app"))
-    wait_until(lambda: client.job(hog.id).status is Status.RUNNING, timeout=30)
+    wait_for(lambda: client.job(hog.id).status is Status.RUNNING, timeout=30)
     time.sleep(0.5)
     asked = time.monotonic()
     workers[0].signal(signal.SIGTERM)

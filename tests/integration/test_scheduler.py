@@ -125,13 +125,13 @@ def test_bad_schedules_are_refused_at_declaration(sqlite_url: str) -> None:
 
 @pytest.mark.slow
 def test_a_worker_can_run_the_schedules_too(db_url: str, tmp_path, workers) -> None:
-    from redrive.testing import wait_until
+    from redrive.testing import wait_for
     from tests.integration.processes import WorkerProcess
 
     worker = WorkerProcess(db_url, tmp_path, "--schedules", "--poll-interval", "0.2", app="tests.apps.scheduled:app")
     workers.append(worker)
     app = App(db_url)
-    wait_until(lambda: len([j for j in app.client.jobs(task="pulse") if j.status == "succeeded"]) >= 2, timeout=20)
+    wait_for(lambda: len([j for j in app.client.jobs(task="pulse") if j.status == "succeeded"]) >= 2, timeout=20)
     assert worker.stop() == 0
     assert "scheduler started with 2 schedule(s)" in worker.log
     app.close()

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from redrive import Client, Settings, Status
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
 from tests.conftest import IN_CI
 from tests.figures import record
@@ -37,17 +37,17 @@ def test_a_worker_with_its_clock_ahead_takes_no_live_lease_and_runs_nothing_earl
     try:
         workers.append(WorkerProcess(url, tmp_path, "--lease-ttl", "3s", "--poll-interval", "0.1"))
         long = client.enqueue("sleep_then_record", args=["long", 8.0]).job
-        wait_until(lambda: client.job(long.id).status is Status.RUNNING, timeout=30)
+        wait_for(lambda: client.job(long.id).status is Status.RUNNING, timeout=30)
         delayed = client.enqueue("record", args=["delayed"], delay=timedelta(seconds=40)).job
 
         # The skewed worker also serves a queue of its own, to show it claims.
         workers.append(WorkerProcess(url, tmp_path, "--lease-ttl", "3s", "--poll-interval", "0.1",
                                      "--queue", "default", "--queue", "skewed", prefix=AHEAD))
         probe = client.enqueue("record", args=["probe"], queue="skewed").job
-        wait_until(lambda: client.job(probe.id).status is Status.SUCCEEDED, timeout=30)
+        wait_for(lambda: client.job(probe.id).status is Status.SUCCEEDED, timeout=30)
         assert "+60s" in " ".join(workers[1].process.args)  # the probe ran under the skewed clock
 
-        wait_until(lambda: client.job(long.id).status is Status.SUCCEEDED, timeout=30)
+        wait_for(lambda: client.job(long.id).status is Status.SUCCEEDED, timeout=30)
         ran = executions(tmp_path)
         record("SQLite, a worker's clock +60 s", "runs of a job holding a live lease", ran["long"], "1")
         record("SQLite, a worker's clock +60 s", "delayed jobs run early", ran["delayed"], "0")

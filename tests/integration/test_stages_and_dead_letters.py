@@ -13,7 +13,7 @@ import pytest
 
 from redrive import Actor, App, Status
 from redrive.cli import load_app
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from redrive.views import dead_letter_view
 from tests.fakes.upstream import serving
 from tests.integration.processes import REPO, WorkerProcess, executions
@@ -50,7 +50,7 @@ def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path,
         for _ in range(2):
             workers.append(WorkerProcess(db_url, tmp_path, "--poll-interval", "0.2",
                                          app=PIPELINE, env=env))
-        wait_until(settled(app, *ids.values()), timeout=45)
+        wait_for(settled(app, *ids.values()), timeout=45)
         runs = executions(tmp_path)
 
         # a: stage 2 failed twice then succeeded; stage 1 ran once
@@ -102,7 +102,7 @@ def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path,
         replayed = cli(db_url, "dead", "replay", str(letter_b.id), str(letter_c.id), "--by", "ops")
         assert replayed.returncode == 0, replayed.stderr
         assert replayed.stdout.count("queued at llm") == 2
-        wait_until(lambda: settled(app, b.id, c.id)() and len(letters_of(app, c.id)) == 2, timeout=30)
+        wait_for(lambda: settled(app, b.id, c.id)() and len(letters_of(app, c.id)) == 2, timeout=30)
         runs = executions(tmp_path)
 
         # b resumed at llm: fetch did not run again
@@ -129,7 +129,7 @@ def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path,
         assert refused.returncode == 2 and "[FORBIDDEN]" in refused.stderr
         retried = cli(db_url, "jobs", "retry", str(c.id), "--owner", "alice")
         assert retried.returncode == 0, retried.stderr
-        wait_until(lambda: len(letters_of(app, c.id)) == 3, timeout=30)
+        wait_for(lambda: len(letters_of(app, c.id)) == 3, timeout=30)
         c = app.client.job(ids["c"])
         assert c.status is Status.FAILED and c.manual_retry_count == 1
         assert letters_of(app, c.id)[-1].escalated

@@ -12,7 +12,7 @@ import pytest
 
 from redrive import Client, JobRequest, Settings, Status
 from redrive.store.url import open_store
-from redrive.testing import wait_until
+from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
 from tests.conftest import every_job
 from tests.integration.processes import REPO, WorkerProcess, executions
@@ -38,14 +38,14 @@ def _drain(url: str, tmp_path, workers: list, *, processes: int, jobs: int) -> N
         _start(workers, url, tmp_path, "--concurrency", "8", "--poll-interval", "0.2")
     # Every worker is claiming before the jobs arrive: one that started first
     # must not drain them all before the others are up.
-    wait_until(lambda: all(" started: " in worker.log for worker in workers), timeout=60)
+    wait_for(lambda: all(" started: " in worker.log for worker in workers), timeout=60)
     client.enqueue_many([JobRequest("record", args=[key]) for key in keys])
 
     def drained() -> bool:
         counts = client.store.jobs_count()
         return counts[Status.SUCCEEDED] == jobs
 
-    wait_until(drained, timeout=240, every=0.25)
+    wait_for(drained, timeout=240, every=0.25)
     for worker in workers:
         assert worker.stop() == 0, worker.log
     # Every job ran exactly once and succeeded; none is left anywhere else.
@@ -77,7 +77,7 @@ def test_a_killed_workers_job_is_finished_by_another(db_url, tmp_path, workers) 
     client = _client(db_url)
     slow = client.enqueue("sleep_then_record", args=["slow", 60, True]).job
     a = _start(workers, db_url, tmp_path, "--lease-ttl", "1.5", "--poll-interval", "0.2")
-    wait_until(lambda: _running_on(client, slow.id, a), timeout=20)
+    wait_for(lambda: _running_on(client, slow.id, a), timeout=20)
     others = [client.enqueue("record", args=[f"o{n}"]).job for n in range(5)]
 
     # When the worker dies mid-job without a word
@@ -86,8 +86,8 @@ def test_a_killed_workers_job_is_finished_by_another(db_url, tmp_path, workers) 
     b = _start(workers, db_url, tmp_path, "--lease-ttl", "1.5", "--poll-interval", "0.2")
 
     # Then its lease expires, another worker finishes the job, and nothing is lost
-    wait_until(lambda: client.job(slow.id).status is Status.SUCCEEDED, timeout=30)
-    wait_until(lambda: all(client.job(j.id).status is Status.SUCCEEDED for j in others), timeout=30)
+    wait_for(lambda: client.job(slow.id).status is Status.SUCCEEDED, timeout=30)
+    wait_for(lambda: all(client.job(j.id).status is Status.SUCCEEDED for j in others), timeout=30)
     done = client.job(slow.id)
     assert done.attempts == 2 and done.result["pid"] == b.pid
     reasons = [e.meta.get("reason") for e in client.job_events(slow.id)]
@@ -132,16 +132,16 @@ def test_a_paused_workers_stale_completion_is_rejected(db_url, tmp_path, workers
     client = _client(db_url)
     job = client.enqueue("sleep_then_record", args=["paused", 3, True]).job
     a = _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
-    wait_until(lambda: _running_on(client, job.id, a), timeout=20)
+    wait_for(lambda: _running_on(client, job.id, a), timeout=20)
 
     # Given the worker is paused past its lease, and another takes the job over
     _pause_holding_no_lock(a, db_url)
     b = _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
-    wait_until(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=30)
+    wait_for(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=30)
 
     # When the paused worker wakes up and finishes its copy
     a.signal(signal.SIGCONT)
-    wait_until(lambda: f"lost the lease on job {job.id}" in a.log, timeout=20)
+    wait_for(lambda: f"lost the lease on job {job.id}" in a.log, timeout=20)
 
     # Then its completion changed nothing: one ending, B's result
     done = client.job(job.id)
@@ -165,7 +165,7 @@ def test_sigterm_finishes_short_jobs_requeues_long_ones_and_claims_nothing_more(
     waiting = [client.enqueue("record", args=[f"w{n}"], priority=5).job for n in range(3)]
     w = _start(workers, db_url, tmp_path, "--concurrency", "4", "--shutdown-grace", "3",
                "--poll-interval", "0.2")
-    wait_until(lambda: client.store.jobs_count()[Status.RUNNING] == 4, timeout=20)
+    wait_for(lambda: client.store.jobs_count()[Status.RUNNING] == 4, timeout=20)
 
     w.signal(signal.SIGTERM)
     assert w.process.wait(timeout=20) == 0, w.log
@@ -198,10 +198,10 @@ def test_heartbeats_keep_a_job_longer_than_its_lease(db_url, tmp_path, workers) 
     client = _client(db_url)
     job = client.enqueue("sleep_then_record", args=["long", 3.5]).job
     a = _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
-    wait_until(lambda: _running_on(client, job.id, a), timeout=20)
+    wait_for(lambda: _running_on(client, job.id, a), timeout=20)
     # A second worker reclaims any lease that expires; it must find none.
     _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
-    wait_until(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=30)
+    wait_for(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=30)
     done = client.job(job.id)
     assert done.attempts == 1 and done.result["pid"] == a.pid
     assert [e.to_status for e in client.job_events(job.id)] == [
@@ -219,10 +219,10 @@ def test_an_enqueue_in_another_process_wakes_an_idle_worker_before_its_poll(
     # The worker's first claim happens at start; after that only a wake-up can
     # start a job within the minute: NOTIFY on PostgreSQL, the database's
     # data_version changing on SQLite.
-    wait_until(lambda: client.job(warmup.id).status is Status.SUCCEEDED, timeout=20)
+    wait_for(lambda: client.job(warmup.id).status is Status.SUCCEEDED, timeout=20)
     for n in range(3):
         job_id = client.enqueue("record", args=[f"woken-{n}"]).job.id
-        wait_until(lambda j=job_id: client.job(j).status is Status.SUCCEEDED, timeout=10)
+        wait_for(lambda j=job_id: client.job(j).status is Status.SUCCEEDED, timeout=10)
     client.close()
 
 

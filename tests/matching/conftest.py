@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.examples import REPO, Example, answers, free_port, until
+from redrive.testing import wait_for
+from tests.examples import REPO, Example
 from tests.fakes.slack import slack_webhook
 from tests.fakes.smtp import smtp_server
 
@@ -32,9 +33,8 @@ FAST = {  # the design's durations, scaled down: 2/4/8 s become 0.1/0.2/0.4 s, 5
 
 class Matching(Example):
     def __init__(self, tmp_path: Path, database_url: str, slack: Any, inbox: Any) -> None:
-        self.provider_port = free_port()
         super().__init__("matching", tmp_path, {
-            "DATABASE_URL": database_url, "LLM_URL": f"http://127.0.0.1:{self.provider_port}",
+            "DATABASE_URL": database_url,
             "SLACK_WEBHOOK_URL": slack.url, "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(inbox.port),
             "SMTP_STARTTLS": "false", "EMAIL_TO": "ops@example.com", "ADMIN_URL": "https://admin.example.com",
             **FAST})
@@ -48,9 +48,10 @@ class Matching(Example):
     def provider_url(self) -> str:
         return self.env["LLM_URL"]
 
-    def provider(self) -> None:
-        self.start("provider", "--port", str(self.provider_port), "--api-key", FAST["LLM_API_KEY"])
-        until(lambda: answers(f"{self.provider_url}/health"), what="the LLM provider")
+    def provider(self, port: int = 0) -> None:
+        """The LLM provider's stand-in, on ``port`` (0: one the system picks);
+        the workers started after it call it."""
+        self.env["LLM_URL"] = self.start_server("provider", "--api-key", FAST["LLM_API_KEY"], port=port)
 
     def worker(self, *args: str, **env: str) -> Any:
         return self.start("worker", *args, env=env)
@@ -77,8 +78,7 @@ class Matching(Example):
             "OR document_b_id = %s", id, id)}
 
     def wait_status(self, id: str, *statuses: str, timeout: float = 60) -> dict[str, Any]:
-        until(lambda: self.document(id)["matching_status"] in statuses, timeout,
-              f"document {id} reaching {statuses}")
+        wait_for(lambda: self.document(id)["matching_status"] in statuses, timeout=timeout, what=f"document {id} reaching {statuses}")
         return self.document(id)
 
     def stop(self) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import itertools
 
 from redrive import Actor
-from tests.examples import BOTH_STORES, until
+from redrive.testing import wait_for
+from tests.examples import BOTH_STORES, refusing_port
 from tests.matching.conftest import Matching
 
 # (row of the table, what the provider answers first, transient?, the code recorded)
@@ -88,7 +89,7 @@ def test_a_document_failing_transiently_is_delivered_three_times_then_failed_and
     letter, = matching.app.admin(Actor.operator("test")).dead_letters(task="match_document")
     assert letter.attempts == 3 and letter.error_code == "RESPONSE_INVALID"
 
-    until(lambda: matching.slack.messages and matching.inbox.messages, timeout=30, what="both admin notifications")
+    wait_for(lambda: matching.slack.messages and matching.inbox.messages, timeout=30, what="both admin notifications")
     expected = ["Document: doc-1-b", "Tenant: globex", "Error: JSONDecodeError", "Attempts: 3",
                 "https://admin.example.com/documents/doc-1-b"]
     slack, = matching.slack.messages
@@ -103,14 +104,16 @@ def test_a_refused_connection_is_transient(matching: Matching) -> None:
     """The provider is not listening at first: the delivery's tries are
     refused, the document waits as ``pending`` and its next delivery, once
     the provider is up, succeeds."""
-    matching.worker()
-    first, second = _pair(matching, 2)
-    matching.wait_status(first, "succeeded")
-    matching.submit(second, "acme", "Supplier 2", "Reminder about INV-1002")
-    until(lambda: matching.document(second)["matching_error"], timeout=30, what="the refused delivery")
-    waiting = matching.document(second)
-    assert waiting["matching_status"] == "pending" and "ConnectError" in waiting["matching_error"]
-    matching.provider()
+    with refusing_port() as port:
+        matching.env["LLM_URL"] = f"http://127.0.0.1:{port}"
+        matching.worker()
+        first, second = _pair(matching, 2)
+        matching.wait_status(first, "succeeded")
+        matching.submit(second, "acme", "Supplier 2", "Reminder about INV-1002")
+        wait_for(lambda: matching.document(second)["matching_error"], timeout=30, what="the refused delivery")
+        waiting = matching.document(second)
+        assert waiting["matching_status"] == "pending" and "ConnectError" in waiting["matching_error"]
+        matching.provider(port)
     doc = matching.wait_status(second, "succeeded")
     assert doc["matching_attempts"] == 2
     assert matching.edges(second) == {(first, second)}
@@ -158,18 +161,17 @@ def test_a_worker_killed_mid_document_loses_nothing_and_the_stuck_alarm_fires(ma
     matching.wait_status(first, "succeeded")
     matching.script(second, "slow", hang_s=60)  # the worker is inside the LLM call when it dies
     matching.submit(second, "acme", "Supplier 4", "Statement listing INV-1004")
-    until(lambda: matching.calls(second), what="the LLM call")
+    wait_for(lambda: matching.calls(second), timeout=30, what="the LLM call")
     matching.kill(doomed)
     assert matching.document(second)["matching_status"] == "in-progress"
 
     matching.worker("--alerts", STUCK_AFTER_S="1", WORKER_LEASE_TTL_SEC="4")  # looks for expired leases every 1-2 s
-    until(lambda: any("matching_stuck" in m for m in matching.slack.messages), timeout=30, what="the alarm")
+    wait_for(lambda: any("matching_stuck" in m for m in matching.slack.messages), timeout=30, what="the alarm")
     firing = next(m for m in matching.slack.messages if "matching_stuck" in m)
     assert "doc-4-b" in firing and "firing" in firing
     doc = matching.wait_status(second, "succeeded", timeout=60)  # redelivered once the dead worker's lease expired
     assert doc["matching_attempts"] == 2
     assert matching.edges(second) == {(first, second)}
     assert len(matching.calls(second)) == 2
-    until(lambda: any("matching_stuck resolved" in m for m in matching.slack.messages), timeout=30,
-          what="the alarm resolving")
+    wait_for(lambda: any("matching_stuck resolved" in m for m in matching.slack.messages), timeout=30, what="the alarm resolving")
     assert not matching.app.admin(Actor.operator("test")).dead_letters()

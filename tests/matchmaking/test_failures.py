@@ -18,7 +18,8 @@ from matchmaking.users import add
 from redrive import Actor
 from redrive.alerts import Check, DurationPercentile, FailureRate, QueueDepth
 from redrive.core.alerts import Reading
-from tests.examples import Example, until
+from redrive.testing import wait_for
+from tests.examples import Example
 from tests.fakes.slack import slack_webhook
 
 AT = "2027-03-01T09:00:00+00:00"
@@ -40,13 +41,12 @@ def test_a_transient_database_error_is_retried(tmp_path, example_db) -> None:
     _, app, example = _setup(tmp_path, example_db, DB_LOCK_TIMEOUT_MS="300")
     try:
         example.start("worker")
-        until(lambda: " started: " in example.log("worker"), what="the worker")
+        wait_for(lambda: " started: " in example.log("worker"), timeout=30, what="the worker")
         admin = app.admin(Actor.operator("test"))
         with psycopg.connect(example_db) as blocker:  # holds the table past the job's lock timeout
             blocker.execute("LOCK TABLE matchmaking_jobs IN ACCESS EXCLUSIVE MODE")
             job = app.enqueue(TASK, kwargs={"date": "2027-03-01", "timezone": "UTC", "user_id": "user-1", "at": AT})
-            until(lambda: admin.job(job.job.id).attempts >= 1 and admin.job(job.job.id).status.value == "queued",
-                  what="the first attempt failing")
+            wait_for(lambda: admin.job(job.job.id).attempts >= 1 and admin.job(job.job.id).status.value == "queued", timeout=30, what="the first attempt failing")
             first = admin.job(job.job.id)
             assert first.last_error_code == "DB_TRANSIENT"
         done = _wait(admin, job.job.id, "succeeded")
@@ -78,7 +78,7 @@ def test_a_logic_error_is_not_retried_and_tells_on_call(tmp_path, example_db) ->
             with Db(example_db) as db:
                 row = db.one("SELECT status, error_message FROM matchmaking_jobs WHERE user_id = 'user-2'")
             assert row is not None and row["status"] == "failed" and "Asia/Tokyo" in row["error_message"]
-            until(lambda: any("generate_offers" in m for m in slack.messages), timeout=30, what="on-call being told")
+            wait_for(lambda: any("generate_offers" in m for m in slack.messages), timeout=30, what="on-call being told")
             assert "DATA_INCONSISTENCY" in next(m for m in slack.messages if "generate_offers" in m)
             admin.close()
         finally:
@@ -87,7 +87,7 @@ def test_a_logic_error_is_not_retried_and_tells_on_call(tmp_path, example_db) ->
 
 
 def _wait(admin, job_id, status: str):
-    until(lambda: admin.job(job_id).status.value == status, timeout=60, what=f"job {job_id} {status}")
+    wait_for(lambda: admin.job(job_id).status.value == status, timeout=60, what=f"job {job_id} {status}")
     return admin.job(job_id)
 
 

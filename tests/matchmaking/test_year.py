@@ -20,7 +20,8 @@ from matchmaking.tasks import TASK, create_tables, make_app
 from matchmaking.users import ZONES, spread
 
 from redrive import Actor, Scheduler
-from tests.examples import Example, until
+from redrive.testing import wait_for
+from tests.examples import Example
 
 START, END = datetime(2027, 1, 1, tzinfo=UTC), datetime(2028, 1, 1, tzinfo=UTC)
 MIDNIGHT_GAPS = {"America/Santiago", "America/Havana", "Asia/Beirut", "Africa/Cairo"}
@@ -100,8 +101,7 @@ def test_a_simulated_year_gives_one_batch_per_user_and_local_day(tmp_path, examp
             scheduler.tick(END)
         assert restarts >= 3 and kills >= 3
         admin = app.admin(Actor.operator("test"))
-        until(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1), timeout=600,
-              what="the year's jobs draining")
+        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1), timeout=600, what="the year's jobs draining")
         assert not admin.jobs(task=TASK, status="failed", limit=1)
 
         with Db(example_db) as db:
@@ -119,14 +119,14 @@ def test_a_simulated_year_gives_one_batch_per_user_and_local_day(tmp_path, examp
         people = sorted(u for u, tz in users.items() if tz == zone)
         before = _offers_of(example_db, day, people)
         assert example.run("rerun", day, zone).returncode == 0
-        until(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1), what="the re-run")
+        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1), timeout=30, what="the re-run")
         assert _offers_of(example_db, day, people) == before
         with Db(example_db) as db:
             for user in people:
                 db.run("DELETE FROM offers WHERE date = %s AND user_id = %s", day, user)
                 db.run("DELETE FROM matchmaking_jobs WHERE date = %s AND user_id = %s", day, user)
         assert example.run("rerun", day, zone).returncode == 0
-        until(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1), what="the second re-run")
+        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1), timeout=30, what="the second re-run")
         assert _offers_of(example_db, day, people) == before
         admin.close()
     finally:

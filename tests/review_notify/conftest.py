@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from redrive import Actor, Admin, App
-from tests.examples import REPO, Example, answers, free_port, until
+from redrive.testing import wait_for
+from tests.examples import REPO, Example
 
 sys.path.insert(0, str(REPO / "examples" / "review_notify"))
 
@@ -24,24 +25,19 @@ FAST = {"BACKOFF_INITIAL_S": "0.2", "BACKOFF_MAX_S": "0.5", "SEND_TIMEOUT_S": "5
 
 class Reviews(Example):
     def __init__(self, tmp_path: Path, database_url: str) -> None:
-        self.provider_port = free_port()
-        super().__init__("review_notify", tmp_path, {
-            "DATABASE_URL": database_url, "PROVIDER_URL": f"http://127.0.0.1:{self.provider_port}", **FAST})
-        self.provider_url = self.env["PROVIDER_URL"]
+        super().__init__("review_notify", tmp_path, {"DATABASE_URL": database_url, **FAST})
+        self.provider_url = ""
         self.app = App(database_url)
         self.admin: Admin = self.app.admin(Actor.operator("test"))
         self.service_url = ""
 
     def provider(self) -> None:
-        self.start("provider", "--port", str(self.provider_port), "--api-key", FAST["PROVIDER_API_KEY"])
-        until(lambda: answers(f"{self.provider_url}/health"), what="the email provider")
+        """The email provider's stand-in; the workers started after it send to it."""
+        self.provider_url = self.start_server("provider", "--api-key", FAST["PROVIDER_API_KEY"])
+        self.env["PROVIDER_URL"] = self.provider_url
 
     def service(self) -> httpx.Client:
-        port = free_port()
-        self.start("service", "--port", str(port))
-        self.service_url = f"http://127.0.0.1:{port}"
-        until(lambda: answers(f"{self.service_url}/reviews/00000000-0000-0000-0000-000000000000"),
-              what="the review service")
+        self.service_url = self.start_server("service")
         return self.keep(httpx.Client(base_url=self.service_url, timeout=30))
 
     def worker(self, **env: str) -> subprocess.Popen:
@@ -65,7 +61,7 @@ class Reviews(Example):
         return Counter((m["subject"], m["to"]) for m in self.messages())
 
     def wait(self, job_id: str, *statuses: str, timeout: float = 60) -> Any:
-        until(lambda: self.admin.job(job_id).status.value in statuses, timeout, f"job {job_id} reaching {statuses}")
+        wait_for(lambda: self.admin.job(job_id).status.value in statuses, timeout=timeout, what=f"job {job_id} reaching {statuses}")
         return self.admin.job(job_id)
 
     def stop(self) -> None:

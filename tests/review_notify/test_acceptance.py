@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from tests.examples import BOTH_STORES, until
+from redrive.testing import wait_for
+from tests.examples import BOTH_STORES
 from tests.fakes.slack import slack_webhook
 from tests.review_notify.conftest import Reviews
 
@@ -90,7 +91,7 @@ def test_a_refused_recipient_marks_its_row_failed_for_an_operator(reviews: Revie
     # The operator clears ben's block; the caller's typo stays: a replay sends to ben only.
     reviews.block("ben@example.com", unblock=True)
     reviews.admin.replay([letter.id])
-    until(lambda: len(reviews.admin.dead_letters(task="notify_review")) == 2, what="the replay failing on the typo")
+    wait_for(lambda: len(reviews.admin.dead_letters(task="notify_review")) == 2, timeout=30, what="the replay failing on the typo")
     assert reviews.admin.job(job_id).status.value == "failed"
     assert reviews.delivered() == {("Review of changelist cl-300 (v1)", "ana@example.com"): 1,
                                    ("Review of changelist cl-300 (v1)", "ben@example.com"): 1}
@@ -106,7 +107,7 @@ def test_email_sent_but_db_write_failed_is_reconciled_without_resending(reviews:
     reviews.mode("hold", hold_s=60)  # the first send is taken, its answer held
     doomed = reviews.worker(WORKER_LEASE_TTL_SEC="3")
     job_id = _ask(api, "cl-400-review", "cl-400", 1).json()["job_id"]
-    until(lambda: reviews.messages(), what="the held send")
+    wait_for(lambda: reviews.messages(), timeout=30, what="the held send")
     reviews.kill(doomed)
     held, = reviews.messages()
     row = next(r for r in reviews.admin.outbox() if json.loads(r.key)[1] == held["to"])
@@ -161,8 +162,7 @@ def test_a_row_marked_sent_before_the_send_is_repaired_and_alerts(reviews: Revie
         letter, = reviews.admin.dead_letters(task="notify_review")
         reviews.admin.replay([letter.id])
         reviews.wait(job_id, "succeeded")
-        until(lambda: any("marked sent without the provider" in m for m in slack.messages), timeout=30,
-              what="the alert")
+        wait_for(lambda: any("marked sent without the provider" in m for m in slack.messages), timeout=30, what="the alert")
     row = next(r for r in reviews.admin.outbox() if json.loads(r.key)[1] == "ben@example.com")
     assert row.status == "sent" and row.provider_id and row.reconciliations == 1
     assert reviews.delivered() == {("Review of changelist cl-500 (v1)", r): 1 for r in RECIPIENTS}

@@ -145,12 +145,12 @@ def test_success_is_not_a_failure_and_retry_after_is_read_in_both_forms() -> Non
 
 
 def test_real_calls_to_a_closed_port_and_a_slow_server_classify_as_transient() -> None:
-    # A port nothing listens on: a genuine connection refused from httpx.
+    # A port held, but not listened on: a genuine connection refused from
+    # httpx (held for the call, so no other test can start listening there).
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
-    with pytest.raises(httpx.ConnectError) as refused:
-        httpx.get(f"http://127.0.0.1:{closed_port}/", timeout=2)
+        with pytest.raises(httpx.ConnectError) as refused:
+            httpx.get(f"http://127.0.0.1:{probe.getsockname()[1]}/", timeout=2)
     assert DEFAULT_CLASSIFIER.exception(refused.value, now=NOW).code == "NETWORK_ERROR"
     # A server that accepts and never answers: a genuine read timeout.
     with socket.socket() as silent:

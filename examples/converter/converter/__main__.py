@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
 
         from converter.web import create_app
 
-        uvicorn.run(create_app(settings), host="127.0.0.1", port=args.port, log_level="warning")
+        # uvicorn says which port it listens on (--port 0: one the system picks);
+        # requests are not logged.
+        uvicorn.run(create_app(settings), host="127.0.0.1", port=args.port, log_level="info", access_log=False)
     else:
         from converter.storage import remove_expired
 

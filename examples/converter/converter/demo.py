@@ -7,10 +7,10 @@ process it started and says where to look closer."""
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,10 +30,10 @@ KNOBS = {  # the design's knobs, scaled so the story fits in a minute
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# What a server part prints once it listens: each takes --port 0 (a port the
+# system picks, so the demo never collides with what already runs here) and
+# says which port it got.
+_LISTENING = re.compile(r"http://127\.0\.0\.1:[1-9][0-9]*")
 
 
 class Parts:
@@ -41,29 +41,38 @@ class Parts:
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.gateway_port, self.web_port = _free_port(), _free_port()
         self.database_url = f"sqlite:///{(workdir / 'converter.db').resolve()}"
         # The demo's uploads and a browser opening the queue page share one session,
         # so the page shows the demo's jobs (the web service does this only when told).
         self.session = secrets.token_urlsafe(24)
         self.env = {**os.environ, **KNOBS, "DATABASE_URL": self.database_url,
-                    "GATEWAY_URL": f"http://127.0.0.1:{self.gateway_port}",
                     "UPLOADS_DIR": str(workdir / "uploads"), "RESULTS_DIR": str(workdir / "results"),
                     "DEMO_SESSION": self.session}
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.web_url = ""
 
     def start(self) -> None:
-        for part, *args in (("gateway", "--port", str(self.gateway_port)), ("worker",),
-                            ("web", "--port", str(self.web_port))):
-            with open(self.workdir / f"{part}.log", "wb") as log:
-                self.procs.append(subprocess.Popen([sys.executable, "-m", "converter", part, *args], env=self.env,
-                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         deadline = time.monotonic() + 60
-        for url in (f"{self.env['GATEWAY_URL']}/health", f"http://127.0.0.1:{self.web_port}/api/jobs"):
-            while not _answers(url):
-                if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
-                    raise RuntimeError(f"the converter did not start: see {self.workdir}/*.log")
-                time.sleep(0.1)
+        self.env["GATEWAY_URL"] = self._serve("gateway", deadline)  # the worker calls it
+        self._start("worker")
+        self.web_url = self._serve("web", deadline)
+
+    def _start(self, part: str, *args: str) -> subprocess.Popen[bytes]:
+        with open(self.workdir / f"{part}.log", "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "converter", part, *args], env=self.env,
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def _serve(self, part: str, deadline: float) -> str:
+        """Start a part that serves HTTP; its address, once it listens."""
+        proc = self._start(part, "--port", "0")
+        log = self.workdir / f"{part}.log"
+        while (found := _LISTENING.search(log.read_text(errors="replace"))) is None:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"the converter did not start: see {self.workdir}/*.log")
+            time.sleep(0.1)
+        return found.group(0)
 
     def gateway_mode(self, mode: str) -> None:
         httpx.post(f"{self.env['GATEWAY_URL']}/admin/mode", json={"mode": mode}, timeout=5)
@@ -78,13 +87,6 @@ class Parts:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=5)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1).status_code < 500
-    except httpx.HTTPError:
-        return False
 
 
 def _big_upload(size: int) -> Iterator[bytes]:
@@ -153,7 +155,7 @@ def run() -> int:
     started = time.monotonic()
     try:
         parts.start()
-        web = f"http://127.0.0.1:{parts.web_port}"
+        web = parts.web_url
         print(f"converter demo: open {web}/ to watch the queue page (it refreshes itself)", flush=True)
         with httpx.Client(base_url=web, timeout=60, cookies={"converter_session": parts.session}) as user:
             story = Story(user, started)

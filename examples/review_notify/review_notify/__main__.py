@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
 
             from review_notify.service import create_app
 
-            uvicorn.run(create_app(app), host="127.0.0.1", port=args.port, log_level="warning")
+            # uvicorn says which port it listens on (--port 0: one the system picks);
+            # requests are not logged.
+            uvicorn.run(create_app(app), host="127.0.0.1", port=args.port, log_level="info", access_log=False)
             return 0
         from redrive import Worker
         from redrive.logs import configure, log_events

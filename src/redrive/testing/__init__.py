@@ -62,7 +62,7 @@ from redrive.store.reads import JobFilter, Reads
 __all__ = [
     "TTL", "Clock", "Completion", "DeadLetterFilter", "FailNow", "JobFilter", "JobKey", "Lease", "NewJob",
     "OutboxChange", "Reads", "RetryLater", "RevivePlan", "StageDone", "Store", "assert_history",
-    "assert_invariants", "claim", "claim_one", "fail", "letter_of", "new", "revive", "wait_until",
+    "assert_invariants", "claim", "claim_one", "fail", "letter_of", "new", "revive", "wait_for",
 ]
 
 T = TypeVar("T")
@@ -84,15 +84,19 @@ class Clock:
         self.now += delta
 
 
-def wait_until(condition: Callable[[], T], *, timeout: float = 10.0, every: float = 0.02) -> T:
-    """Poll ``condition`` until it returns something truthy; fail at the deadline."""
+def wait_for(condition: Callable[[], T], *, timeout: float = 10.0, every: float = 0.02,
+             what: str | None = None) -> T:
+    """Call ``condition`` until it returns something truthy, and return that;
+    fail at the deadline, saying ``what`` did not happen. A test waits on
+    what it expects (a job's state, a line in a log, a port that answers),
+    never for a fixed time."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {condition}")
+            raise AssertionError(f"{what or condition} did not happen within {timeout:g} s")
         time.sleep(every)
 
 

@@ -12,7 +12,7 @@ from redrive.core.breaker import BreakerPolicy, Call, State, force_open, record
 from redrive.core.job import NewJob
 from redrive.core.states import Status
 from redrive.store.port import Store
-from redrive.testing import claim, claim_one, wait_until
+from redrive.testing import claim, claim_one, wait_for
 
 POLICY = BreakerPolicy(window_calls=100, min_calls=100)
 
@@ -72,4 +72,4 @@ def test_a_held_job_goes_back_without_spending_an_attempt(store: Store) -> None:
     assert (held.status, held.attempts) == (Status.QUEUED, 0)
     assert store.job_events_list(job_id=job.id)[-1].meta == meta
     assert claim(store) == []  # not before the delay
-    assert wait_until(lambda: claim(store), timeout=5)[0].attempts == 1
+    assert wait_for(lambda: claim(store), timeout=5)[0].attempts == 1

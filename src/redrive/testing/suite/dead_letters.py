@@ -13,7 +13,7 @@ from redrive.core.states import Status
 from redrive.errors import DeadLetterNotFound
 from redrive.store.port import LEASE_EXPIRED, Store
 from redrive.store.reads import JobFilter
-from redrive.testing import assert_history, claim_one, fail, letter_of, new, revive, wait_until
+from redrive.testing import assert_history, claim_one, fail, letter_of, new, revive, wait_for
 
 
 def test_a_finished_stage_is_saved_fenced_on_the_lease(store: Store) -> None:
@@ -148,7 +148,7 @@ def test_dead_letters_filter_and_take_notes(store: Store) -> None:
 def test_a_lease_that_expires_on_the_last_attempt_is_dead_lettered(store: Store) -> None:
     store.jobs_insert(jobs=[new(max_attempts=1, stage="only")])
     job = claim_one(store, ttl=timedelta(milliseconds=300))
-    assert wait_until(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
+    assert wait_for(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
     letter = letter_of(store, job.id)
     assert (letter.error_class, letter.stage, letter.retryable) == (LEASE_EXPIRED, "only", False)
     assert letter.context == {"worker": "w-test"}

@@ -15,7 +15,7 @@ from redrive.core.states import Status
 from redrive.errors import IllegalTransition, JobNotFound
 from redrive.store.port import LEASE_EXPIRED, Store
 from redrive.store.reads import JobFilter
-from redrive.testing import TTL, assert_history, claim, claim_one, fail, new, revive, wait_until
+from redrive.testing import TTL, assert_history, claim, claim_one, fail, new, revive, wait_for
 
 # -- enqueue -------------------------------------------------------------------
 
@@ -40,7 +40,7 @@ def test_a_delayed_job_is_scheduled_and_not_claimed_before_its_time(store: Store
     assert job.status is Status.SCHEDULED
     assert job.run_at >= store.now() + timedelta(milliseconds=150)
     assert claim(store) == []
-    claimed = wait_until(lambda: claim(store), timeout=5)
+    claimed = wait_for(lambda: claim(store), timeout=5)
     assert claimed[0].id == job.id
     events = assert_history(store, job.id)
     assert [e.to_status for e in events] == [Status.SCHEDULED, Status.RUNNING]
@@ -77,7 +77,7 @@ def test_enqueue_claim_and_complete_answer_with_the_job_as_stored(store: Store) 
                                        stage_attempts={"fetch": 1}, next_stage="parse")])
     store.jobs_retry(items=[RetryLater(lease=claimed.lease, delay=timedelta(0), error_code="E",
                                        error_message="flaky", stage_attempts={"parse": 1})])
-    again = wait_until(lambda: claim(store), timeout=5)[0]
+    again = wait_for(lambda: claim(store), timeout=5)[0]
     assert again == store.job_get(job_id=request.id)
     assert (again.stage, again.checkpoint, again.last_error_code) == ("parse", {"fetch": {"page": 1}}, "E")
     assert again.stage_attempts == {"parse": 1} and again.attempts == 2
@@ -199,7 +199,7 @@ def test_retry_requeues_for_later_and_keeps_the_last_error(store: Store) -> None
     assert retried.run_at >= store.now() + timedelta(milliseconds=200)
     # Not before its run_at
     assert claim(store) == []
-    again = wait_until(lambda: claim(store), timeout=5)[0]
+    again = wait_for(lambda: claim(store), timeout=5)[0]
     assert again.attempts == 2
     event = assert_history(store, job.id)[2]
     assert event.meta["error_code"] == "UPSTREAM_5XX" and event.meta["delay_ms"] == 400
@@ -235,7 +235,7 @@ def test_an_expired_lease_is_reclaimed_and_its_holder_fenced_out(store: Store) -
     store.jobs_insert(jobs=[new()])
     job = claim_one(store, ttl=timedelta(milliseconds=300))
     assert store.jobs_reclaim() == []  # not yet expired
-    assert wait_until(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
+    assert wait_for(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
     reclaimed = store.job_get(job_id=job.id)
     assert reclaimed.status is Status.QUEUED and reclaimed.attempts == 1
     assert assert_history(store, job.id)[-1].meta == {"reason": "lease_expired", "worker": "w-test"}
@@ -248,7 +248,7 @@ def test_an_expired_lease_is_reclaimed_and_its_holder_fenced_out(store: Store) -
 def test_an_expired_lease_with_no_attempt_left_fails_the_job(store: Store) -> None:
     store.jobs_insert(jobs=[new(max_attempts=1)])
     job = claim_one(store, ttl=timedelta(milliseconds=300))
-    assert wait_until(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
+    assert wait_for(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
     failed = store.job_get(job_id=job.id)
     assert failed.status is Status.FAILED and failed.error_code == LEASE_EXPIRED
     assert_history(store, job.id)
