@@ -4,27 +4,19 @@ open and closed and watch every page's banner follow."""
 
 from __future__ import annotations
 
-import time
-
 from redrive import App, Status
+from redrive.testing import wait_for
 from tests.apps import dashboard
 from tests.browser.conftest import login
 
 DONE = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
 
-def _until(condition, timeout: float = 15, what: str = "the condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen in {timeout} s"
-        time.sleep(0.05)
-
-
 def test_a_failed_job_retried_from_its_row_runs_and_succeeds(browser, dash_app: App, dash_url: str, worker,
                                                              shots) -> None:
     dashboard.FAILING.add("quarterly-report")
     job = dash_app.enqueue("flaky", args=["quarterly-report"]).job
-    _until(lambda: dash_app.client.job(job.id).status is Status.FAILED, what="the first failure")
+    wait_for(lambda: dash_app.client.job(job.id).status is Status.FAILED, timeout=15, what="the first failure")
     page = login(browser, dash_url)
     page.goto(f"{dash_url}/jobs?status=failed")
     row = page.locator(f'tr[data-job="{job.id}"]')
@@ -33,7 +25,7 @@ def test_a_failed_job_retried_from_its_row_runs_and_succeeds(browser, dash_app: 
     dashboard.FAILING.discard("quarterly-report")  # the cause is fixed: now retry
     row.get_by_role("button", name="Retry").click()
     page.wait_for_load_state()
-    _until(lambda: dash_app.client.job(job.id).status is Status.SUCCEEDED, what="the retried run")
+    wait_for(lambda: dash_app.client.job(job.id).status is Status.SUCCEEDED, timeout=15, what="the retried run")
     page.goto(f"{dash_url}/jobs/{job.id}")
     assert page.locator("h1 .status").inner_text() == "succeeded"
     timeline = page.locator("table").last.inner_text()
@@ -45,7 +37,7 @@ def test_a_dead_letter_replayed_from_its_stage_resumes_there(browser, dash_app: 
                                                              shots) -> None:
     dashboard.FAILING.add("cl-42")
     job = dash_app.enqueue("review", args=["cl-42"]).job
-    _until(lambda: dash_app.client.job(job.id).status is Status.FAILED, what="the failure")
+    wait_for(lambda: dash_app.client.job(job.id).status is Status.FAILED, timeout=15, what="the failure")
     assert dashboard.EFFECTS == {"cl-42:fetch": 1, "cl-42:llm": 1}
     page = login(browser, dash_url)
     page.goto(f"{dash_url}/dead-letters")
@@ -62,7 +54,7 @@ def test_a_dead_letter_replayed_from_its_stage_resumes_there(browser, dash_app: 
     dashboard.FAILING.discard("cl-42")
     page.get_by_role("button", name="Replay from llm").click()
     page.wait_for_load_state()
-    _until(lambda: dash_app.client.job(job.id).status is Status.SUCCEEDED, what="the replayed run")
+    wait_for(lambda: dash_app.client.job(job.id).status is Status.SUCCEEDED, timeout=15, what="the replayed run")
     # The fetch stage's side effect happened once: the replay resumed at llm
     assert dashboard.EFFECTS == {"cl-42:fetch": 1, "cl-42:llm": 2}
     page.reload()
@@ -86,7 +78,10 @@ def test_forcing_a_breaker_open_holds_its_jobs_and_bannners_every_page(browser, 
     for other in watchers:  # within one refresh (5 s), without a reload
         other.locator("#banner").get_by_text(banner).wait_for(timeout=8000)
     jobs = [dash_app.enqueue("convert", args=[f"doc-{n}"]).job for n in range(3)]
-    time.sleep(1.5)  # the worker polls every 50 ms: had it run them, they would be done
+    # A job behind no breaker, enqueued after them, runs: the worker has
+    # claimed since, and it would have taken them had they not been held
+    control = dash_app.enqueue("flaky", args=["control"]).job
+    wait_for(lambda: dash_app.client.job(control.id).status is Status.SUCCEEDED, timeout=15, what="the control job")
     assert {dash_app.client.job(j.id).status for j in jobs} == {Status.QUEUED}
     assert not any(key.endswith(":convert") for key in dashboard.EFFECTS)
     held = ops.context.new_page()
@@ -98,7 +93,7 @@ def test_forcing_a_breaker_open_holds_its_jobs_and_bannners_every_page(browser, 
     assert ops.locator("#banner").inner_text() == ""
     for other in watchers:
         other.locator("#banner").get_by_text(banner).wait_for(state="detached", timeout=8000)
-    _until(lambda: all(dash_app.client.job(j.id).status is Status.SUCCEEDED for j in jobs), what="the drain")
+    wait_for(lambda: all(dash_app.client.job(j.id).status is Status.SUCCEEDED for j in jobs), timeout=15, what="the drain")
     assert sum(n for key, n in dashboard.EFFECTS.items() if key.endswith(":convert")) == 3
     # The held job's page, open all along, says so by itself
     held.locator("h1 .status").get_by_text("succeeded").wait_for(timeout=8000)

@@ -1,4 +1,7 @@
-"""The redrive command as a user runs it: clear one-line errors, never a traceback."""
+"""The redrive command as a user runs it: clear one-line errors, never a
+traceback. Run in this process through its entry function (tests/e2e/cli.py),
+but where the process itself is the point: a worker's environment, a .env
+file found in the working directory."""
 
 from __future__ import annotations
 
@@ -6,29 +9,17 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from redrive import App, ArgumentsNotSerializable, UnknownTask
 from redrive.store.sql import load_migrations
+from tests.e2e.cli import REPO, Ran, redrive
 
-REPO = Path(__file__).resolve().parents[2]
 APP = "tests.apps.drain:app"
 
 
-def redrive(*args: str, url: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("REDRIVE_DATABASE_URL", None)
-    if url:
-        env["REDRIVE_DATABASE_URL"] = url
-    return subprocess.run(
-        [sys.executable, "-m", "redrive", *args], cwd=REPO, env=env,
-        capture_output=True, text=True, timeout=timeout,
-    )
-
-
-def assert_clean_error(result: subprocess.CompletedProcess, code: str, *phrases: str) -> None:
+def assert_clean_error(result: Ran | subprocess.CompletedProcess, code: str, *phrases: str) -> None:
     assert result.returncode == 2, result
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()

@@ -8,7 +8,8 @@ import psycopg
 import pytest
 
 from tests.conftest import PG_SERVER
-from tests.e2e.test_cli import APP, redrive
+from tests.e2e.cli import redrive, redrive_process
+from tests.e2e.test_cli import APP
 from tests.figures import record
 
 pytestmark = pytest.mark.slow
@@ -23,7 +24,7 @@ def test_verify_passes_on_a_sound_store_and_leaves_no_trace(kind: str, request, 
     url = f"sqlite:///{tmp_path / 'theirs.db'}" if kind == "sqlite" else request.getfixturevalue("pg_url")
     assert redrive("enqueue", APP, "record", "--args", '["theirs"]', url=url).returncode == 0
     before = _their_jobs(url)
-    result = redrive("verify", "--database-url", url, "--profile", "quick", timeout=240)
+    result = redrive_process("verify", "--database-url", url, "--profile", "quick", timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = {line.rsplit(None, 2)[0].strip(): line.split()[-1] for line in result.stdout.splitlines()[1:]}
     for figure in ("lost", "more than one ending", "illegal transitions", "succeeded without running",
@@ -43,7 +44,7 @@ def test_verify_passes_on_a_sound_store_and_leaves_no_trace(kind: str, request, 
 
 def test_a_planted_bug_fails_verify_naming_its_figure(tmp_path) -> None:
     url = f"sqlite:///{tmp_path / 'theirs.db'}"
-    result = redrive("verify", "--database-url", url, "--plant", "stale_write", timeout=240)
+    result = redrive_process("verify", "--database-url", url, "--plant", "stale_write", timeout=240)
     assert result.returncode == 1
     assert result.stderr.strip() == "redrive: verify failed: stale writes accepted"
     assert "FAILED (must be at most 0)" in result.stdout

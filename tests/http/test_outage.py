@@ -13,10 +13,13 @@ import pytest
 from redrive.http import TokenAuth, create_api
 from redrive.http.auth import parse_tokens
 from redrive.store.postgres.store import PostgresStore
+from redrive.testing import wait_for
 from tests.figures import record
 from tests.http.conftest import SPECS, as_, make_app, serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+OUTAGE_S = 5
 
 
 def test_an_outage_answers_503_and_the_api_recovers_by_itself(cluster) -> None:
@@ -37,17 +40,18 @@ def test_an_outage_answers_503_and_the_api_recovers_by_itself(cluster) -> None:
         callers = [threading.Thread(target=call) for _ in range(3)]
         for caller in callers:
             caller.start()
-        time.sleep(1)
+        wait_for(lambda: seen["201 ok"] > 0, timeout=30, what="jobs made before the outage")
         cluster.stop()
-        time.sleep(5)
+        time.sleep(OUTAGE_S)  # the outage's length: the scenario, not a wait for something
         cluster.start()
-        time.sleep(2)
+        made_before = seen["201 ok"]
+        wait_for(lambda: seen["201 ok"] > made_before, timeout=30, what="a job made after the outage")
         stop.set()
         for caller in callers:
             caller.join(30)
         after = as_("alice", url).post("/api/v1/jobs", json={"task": "greet", "args": ["after"]})
     app.close()
-    record("HTTP API, PostgreSQL down 5 s", "answers by status and code", dict(seen))
+    record(f"HTTP API, PostgreSQL down {OUTAGE_S} s", "answers by status and code", dict(seen))
     assert set(seen) <= {"201 ok", "200 ok", "503 STORE_UNAVAILABLE"}, seen
     assert seen["503 STORE_UNAVAILABLE"] > 0 and seen["201 ok"] > 0
     assert after.status_code == 201

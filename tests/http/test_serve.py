@@ -12,7 +12,8 @@ import sys
 import httpx
 
 from redrive.testing import wait_for
-from tests.e2e.test_cli import REPO, assert_clean_error, redrive
+from tests.e2e.cli import REPO, redrive
+from tests.e2e.test_cli import assert_clean_error
 
 
 def test_serve_refuses_to_start_without_tokens(tmp_path) -> None:

@@ -6,9 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
+
+from redrive.testing import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.apps.drain:app"
@@ -41,9 +42,10 @@ class WorkerProcess:
 
     def wait_started(self, timeout: float = 30) -> None:
         """Until the worker says it started (or it exits, or ``timeout``)."""
-        deadline = time.monotonic() + timeout
-        while self.process.poll() is None and " started: " not in self.log and time.monotonic() < deadline:
-            time.sleep(0.05)
+        try:
+            wait_for(lambda: self.process.poll() is not None or " started: " in self.log, timeout=timeout, every=0.05)
+        except AssertionError:
+            pass  # stop() signals it anyway, and its exit code tells
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM once the worker is up (a stop asked while Python still

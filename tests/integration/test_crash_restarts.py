@@ -60,13 +60,21 @@ def test_three_crash_restarts_mid_drain_lose_nothing(cluster, tmp_path: Path, wo
     stop = threading.Event()
     enqueuer = threading.Thread(target=_enqueue_until, args=(stop, cluster.url, history))
     enqueuer.start()
+    def ran() -> int:
+        return sum(executions(tmp_path).values())
+
     try:
-        for _ in range(3):
-            time.sleep(1.5)  # jobs in flight, outcomes being written
+        for crash in range(3):
+            # Jobs in flight, outcomes being written: the workers are running jobs again
+            since = ran()
+            wait_for(lambda: ran() >= since + 20, timeout=60, what=f"jobs running before crash {crash + 1}")  # noqa: B023
             cluster.stop("immediate")  # a crash: no checkpoint, recovery on start
-            time.sleep(2)
+            time.sleep(2)  # down for two seconds: the scenario, not a wait for something
             cluster.start()
-        time.sleep(1)
+        # The enqueuer gets through again after the last restart
+        tried = len(history)
+        wait_for(lambda: ("ok" in {outcome for _, outcome in history[tried:]}), timeout=60,
+                 what="an enqueue after the last restart")
     finally:
         stop.set()
         enqueuer.join(60)

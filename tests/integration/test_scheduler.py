@@ -10,7 +10,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -18,6 +17,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from redrive import App, Scheduler, job_id_for
+from redrive.testing import wait_for
 from tests.apps.scheduled import USERS, ZONES, with_offers
 from tests.conftest import every_job
 from tests.integration.processes import REPO
@@ -83,21 +83,35 @@ def test_after_downtime_only_the_most_recent_missed_firing_is_caught_up(db_url: 
 
 @pytest.mark.slow
 def test_two_scheduler_processes_create_no_duplicate(db_url: str, tmp_path) -> None:
-    App(db_url).store.close()
+    app = App(db_url)
+    _ = app.store  # migrated
     env = {**os.environ, "PYTHONPATH": str(REPO), "REDRIVE_DATABASE_URL": db_url}
-    procs = [subprocess.Popen([sys.executable, "-m", "redrive", "scheduler", "tests.apps.scheduled:app",
-                               "--interval", "0.2"], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
-    time.sleep(7)
+    paths = [tmp_path / f"scheduler-{n}.log" for n in range(2)]
+    procs = []
+    for path in paths:
+        with open(path, "w") as log:
+            procs.append(subprocess.Popen([sys.executable, "-m", "redrive", "scheduler", "tests.apps.scheduled:app",
+                                           "--interval", "0.2"], cwd=REPO, env=env, stderr=log, text=True))
+    wait_for(lambda: all("scheduler started" in path.read_text() for path in paths), timeout=30,
+             what="both schedulers started")
+
+    def fired_in_each_zone() -> int:
+        keys = [j.idempotency_key or "" for j in app.client.jobs(task="pulse", limit=1000).items]
+        return min(sum(k.endswith(f":{zone}") for k in keys) for zone in ("UTC", "Asia/Kolkata"))
+
+    # Both running, each zone fires three times more: every firing met both schedulers
+    before = fired_in_each_zone()
+    wait_for(lambda: fired_in_each_zone() >= before + 3, timeout=30, every=0.2, what="three more firings a zone")
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
-    logs = [proc.communicate(timeout=30)[1] for proc in procs]
+    for proc in procs:
+        proc.wait(timeout=30)
+    logs = [path.read_text() for path in paths]
     assert [proc.returncode for proc in procs] == [0, 0], logs
-    app = App(db_url)
     pulses = app.client.jobs(task="pulse", limit=1000)
     keys = Counter(j.idempotency_key for j in pulses)
     assert set(keys.values()) == {1}
-    # Both zones fired every two seconds for about six seconds, each firing once
+    # Both zones fired every two seconds, each firing once
     per_zone = Counter(k.rsplit(":", 1)[-1] for k in keys)
     assert per_zone.keys() == {"UTC", "Asia/Kolkata"} and min(per_zone.values()) >= 2
     slots = sorted(datetime.fromisoformat(k.split(":", 1)[1].rsplit(":", 1)[0]) for k in keys if k.endswith("UTC"))

@@ -7,8 +7,9 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
+
+from redrive.testing import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,9 +45,7 @@ def test_event_lines_are_written_soon_without_an_exit_or_a_flush(tmp_path) -> No
     """, err)
     try:
         assert proc.stdout.readline() == "emitted\n"
-        deadline = time.monotonic() + 5
-        while len(err.read_text().splitlines()) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: len(err.read_text().splitlines()) >= 3, timeout=5, what="three lines written")
         lines = _lines(err)
         assert [line["job_id"] for line in lines] == ["job-0", "job-1", "job-2"]
         assert lines[0]["duration_ms"] == 500.0 and lines[0]["status"] == "succeeded"
