@@ -21,6 +21,7 @@ SYSTEMS = {"redrive-pg": "redrive-pg", "redrive-pg-minimal": "redrive-pg (minima
            "redrive-sqlite": "redrive-sqlite", "bare-sqlite": "bare SQLite loop"}
 
 
+@pytest.mark.slow  # half a minute of real measurement: CI runs it, --quick does not
 @pytest.mark.postgres
 def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path) -> None:
     out = tmp_path / "report.md"

@@ -8,9 +8,9 @@ import re
 from datetime import timedelta
 
 from redrive import Actor, App, Status
+from redrive.testing import wait_for
 from tests.apps import dashboard
 from tests.browser.conftest import login
-from tests.browser.test_dashboard_flows import _until
 from tests.canaries import CANARIES, leaked
 
 MARKER = "XSS-FIRED"
@@ -26,8 +26,7 @@ def test_no_page_runs_a_payload_or_shows_a_secret(browser, dash_app: App, dash_u
             dash_app.enqueue("notify", args=[f"bounce {HOSTILE}"]).job,
             dash_app.enqueue("notify", args=["ana@example.com"]).job]
     made += [dash_app.enqueue("flaky", args=[f"doc-{n}"]).job for n in range(12)]
-    _until(lambda: all(dash_app.client.job(j.id).status in (Status.SUCCEEDED, Status.FAILED) for j in made),
-           what="the runs")
+    wait_for(lambda: all(dash_app.client.job(j.id).status in (Status.SUCCEEDED, Status.FAILED) for j in made), timeout=15, what="the runs")
     dash_app.enqueue("convert", args=["later"], delay=timedelta(hours=1))
     letter_ids = [d.id for d in dash_app.admin(Actor.operator("t")).dead_letters()]
     assert len(letter_ids) >= 2

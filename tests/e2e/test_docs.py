@@ -32,7 +32,11 @@ def test_every_block_of_every_document_says_how_it_runs() -> None:
             assert set(snippet.how) <= {"skip", "file", "fakes", "background"}, snippet.where
 
 
-@pytest.mark.parametrize("document", [d for d in DOCUMENTS if snippets(d)], ids=lambda d: d.name)
+# The README's story starts workers and runs a dozen commands (half a
+# minute): CI runs it, --quick does not; the docs' snippets are quick.
+@pytest.mark.parametrize("document", [
+    pytest.param(d, marks=pytest.mark.slow) if d.name == "README.md" else d for d in DOCUMENTS if snippets(d)
+], ids=lambda d: d.name)
 def test_the_snippets_run(document: Path, tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'redrive.db'}"
     reader = Reader(tmp_path, reader_env(), database_url)

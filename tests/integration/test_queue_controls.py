@@ -91,16 +91,19 @@ def _most_in_any_window(starts: list[float], window_s: float) -> int:
 def test_a_rate_and_a_global_concurrency_limit_hold_across_three_workers(
     db_url: str, tmp_path: Path, workers: list[WorkerProcess],
 ) -> None:
-    # Given 500 jobs on a queue limited to 40 starts per half second, and 60 on
-    # a queue limited to 3 running at once, across all workers
+    # Given a queue limited to 40 starts per half second, and one limited to
+    # 3 running at once, across all workers; 500 jobs on the first, 60 on the second
     from tests.apps.limited import app as limited
 
     client = Client(limited.registry, settings=Settings.load(database_url=db_url))
-    client.enqueue_many([JobRequest("metered", args=[f"m{i}"]) for i in range(500)])
-    client.enqueue_many([JobRequest("span", args=[f"g{i}", 0.05]) for i in range(60)])
-    # When three workers of 8 each drain them
+    # When three workers of 8 each, all started, drain them (one started
+    # before the others could take all 60 gateway jobs in a second)
     workers += [WorkerProcess(db_url, tmp_path, "-c", "8", "--poll-interval", "0.05", "--queue", "metered",
                               "--queue", "gateway", app="tests.apps.limited:app") for _ in range(3)]
+    for worker in workers:
+        worker.wait_started()
+    client.enqueue_many([JobRequest("metered", args=[f"m{i}"]) for i in range(500)])
+    client.enqueue_many([JobRequest("span", args=[f"g{i}", 0.05]) for i in range(60)])
     wait_for(lambda: len(every_job(client, status=Status.SUCCEEDED)) == 560, timeout=120)
     # Then no half second saw more than 40 starts (by the store's clock, from
     # each job's start), and the limit was reached, not merely unneeded
