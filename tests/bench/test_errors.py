@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from bench.__main__ import _writable
 from bench.harness import ROOT
+from redrive.testing import wait_for
 
 
 def bench(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -83,10 +83,9 @@ def test_an_interrupted_run_stops_its_workers_and_writes_no_report(tmp_path: Pat
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
-        deadline = time.monotonic() + 60
-        while not _workers_under(tmp_path):
-            assert run.poll() is None and time.monotonic() < deadline, "no worker started"
-            time.sleep(0.05)
+        wait_for(lambda: _workers_under(tmp_path) or run.poll() is not None, timeout=60, every=0.05,
+                 what="a bench worker starting")
+        assert run.poll() is None, "the run ended before any worker started"
         run.send_signal(signal.SIGINT)
         _, stderr = run.communicate(timeout=60)
     finally:

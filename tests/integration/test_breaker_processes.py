@@ -38,10 +38,10 @@ def hold_queue_scenario(url: str, tmp_path, workers: list, processes: int) -> No
 
         # The gateway fails: the breaker opens for every worker
         wait_for(lambda: state(app, "gateway") == "open", timeout=30)
-        time.sleep(1.0)  # calls admitted before it opened finish
+        time.sleep(1.0)  # a window: calls admitted before it opened finish (nothing tells when)
         quiet_from = time.monotonic()
         before = {i: app.client.job(i).attempts for i in ids}
-        time.sleep(3.0)  # longer than the policy's wait: the probe decides, not the wait
+        time.sleep(3.0)  # a window longer than the policy's wait: the probe decides, not the wait
 
         # While open: only probes reach the gateway, no attempt is spent, jobs wait queued
         assert upstream.calls("/convert/", since=quiet_from) == []

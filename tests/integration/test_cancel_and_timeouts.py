@@ -123,7 +123,7 @@ def test_a_sync_job_that_ignores_its_cancel_runs_to_its_time_limit_and_its_late_
         assert started.wait(10)
         began = time.monotonic()
         app.admin(Actor.operator("ops:ana")).cancel(job.id)
-        time.sleep(1.0)
+        time.sleep(1.0)  # a window, not a wait: a task that ignores the cancel keeps running through it
         assert app.client.job(job.id).status is Status.RUNNING  # it did not stop itself
         # At its time limit the worker gives up on it: the job ends as asked
         wait_for(lambda: app.client.job(job.id).status is Status.CANCELLED, timeout=5, every=0.02)
@@ -132,7 +132,7 @@ def test_a_sync_job_that_ignores_its_cancel_runs_to_its_time_limit_and_its_late_
         # When the abandoned thread finally returns
         release.set()
         assert returned.wait(5)
-        time.sleep(0.3)
+        time.sleep(0.3)  # a window, not a wait: what the worker would wrongly do with the late result
     # Then its result changes nothing
     ended = app.client.job(job.id)
     assert ended.status is Status.CANCELLED and ended.result is None
@@ -171,7 +171,7 @@ def test_a_sync_task_past_its_timeout_frees_its_slot_fails_timeout_and_retries(a
         assert app.client.job(hung.id).last_error_message == "task hang ran past its time limit of 1s"
         # When the orphaned thread returns at last
         release.set()
-        time.sleep(0.3)
+        time.sleep(0.3)  # a window, not a wait: what the worker would wrongly do with the late result
     # Then nothing changes: the job keeps the second attempt's result
     assert app.client.job(hung.id).result == "second attempt"
     assert _history(app, hung.id) == history

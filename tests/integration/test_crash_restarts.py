@@ -64,6 +64,9 @@ def test_three_crash_restarts_mid_drain_lose_nothing(cluster, tmp_path: Path, wo
         return sum(executions(tmp_path).values())
 
     try:
+        for worker in workers:  # both up: a worker that cannot start on a database that is down stops
+            wait_for(lambda: (tmp_path / f"exec-{worker.pid}.log").exists(), timeout=60,  # noqa: B023
+                     what=f"worker {worker.pid} running jobs")
         for crash in range(3):
             # Jobs in flight, outcomes being written: the workers are running jobs again
             since = ran()

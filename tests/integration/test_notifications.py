@@ -74,8 +74,8 @@ def test_a_job_that_fails_for_good_makes_one_slack_message_and_one_email(db_url,
 @pytest.mark.slow
 def test_a_burst_of_500_failures_makes_one_digest(pg_url, tmp_path, workers, slack, inbox) -> None:
     window = 12
-    while time.time() % window > 2:  # start just after a window opens: the burst fits in it
-        time.sleep(0.2)
+    wait_for(lambda: time.time() % window <= 2, timeout=window, every=0.2,
+             what="a window opening")  # start just after a window opens: the burst fits in it
     workers.append(_worker(pg_url, tmp_path, slack, inbox, window=f"{window}s", options=("-c", "50")))
     client = _client(pg_url)
     client.enqueue_many([JobRequest("doomed", args=[f"doc-{n}", CANARIES[0]], owner=f"tenant-{n % 7}")

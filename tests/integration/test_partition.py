@@ -25,7 +25,10 @@ from tests.integration.processes import WorkerProcess, executions
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
-HOST, REMOTE, NETWORK = "10.213.7.1", "10.213.7.2", "10.213.7.0/30"
+# A link of this pytest process's own (tests run side by side): its names
+# and its /30 are drawn from the process id.
+_NET = f"10.213.{os.getpid() % 250 + 1}"
+HOST, REMOTE, NETWORK = f"{_NET}.1", f"{_NET}.2", f"{_NET}.0/30"
 
 
 class Link:

@@ -13,6 +13,7 @@ from datetime import timedelta
 import httpx
 
 from redrive import App, Backoff, Fixed, FullJitter, JobRequest, Status, Worker
+from redrive.testing import wait_for_async
 from tests.conftest import every_job
 from tests.fakes.upstream import Upstream, serving
 from tests.figures import record
@@ -48,13 +49,13 @@ async def _storm(url: str, upstream: Upstream, backoff: Backoff, tag: str) -> in
     worker = Worker(app.client, concurrency=JOBS, poll_interval=timedelta(milliseconds=50))
     running = asyncio.create_task(worker.run())
     try:
-        for _ in range(600):
-            if sum(j.status is Status.SUCCEEDED for j in every_job(app.client, task=f"call_{tag}")) == JOBS:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError(f"the {tag} storm did not drain in 30 s: "
-                                 f"{Counter((j.status, j.error_code, j.error_message) for j in every_job(app.client))}")
+        try:
+            await wait_for_async(
+                lambda: sum(j.status is Status.SUCCEEDED for j in every_job(app.client, task=f"call_{tag}")) == JOBS,
+                timeout=30, every=0.05, what=f"the {tag} storm draining")
+        except AssertionError as exc:
+            found = Counter((j.status, j.error_code, j.error_message) for j in every_job(app.client))
+            raise AssertionError(f"{exc}: {found}") from None
     finally:
         worker.stop()
         await running

@@ -75,7 +75,7 @@ def test_a_worker_whose_loop_stays_held_still_stops_giving_its_jobs_back(
     workers.append(WorkerProcess(sqlite_url, tmp_path, "--shutdown-grace", "2s", "--poll-interval", "0.1",
                                  app="tests.apps.rogue:app"))
     wait_for(lambda: client.job(hog.id).status is Status.RUNNING, timeout=30)
-    time.sleep(0.5)
+    time.sleep(0.5)  # a window, not a wait: the claimed task gets to hold the loop (it tells nobody)
     asked = time.monotonic()
     workers[0].signal(signal.SIGTERM)
     code = workers[0].process.wait(timeout=30)

@@ -23,6 +23,7 @@ from redrive import (
     Worker,
     current_job,
 )
+from redrive.testing import wait_for_async
 
 FAST = FullJitter(initial=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
 
@@ -70,12 +71,7 @@ async def _run_until(app: App, condition, **options) -> None:
                             "shutdown_grace": timedelta(seconds=2), **options})
     running = asyncio.create_task(worker.run())
     try:
-        for _ in range(500):
-            if condition():
-                break
-            await asyncio.sleep(0.01)
-        else:
-            raise AssertionError("the worker did not get there in 5 s")
+        await wait_for_async(condition, events=app.events, timeout=5, what="the worker getting there")
     finally:
         worker.stop()
         await asyncio.wait_for(running, 10)
@@ -211,17 +207,12 @@ def test_concurrency_bounds_handlers_and_a_slow_store_bounds_the_leases_held() -
                         shutdown_grace=timedelta(seconds=2))
         running = asyncio.create_task(worker.run())
         try:
-            for _ in range(300):
-                if store.jobs_count().get(Status.RUNNING, 0) >= 8:
-                    break
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.2)  # time enough to claim more, were it allowed
+            await wait_for_async(lambda: store.jobs_count().get(Status.RUNNING, 0) >= 8, events=app.events,
+                                 timeout=3, what="eight jobs running")
+            await asyncio.sleep(0.2)  # a window, not a wait: time enough to claim more, were it allowed
             assert store.jobs_count()[Status.RUNNING] == 8
             store.writes_open.set()
-            for _ in range(500):
-                if _finished(app, ids)():
-                    break
-                await asyncio.sleep(0.01)
+            await wait_for_async(_finished(app, ids), events=app.events, timeout=5, what="every job finished")
         finally:
             worker.stop()
             await asyncio.wait_for(running, 10)

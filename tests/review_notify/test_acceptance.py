@@ -65,7 +65,9 @@ def test_a_v2_rerun_notifies_everyone_again_once(reviews: Reviews) -> None:
     assert _ask(api, "cl-200-review", "cl-200", 2).json()["duplicate"] is True
     late = _ask(api, "cl-200-review", "cl-200", 1).json()  # a late v1 request: v2 superseded it
     assert late["duplicate"] is True and late["review_version"] == 2
-    time.sleep(1)  # anything wrongly queued would run meanwhile
+    # Anything wrongly queued runs first: nothing is left waiting or running
+    wait_for(lambda: not any(reviews.admin.jobs(status=status, limit=1).items for status in ("queued", "running")),
+             timeout=30, what="every job ended")
     assert reviews.delivered() == {**{("Review of changelist cl-200 (v1)", r): 1 for r in RECIPIENTS},
                                    **{("Review of changelist cl-200 (v2)", r): 1 for r in RECIPIENTS}}
     assert len(reviews.sends()) == 6

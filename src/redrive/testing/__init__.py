@@ -35,6 +35,8 @@ here, so a store can be written against the public surface alone.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -56,13 +58,14 @@ from redrive.core.job import (
 )
 from redrive.core.outbox import OutboxChange
 from redrive.core.states import Status, is_legal
+from redrive.events import Event, EventStream
 from redrive.store.port import Store
 from redrive.store.reads import JobFilter, Reads
 
 __all__ = [
     "TTL", "Clock", "Completion", "DeadLetterFilter", "FailNow", "JobFilter", "JobKey", "Lease", "NewJob",
     "OutboxChange", "Reads", "RetryLater", "RevivePlan", "StageDone", "Store", "assert_history",
-    "assert_invariants", "claim", "claim_one", "fail", "letter_of", "new", "revive", "wait_for",
+    "assert_invariants", "claim", "claim_one", "fail", "letter_of", "new", "revive", "wait_for", "wait_for_async",
 ]
 
 T = TypeVar("T")
@@ -98,6 +101,36 @@ def wait_for(condition: Callable[[], T], *, timeout: float = 10.0, every: float 
         if time.monotonic() > deadline:
             raise AssertionError(f"{what or condition} did not happen within {timeout:g} s")
         time.sleep(every)
+
+
+async def wait_for_async(condition: Callable[[], T], *, events: EventStream | None = None, timeout: float = 10.0,
+                         every: float = 0.1, what: str | None = None) -> T:
+    """``wait_for`` inside a running event loop (a test that runs a worker on
+    its own loop), without blocking the loop: ``condition`` is checked again
+    as soon as ``events`` (an app's ``app.events``) announces anything, and
+    at least every ``every`` seconds in case what it reads changed silently."""
+    loop = asyncio.get_running_loop()
+    announced = asyncio.Event()
+
+    def wake(_: Event) -> None:  # on whichever thread announces
+        loop.call_soon_threadsafe(announced.set)
+
+    stop = events.subscribe(wake) if events is not None else None
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            announced.clear()  # before the check: an announcement during it wakes the wait at once
+            value = condition()
+            if value:
+                return value
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{what or condition} did not happen within {timeout:g} s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(announced.wait(), min(every, left))
+    finally:
+        if stop is not None:
+            stop()
 
 
 def new(
