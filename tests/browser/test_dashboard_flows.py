@@ -93,7 +93,8 @@ def test_forcing_a_breaker_open_holds_its_jobs_and_bannners_every_page(browser, 
     assert ops.locator("#banner").inner_text() == ""
     for other in watchers:
         other.locator("#banner").get_by_text(banner).wait_for(state="detached", timeout=8000)
-    wait_for(lambda: all(dash_app.client.job(j.id).status is Status.SUCCEEDED for j in jobs), timeout=15, what="the drain")
+    wait_for(lambda: all(dash_app.client.job(j.id).status is Status.SUCCEEDED for j in jobs),
+             timeout=15, what="the drain")
     assert sum(n for key, n in dashboard.EFFECTS.items() if key.endswith(":convert")) == 3
     # The held job's page, open all along, says so by itself
     held.locator("h1 .status").get_by_text("succeeded").wait_for(timeout=8000)

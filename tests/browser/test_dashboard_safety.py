@@ -26,7 +26,8 @@ def test_no_page_runs_a_payload_or_shows_a_secret(browser, dash_app: App, dash_u
             dash_app.enqueue("notify", args=[f"bounce {HOSTILE}"]).job,
             dash_app.enqueue("notify", args=["ana@example.com"]).job]
     made += [dash_app.enqueue("flaky", args=[f"doc-{n}"]).job for n in range(12)]
-    wait_for(lambda: all(dash_app.client.job(j.id).status in (Status.SUCCEEDED, Status.FAILED) for j in made), timeout=15, what="the runs")
+    wait_for(lambda: all(dash_app.client.job(j.id).status in (Status.SUCCEEDED, Status.FAILED) for j in made),
+             timeout=15, what="the runs")
     dash_app.enqueue("convert", args=["later"], delay=timedelta(hours=1))
     letter_ids = [d.id for d in dash_app.admin(Actor.operator("t")).dead_letters()]
     assert len(letter_ids) >= 2

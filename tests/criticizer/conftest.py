@@ -71,7 +71,8 @@ class Criticizer(Example):
         return self.app.enqueue("criticize", args=[key, channel], kwargs={"requested_by": requested_by}).job.id
 
     def wait(self, job_id: UUID, *statuses: str, timeout: float = 60) -> Any:
-        wait_for(lambda: self.admin.job(job_id).status.value in statuses, timeout=timeout, what=f"job {job_id} reaching {statuses}")
+        wait_for(lambda: self.admin.job(job_id).status.value in statuses,
+                 timeout=timeout, what=f"job {job_id} reaching {statuses}")
         return self.admin.job(job_id)
 
     def redrive(self, *args: str) -> subprocess.CompletedProcess:

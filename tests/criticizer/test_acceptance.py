@@ -144,7 +144,8 @@ def test_the_operator_workflow_in_the_dashboard_escalates_a_repeat_and_a_fix_com
     assert ops.post("/dead-letters/replay", data={"csrf": csrf(detail), "ids": str(letter.id), "start": "0"}
                     ).status_code == 200
     criticizer.wait(job_id, "failed")
-    wait_for(lambda: any(x.escalated for x in criticizer.admin.dead_letters(task="criticize")), timeout=30, what="the escalation")
+    wait_for(lambda: any(x.escalated for x in criticizer.admin.dead_letters(task="criticize")),
+             timeout=30, what="the escalation")
     escalated = next(x for x in criticizer.admin.dead_letters(task="criticize") if x.escalated)
     assert escalated.previous_id == letter.id and escalated.error_class == "AUTH_DENIED"
     assert "escalated" in ops.get("/dead-letters", params={"state": "escalated"}).text

@@ -69,8 +69,8 @@ def test_three_crash_restarts_mid_drain_lose_nothing(cluster, tmp_path: Path, wo
                      what=f"worker {worker.pid} running jobs")
         for crash in range(3):
             # Jobs in flight, outcomes being written: the workers are running jobs again
-            since = ran()
-            wait_for(lambda: ran() >= since + 20, timeout=60, what=f"jobs running before crash {crash + 1}")  # noqa: B023
+            wanted = ran() + 20
+            wait_for(lambda: ran() >= wanted, timeout=60, what=f"jobs running before crash {crash + 1}")  # noqa: B023
             cluster.stop("immediate")  # a crash: no checkpoint, recovery on start
             time.sleep(2)  # down for two seconds: the scenario, not a wait for something
             cluster.start()

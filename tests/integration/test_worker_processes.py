@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -113,6 +114,9 @@ def _pause_holding_no_lock(worker: WorkerProcess, url: str) -> None:
 
     for _ in range(100):
         worker.signal(signal.SIGSTOP)
+        # The signal is only asked for: until every thread has stopped, the
+        # worker may still begin a write and then freeze inside it.
+        wait_for(lambda: _stopped(worker.pid), timeout=10, every=0.005, what="the worker stopping")
         if not url.startswith("sqlite"):
             return
         conn = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=0.2)
@@ -126,6 +130,17 @@ def _pause_holding_no_lock(worker: WorkerProcess, url: str) -> None:
         finally:
             conn.close()
     raise AssertionError("the worker held the write lock at every try")
+
+
+def _stopped(pid: int) -> bool:
+    """Every thread of ``pid`` stopped by a signal (state T in /proc)."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return bool(states) and all(state == "T" for state in states)
 
 
 def test_a_paused_workers_stale_completion_is_rejected(db_url, tmp_path, workers) -> None:

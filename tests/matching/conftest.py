@@ -78,7 +78,8 @@ class Matching(Example):
             "OR document_b_id = %s", id, id)}
 
     def wait_status(self, id: str, *statuses: str, timeout: float = 60) -> dict[str, Any]:
-        wait_for(lambda: self.document(id)["matching_status"] in statuses, timeout=timeout, what=f"document {id} reaching {statuses}")
+        wait_for(lambda: self.document(id)["matching_status"] in statuses,
+                 timeout=timeout, what=f"document {id} reaching {statuses}")
         return self.document(id)
 
     def stop(self) -> None:

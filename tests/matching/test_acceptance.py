@@ -173,5 +173,6 @@ def test_a_worker_killed_mid_document_loses_nothing_and_the_stuck_alarm_fires(ma
     assert doc["matching_attempts"] == 2
     assert matching.edges(second) == {(first, second)}
     assert len(matching.calls(second)) == 2
-    wait_for(lambda: any("matching_stuck resolved" in m for m in matching.slack.messages), timeout=30, what="the alarm resolving")
+    wait_for(lambda: any("matching_stuck resolved" in m for m in matching.slack.messages),
+             timeout=30, what="the alarm resolving")
     assert not matching.app.admin(Actor.operator("test")).dead_letters()

@@ -46,7 +46,8 @@ def test_a_transient_database_error_is_retried(tmp_path, example_db) -> None:
         with psycopg.connect(example_db) as blocker:  # holds the table past the job's lock timeout
             blocker.execute("LOCK TABLE matchmaking_jobs IN ACCESS EXCLUSIVE MODE")
             job = app.enqueue(TASK, kwargs={"date": "2027-03-01", "timezone": "UTC", "user_id": "user-1", "at": AT})
-            wait_for(lambda: admin.job(job.job.id).attempts >= 1 and admin.job(job.job.id).status.value == "queued", timeout=30, what="the first attempt failing")
+            wait_for(lambda: admin.job(job.job.id).attempts >= 1 and admin.job(job.job.id).status.value == "queued",
+                     timeout=30, what="the first attempt failing")
             first = admin.job(job.job.id)
             assert first.last_error_code == "DB_TRANSIENT"
         done = _wait(admin, job.job.id, "succeeded")

@@ -101,7 +101,8 @@ def test_a_simulated_year_gives_one_batch_per_user_and_local_day(tmp_path, examp
             scheduler.tick(END)
         assert restarts >= 3 and kills >= 3
         admin = app.admin(Actor.operator("test"))
-        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1), timeout=600, what="the year's jobs draining")
+        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1),
+                 timeout=600, what="the year's jobs draining")
         assert not admin.jobs(task=TASK, status="failed", limit=1)
 
         with Db(example_db) as db:
@@ -119,14 +120,16 @@ def test_a_simulated_year_gives_one_batch_per_user_and_local_day(tmp_path, examp
         people = sorted(u for u, tz in users.items() if tz == zone)
         before = _offers_of(example_db, day, people)
         assert example.run("rerun", day, zone).returncode == 0
-        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1), timeout=30, what="the re-run")
+        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1),
+                 timeout=30, what="the re-run")
         assert _offers_of(example_db, day, people) == before
         with Db(example_db) as db:
             for user in people:
                 db.run("DELETE FROM offers WHERE date = %s AND user_id = %s", day, user)
                 db.run("DELETE FROM matchmaking_jobs WHERE date = %s AND user_id = %s", day, user)
         assert example.run("rerun", day, zone).returncode == 0
-        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1), timeout=30, what="the second re-run")
+        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1),
+                 timeout=30, what="the second re-run")
         assert _offers_of(example_db, day, people) == before
         admin.close()
     finally:

@@ -61,7 +61,8 @@ class Reviews(Example):
         return Counter((m["subject"], m["to"]) for m in self.messages())
 
     def wait(self, job_id: str, *statuses: str, timeout: float = 60) -> Any:
-        wait_for(lambda: self.admin.job(job_id).status.value in statuses, timeout=timeout, what=f"job {job_id} reaching {statuses}")
+        wait_for(lambda: self.admin.job(job_id).status.value in statuses,
+                 timeout=timeout, what=f"job {job_id} reaching {statuses}")
         return self.admin.job(job_id)
 
     def stop(self) -> None:

@@ -93,7 +93,8 @@ def test_a_refused_recipient_marks_its_row_failed_for_an_operator(reviews: Revie
     # The operator clears ben's block; the caller's typo stays: a replay sends to ben only.
     reviews.block("ben@example.com", unblock=True)
     reviews.admin.replay([letter.id])
-    wait_for(lambda: len(reviews.admin.dead_letters(task="notify_review")) == 2, timeout=30, what="the replay failing on the typo")
+    wait_for(lambda: len(reviews.admin.dead_letters(task="notify_review")) == 2,
+             timeout=30, what="the replay failing on the typo")
     assert reviews.admin.job(job_id).status.value == "failed"
     assert reviews.delivered() == {("Review of changelist cl-300 (v1)", "ana@example.com"): 1,
                                    ("Review of changelist cl-300 (v1)", "ben@example.com"): 1}
@@ -164,7 +165,8 @@ def test_a_row_marked_sent_before_the_send_is_repaired_and_alerts(reviews: Revie
         letter, = reviews.admin.dead_letters(task="notify_review")
         reviews.admin.replay([letter.id])
         reviews.wait(job_id, "succeeded")
-        wait_for(lambda: any("marked sent without the provider" in m for m in slack.messages), timeout=30, what="the alert")
+        wait_for(lambda: any("marked sent without the provider" in m for m in slack.messages),
+                 timeout=30, what="the alert")
     row = next(r for r in reviews.admin.outbox() if json.loads(r.key)[1] == "ben@example.com")
     assert row.status == "sent" and row.provider_id and row.reconciliations == 1
     assert reviews.delivered() == {("Review of changelist cl-500 (v1)", r): 1 for r in RECIPIENTS}
