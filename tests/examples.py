@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from redrive.testing import wait_for
@@ -36,20 +35,13 @@ _LISTENING = re.compile(r"http://127\.0\.0\.1:[1-9][0-9]*")
 def refusing_port(port: int = 0) -> Iterator[int]:
     """A port (0: one the system picks) bound and never listened on: a
     connection to it is refused, as by a server that is down, and no other
-    server takes it meanwhile. A part
-    started on it (``start_server(..., port=)``) can listen there while it is
-    held: theirs and this socket both allow the address's reuse."""
+    server takes it meanwhile. A part started on it (``start_server(...,
+    port=)``) can listen there while it is held: theirs and this socket both
+    allow the address's reuse."""
     with socket.socket() as held:
         held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         held.bind(("127.0.0.1", port))
         yield held.getsockname()[1]
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1).status_code < 500
-    except httpx.HTTPError:
-        return False
 
 
 class Example:
