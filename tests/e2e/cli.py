@@ -68,11 +68,13 @@ def redrive(*args: str, url: str | None = None) -> Ran:
     return Ran(code, out.getvalue(), err.getvalue())
 
 
-def redrive_process(*args: str, url: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """``redrive ARGS`` as a process of its own (``python -m redrive``)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("REDRIVE_DATABASE_URL", None)
+def redrive_process(*args: str, url: str | None = None, env: dict[str, str] | None = None,
+                    timeout: float = 60) -> subprocess.CompletedProcess:
+    """``redrive ARGS`` as a process of its own (``python -m redrive``), with
+    ``env`` added to this process's environment."""
+    full = {**os.environ, "PYTHONPATH": str(REPO)}
+    full.pop("REDRIVE_DATABASE_URL", None)
     if url:
-        env["REDRIVE_DATABASE_URL"] = url
-    return subprocess.run([sys.executable, "-m", "redrive", *args], cwd=REPO, env=env,
+        full["REDRIVE_DATABASE_URL"] = url
+    return subprocess.run([sys.executable, "-m", "redrive", *args], cwd=REPO, env={**full, **(env or {})},
                           capture_output=True, text=True, timeout=timeout)

@@ -14,7 +14,7 @@ import pytest
 
 from redrive import App, ArgumentsNotSerializable, UnknownTask
 from redrive.store.sql import load_migrations
-from tests.e2e.cli import REPO, Ran, redrive
+from tests.e2e.cli import REPO, Ran, redrive, redrive_process
 
 APP = "tests.apps.drain:app"
 
@@ -292,12 +292,6 @@ def test_a_worker_queue_limit_must_be_a_positive_number(sqlite_url: str) -> None
     assert result.returncode == 2 and "the limit after '=' must be a whole number of at least 1" in result.stderr
 
 
-def _env_run(*args: str, env: dict[str, str], url: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, "PYTHONPATH": str(REPO), "REDRIVE_DATABASE_URL": url, **env}
-    return subprocess.run([sys.executable, "-m", "redrive", *args], cwd=REPO, env=full,
-                          capture_output=True, text=True, timeout=60)
-
-
 def test_careless_inputs_get_one_line_errors_never_a_default_or_a_traceback(sqlite_url: str, tmp_path) -> None:
     made = redrive("enqueue", APP, "record", "--args", '["k"]', url=sqlite_url)  # the database exists
     assert made.returncode == 0, made.stderr
@@ -318,7 +312,7 @@ def test_careless_inputs_get_one_line_errors_never_a_default_or_a_traceback(sqli
     # JSON nested past what the parser takes is an argument error, not a traceback
     deep = redrive("enqueue", APP, "record", "--args", "[" * 5000 + "]" * 5000, url=sqlite_url)
     assert deep.returncode == 2 and "nested too deep to read" in deep.stderr and "Traceback" not in deep.stderr
-    assert_clean_error(_env_run("worker", APP, env={"WORKER_LEASE_TTL_SEC": "inf"}, url=sqlite_url),
+    assert_clean_error(redrive_process("worker", APP, env={"WORKER_LEASE_TTL_SEC": "inf"}, url=sqlite_url),
                        "CONFIG_INVALID", "'inf' is not a duration")
     # Nothing was enqueued by any of them
     listed = redrive("jobs", "list", "--json", url=sqlite_url).stdout.splitlines()
