@@ -47,7 +47,7 @@ CATALOGUE: Mapping[str, frozenset[str]] = {
         "job.escalated": "job_id task queue error_class dead_letter_id",
         "job.held": "job_id task queue dependency",
         "job.lease_lost": "job_id task queue lease_token worker",
-        "job.reclaimed": "job_id",
+        "job.reclaimed": "job_id task queue attempt status",
         "job.retried": "job_id task queue by",
         "job.replayed": "job_id task queue by dead_letter_id replay_from",
         "job.cancel_requested": "job_id task queue by",

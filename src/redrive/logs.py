@@ -40,7 +40,7 @@ FORMATS: tuple[Format, ...] = ("text", "json")
 _STATUS = {
     "job.enqueued": "queued", "job.claimed": "running", "job.succeeded": "succeeded",
     "job.retry_scheduled": "retry", "job.failed": "failed", "job.cancelled": "cancelled",
-    "job.held": "held", "job.reclaimed": "queued", "job.retried": "queued", "job.replayed": "queued",
+    "job.held": "held", "job.retried": "queued", "job.replayed": "queued",
 }
 _LEVEL = {
     "job.claimed": logging.DEBUG, "job.enqueued": logging.DEBUG,
@@ -66,7 +66,7 @@ def _with_event(fields: dict[str, Any], event: Event) -> dict[str, Any]:
         if key in _NEVER:
             continue
         if key in _MILLIS:
-            fields[_MILLIS[key]] = round(value * 1000, 3)
+            fields[_MILLIS[key]] = None if value is None else round(value * 1000, 3)
         else:
             fields[key] = value
     if status := _STATUS.get(event.name):
@@ -121,6 +121,8 @@ def _millis(key: str, seconds: Any) -> str:
     printed, which cost a worker twice as much on two values a job."""
     if type(seconds) is float and math.isfinite(seconds):
         return f"{seconds * 1000:.3f}"
+    if seconds is None:  # an ending no run of this process timed (the reclaim's)
+        return "null"
     return _json_value(key, round(seconds * 1000, 3))
 
 

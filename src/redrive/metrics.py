@@ -75,7 +75,8 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "redrive_dead_letters_escalated": ("Dead letters escalated: a replay failed again the same way.",
                                        (*_JOB, "error_class")),
     "redrive_lease_losses": ("Runs whose lease was gone before they ended.", _JOB),
-    "redrive_jobs_reclaimed": ("Expired leases given back to the queue.", ()),
+    "redrive_jobs_reclaimed": ("Expired leases the reclaim ended: back to the queue, or failed when no attempt "
+                               "was left (also counted as failed in redrive_jobs_completed_total).", ()),
     "redrive_jobs_held": ("Jobs held back by an open breaker.", (*_JOB, "dependency")),
     "redrive_cancels_requested": ("Cancels asked of running jobs.", _JOB),
     "redrive_outbox_sends": ("Outbox side effects sent and recorded.", _JOB),
@@ -156,11 +157,13 @@ class Tally(Collector):
                     self._row("redrive_job_queue_wait_seconds", (task, queue)), self._cell(counter, labels))
             durations, waits, cell = rows
             duration_s, wait_s = d["duration_s"], d["wait_s"]
+            cell[0] += 1
+            if duration_s is None:  # ended by the reclaim: no run of this process to time
+                continue
             durations[bisect_left(bounds, duration_s)] += 1
             durations[-1] += duration_s
             waits[bisect_left(bounds, wait_s)] += 1
             waits[-1] += wait_s
-            cell[0] += 1
 
     def collect(self) -> Iterator[Metric]:
         # Values that redact alike are one series, as they read.

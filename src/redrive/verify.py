@@ -38,8 +38,9 @@ from urllib.parse import urlsplit
 from redrive.admin import Actor, Admin
 from redrive.app import App, JobRequest
 from redrive.client import Client
-from redrive.core.job import Completion, Job, JobEvent, Lease, NewJob
+from redrive.core.job import Job, JobEvent, Lease, NewJob
 from redrive.core.states import TERMINAL, Status, is_legal
+from redrive.core.transitions import Completion
 from redrive.errors import ConfigError
 from redrive.settings import Settings
 from redrive.store.url import open_store
@@ -252,8 +253,8 @@ def _stale_writes(url: str, tries: int, plant: str | None) -> Figure:
             store.jobs_reclaim()
             (second,) = store.jobs_claim(queues=[queue], limit=1, worker_id="next", lease_ttl=timedelta(seconds=30))
             stale: Lease = second.lease if plant == "stale_write" else first.lease
-            accepted += len(store.jobs_complete(items=[Completion(stale, "from the paused worker")]))
-            store.jobs_complete(items=[Completion(second.lease, "done")])
+            accepted += len(store.jobs_finish([Completion(stale, "from the paused worker")]))
+            store.jobs_finish([Completion(second.lease, "done")])
     finally:
         store.close()
     return Figure("stale writes accepted", accepted, 0)

@@ -5,6 +5,8 @@ them up."""
 
 from __future__ import annotations
 
+import time
+
 from redrive import App, Permanent
 from redrive.alerts import QueueDepth
 
@@ -25,3 +27,9 @@ def fine(n: int) -> int:
 @app.task(queue="bulk")
 def bulk(n: int) -> int:
     return n
+
+
+@app.task(max_attempts=1)
+def stuck(doc: str) -> None:
+    """Runs until its worker is killed: the reclaim decides how it ends."""
+    time.sleep(600)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from redrive import Transient, current_job
+from redrive.core.transitions import Completion, RetryLater
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SQLiteStore
 from tests.apps.drain import _record, app
@@ -36,16 +37,19 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _crash(method: str, *, before: bool = False) -> None:
+def _crash(method: str, *, before: bool = False, kind: type | None = None) -> None:
+    """Die in ``method``, before it or once it answered something; with
+    ``kind``, only when an ending of that kind is in the batch."""
     for store in (SQLiteStore, PostgresStore):
         real: Callable[..., Any] = getattr(store, method)
 
         @functools.wraps(real)
         def wrapped(self: Any, *args: Any, _real: Callable[..., Any] = real, **kwargs: Any) -> Any:
-            if before:
+            ours = kind is None or any(isinstance(item, kind) for item in args[0])
+            if before and ours:
                 _die()
             answer = _real(self, *args, **kwargs)
-            if answer:  # only where there was something to lose
+            if answer and ours:  # only where there was something to lose
                 _die()
             return answer
 
@@ -55,11 +59,11 @@ def _crash(method: str, *, before: bool = False) -> None:
 if POINT == "claimed":
     _crash("jobs_claim")
 elif POINT == "completing":
-    _crash("jobs_complete", before=True)
+    _crash("jobs_finish", before=True, kind=Completion)
 elif POINT == "completed":
-    _crash("jobs_complete")
+    _crash("jobs_finish", kind=Completion)
 elif POINT == "retried":
-    _crash("jobs_retry")
+    _crash("jobs_finish", kind=RetryLater)
 elif POINT == "heartbeat":
     _crash("leases_extend")
 elif POINT:

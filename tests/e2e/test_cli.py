@@ -163,13 +163,13 @@ def test_breakers_can_be_listed_and_forced(sqlite_url: str) -> None:
 
 
 def test_prune_deletes_old_history_and_refuses_a_missing_or_bad_age(sqlite_url: str) -> None:
-    from redrive.core.job import Completion
-    from redrive.testing import claim_one
+    from redrive.core.transitions import Completion
+    from redrive.testing import applied, claim_one
 
     app = App(sqlite_url)
     app.task(lambda: None, name="t")
     done = app.enqueue("t").job.id
-    app.store.jobs_complete(items=[Completion(claim_one(app.store).lease, None)])
+    applied(app.store.jobs_finish([Completion(claim_one(app.store).lease, None)]))
     waiting = app.enqueue("t").job.id
     app.close()
     assert_clean_error(redrive("prune", url=sqlite_url), "CONFIG_INVALID", "positive age")
@@ -234,18 +234,18 @@ def test_the_app_names_the_database_for_every_command(tmp_path) -> None:
 def test_jobs_list_shows_times_and_the_error_only_of_failed_jobs(sqlite_url: str) -> None:
     from datetime import timedelta
 
-    from redrive.core.job import Completion, FailNow, RetryLater
-    from redrive.testing import claim_one
+    from redrive.core.transitions import Completion, FailNow, RetryLater
+    from redrive.testing import applied, claim_one
 
     app = App(sqlite_url)
     app.task(lambda: None, name="t")
     recovered, failed = app.enqueue("t").job.id, app.enqueue("t").job.id
     store = app.store
     first = claim_one(store)
-    store.jobs_retry(items=[RetryLater(first.lease, timedelta(0), "UPSTREAM_5XX", "503")])
+    applied(store.jobs_finish([RetryLater(first.lease, timedelta(0), "UPSTREAM_5XX", "503")]))
     second = claim_one(store)
-    store.jobs_fail(items=[FailNow(second.lease, "NOT_FOUND", "gone")])
-    store.jobs_complete(items=[Completion(claim_one(store).lease, None)])
+    applied(store.jobs_finish([FailNow(second.lease, "NOT_FOUND", "gone")]))
+    applied(store.jobs_finish([Completion(claim_one(store).lease, None)]))
     app.close()
     rows = {line.split()[0]: line for line in redrive("jobs", "list", url=sqlite_url).stdout.splitlines()[1:]}
     assert {first.id, second.id} == {recovered, failed}

@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from redrive import Actor, App, ConfigError, Fixed, MemoryStore, Permanent, Status, Transient, current_job
+from redrive.core.transitions import Requeue
 from redrive.events import CATALOGUE, Event
 from tests.integration.test_worker_in_process import _run_until
 
@@ -73,7 +74,7 @@ def test_the_heartbeat_marks_exactly_the_old_run_lost_when_a_worker_holds_two_ru
     def comeback() -> None:
         tokens.append(str(current_job().lease_token))
         if len(tokens) == 1:
-            store.jobs_requeue(leases=[current_job().lease])  # its lease taken, as after a pause
+            store.jobs_finish([Requeue(current_job().lease)])  # its lease taken, as after a pause
             assert second_started.wait(5)  # this worker claims the job again meanwhile
         else:
             second_started.set()

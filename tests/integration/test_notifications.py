@@ -1,13 +1,18 @@
 """Notifications from real worker processes to a local Slack webhook and a
-local SMTP server: one message per failure (or per burst), none lost or
-repeated when a worker is killed mid-send, retries that block nothing, and
-no planted secret in any of them."""
+local SMTP server: one message per failure (or per burst), a failure the
+reclaim decided told like any other, none lost or repeated when a worker is
+killed mid-send, retries that block nothing, and no planted secret in any
+of them."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from redrive import Client, JobRequest, Settings, Status
 from redrive.testing import wait_for
@@ -71,6 +76,42 @@ def test_a_job_that_fails_for_good_makes_one_slack_message_and_one_email(db_url,
     client.close()
 
 
+def test_a_job_whose_worker_died_on_its_last_attempt_is_told_counted_and_logged(db_url, tmp_path, workers, slack,
+                                                                              inbox) -> None:
+    """The crashes operators most need to hear of (an OOM kill, a segfault):
+    the reclaim fails the job, and it is notified once, counted as failed
+    and logged as a failure, as a task's own failure is."""
+    doomed = _worker(db_url, tmp_path, slack, inbox, options=("--lease-ttl", "2"))
+    workers.append(doomed)
+    client = _client(db_url)
+    job = client.enqueue("stuck", args=["report-9.pdf"], owner="tenant-9").job
+    wait_for(lambda: client.job(job.id).status is Status.RUNNING, timeout=30, what="the job running")
+    doomed.kill()  # SIGKILL mid-run, on its only attempt
+    survivor = _worker(db_url, tmp_path, slack, inbox,
+                       options=("--lease-ttl", "2", "--metrics-port", "0", "--log-format", "json"))
+    workers.append(survivor)
+    wait_for(lambda: len(slack.messages) == 1 and len(inbox.messages) == 1, timeout=60,
+             what="the notification of the job its worker took down")
+    _quiet_for(3, slack, inbox)
+    assert client.job(job.id).status is Status.FAILED
+    for field in (str(job.id), "tenant-9", "stuck", "LEASE_EXPIRED", "Attempts: 1"):
+        assert field in slack.messages[0], (field, slack.messages[0])
+    metrics = re.search(r"metrics at (http://127\.0\.0\.1:\d+/metrics)", survivor.log).group(1)
+    samples = [(s.name, s.labels, s.value)
+               for family in text_string_to_metric_families(httpx.get(metrics).text) for s in family.samples]
+    counted = {(name, labels.get("outcome"), labels.get("error_code"), labels.get("error_class")): value
+               for name, labels, value in samples if labels.get("task") == "stuck"}
+    assert counted[("redrive_jobs_completed_total", "failed", "LEASE_EXPIRED", None)] == 1
+    assert counted[("redrive_dead_letters_opened_total", None, None, "LEASE_EXPIRED")] == 1
+    lines = [json.loads(line) for line in survivor.log.splitlines() if line.startswith("{")]
+    (failed,) = [line for line in lines if line.get("event") == "job.failed"]
+    assert (failed["job_id"], failed["status"], failed["error_code"], failed["attempt"]) == (
+        str(job.id), "failed", "LEASE_EXPIRED", 1)
+    (reclaimed,) = [line for line in lines if line.get("event") == "job.reclaimed"]
+    assert reclaimed["status"] == "failed"
+    client.close()
+
+
 @pytest.mark.slow
 def test_a_burst_of_500_failures_makes_one_digest(pg_url, tmp_path, workers, slack, inbox) -> None:
     window = 12
@@ -122,6 +163,23 @@ def test_a_failing_or_hanging_webhook_is_retried_and_blocks_no_job(tmp_path, wor
     wait_for(lambda: len(slack.messages) == 1, timeout=90)
     _quiet_for(3, slack, inbox)
     assert len(inbox.messages) == 1 and slack.posts == 4
+    client.close()
+
+
+def test_a_hanging_webhook_holds_none_of_a_one_slot_workers_jobs(tmp_path, workers, slack, inbox) -> None:
+    """Notifications run in slots of their own, besides the worker's
+    concurrency: with ``-c 1``, jobs keep completing while a send hangs."""
+    url = f"sqlite:///{tmp_path / 'redrive.db'}"
+    slack.hang_next(1, 20)  # past the channel's 10 s timeout
+    workers.append(_worker(url, tmp_path, slack, inbox, options=("-c", "1")))
+    client = _client(url)
+    client.enqueue("doomed", args=["a.pdf", "x"])
+    wait_for(lambda: slack.posts == 1, timeout=60, what="the notification's send hanging")
+    others = client.enqueue_many([JobRequest("fine", args=[n]) for n in range(30)])
+    wait_for(lambda: all(client.job(r.job.id).status is Status.SUCCEEDED for r in others), timeout=8,
+             what="the jobs running beside the hanging send")
+    # all done while the send still hung: nothing was posted again, nothing delivered
+    assert slack.posts == 1 and slack.messages == []
     client.close()
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from redrive import Actor, App, ConfigError, Intent, LeaseLost, OutboxStatus, Status, current_job, deliver
 from redrive.core.ids import canonical, outbox_token
+from redrive.core.transitions import Requeue
 from tests.apps.notify import email, notify_review
 from tests.fakes import mail
 from tests.integration.test_worker_in_process import _run_until
@@ -122,7 +123,7 @@ def test_a_stale_worker_cannot_record_a_delivery(app: App, provider) -> None:
     @app.task
     def contested() -> None:
         lease = current_job().lease
-        app.store.jobs_requeue(leases=[lease])  # the lease is taken away mid-run
+        app.store.jobs_finish([Requeue(lease)])  # the lease is taken away mid-run
         try:
             deliver([email("cl-5", TEAM[0], 1)])
         except LeaseLost as exc:

@@ -7,6 +7,7 @@ import asyncio
 from datetime import timedelta
 
 from redrive import Actor, App, Fixed, MemoryStore, Stage, Status, Transient, current_job, stage
+from redrive.core.transitions import Requeue
 from tests.integration.test_worker_in_process import _finished, _run_until
 
 FAST = Fixed([timedelta(milliseconds=10)])
@@ -63,7 +64,7 @@ def test_a_stage_that_finishes_after_losing_its_lease_saves_nothing() -> None:
     def step() -> str:
         runs.append(str(current_job().lease_token))
         if len(runs) == 1:
-            store.jobs_requeue(leases=[current_job().lease])  # as a reclaim elsewhere would
+            store.jobs_finish([Requeue(current_job().lease)])  # as a reclaim elsewhere would
         return f"from run {len(runs)}"
 
     @app.task(stages=["step"])

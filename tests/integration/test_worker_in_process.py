@@ -23,6 +23,7 @@ from redrive import (
     Worker,
     current_job,
 )
+from redrive.core.transitions import Requeue
 from redrive.testing import wait_for_async
 
 FAST = FullJitter(initial=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
@@ -124,7 +125,7 @@ def test_a_handler_that_loses_its_lease_has_its_result_dropped(app: App) -> None
         if len(runs) == 1:
             # While this run is in flight, its lease is taken away (as a
             # reclaim by another worker would); what it returns must not land.
-            store.jobs_requeue(leases=[current_job().lease])
+            store.jobs_finish([Requeue(current_job().lease)])
             return "stale"
         return "fresh"
 
@@ -148,7 +149,7 @@ def test_a_job_back_at_the_same_worker_while_its_old_run_goes_on_is_tracked_per_
     def comeback() -> None:
         runs.append(current_job().lease_token)
         if len(runs) == 1:
-            store.jobs_requeue(leases=[current_job().lease])  # as a reclaim after a pause would
+            store.jobs_finish([Requeue(current_job().lease)])  # as a reclaim after a pause would
             assert second_started.wait(5)  # this worker claims the job again meanwhile
             return
         second_started.set()
@@ -178,9 +179,9 @@ class _SlowWrites(MemoryStore):
         super().__init__()
         self.writes_open = threading.Event()
 
-    def jobs_complete(self, *, items):
+    def jobs_finish(self, items):
         self.writes_open.wait(10)
-        return super().jobs_complete(items=items)
+        return super().jobs_finish(items)
 
 
 def test_concurrency_bounds_handlers_and_a_slow_store_bounds_the_leases_held() -> None:
@@ -306,14 +307,14 @@ class _LosesOneReply(MemoryStore):
 
     lost = False
 
-    def jobs_complete(self, *, items):  # type: ignore[no-untyped-def]
-        applied = super().jobs_complete(items=items)
+    def jobs_finish(self, items):  # type: ignore[no-untyped-def]
+        written = super().jobs_finish(items)
         if not self.lost:
             self.lost = True
             from redrive import StoreUnavailable
 
             raise StoreUnavailable("server closed the connection unexpectedly")
-        return applied
+        return written
 
 
 def test_an_outcome_whose_reply_was_lost_is_found_written_not_called_lost(caplog) -> None:

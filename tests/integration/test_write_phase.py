@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from redrive import App, ConfigError, LeaseLost, Status, current_job, write_phase
+from redrive.core.transitions import Requeue
 from tests.integration.test_worker_in_process import _run_until
 
 
@@ -83,7 +84,7 @@ def test_inside_a_job_the_phase_commits_only_while_the_lease_is_held(conn_factor
     @app.task
     def merge(steal_lease: bool) -> None:
         if steal_lease:  # as a reclaim would, while this run goes on; not due again during the test
-            app.store.jobs_requeue(leases=[current_job().lease], delay=timedelta(hours=1))
+            app.store.jobs_finish([Requeue(current_job().lease, timedelta(hours=1))])
         conn = conn_factory()
         try:
             _merge(conn, 1, [3], 99)

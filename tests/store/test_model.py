@@ -17,14 +17,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from redrive.core.dead_letters import MANUAL_RETRY, revive_plan
-from redrive.core.job import Completion, FailNow, Lease, RetryLater
+from redrive.core.job import Lease
 from redrive.core.states import TERMINAL, Status
+from redrive.core.transitions import Completion, FailNow, RetryLater
 from redrive.errors import IllegalTransition
 from redrive.store.memory import MemoryStore
 from redrive.store.port import Store
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SQLiteStore
-from redrive.testing import Clock, new
+from redrive.testing import Clock, applied, new, reclaim
 
 TTL = timedelta(seconds=30)
 
@@ -111,7 +112,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     @rule()
     def reclaim(self) -> None:
-        reclaimed = {i for i in self.store.jobs_reclaim() if i in self.jobs}
+        reclaimed = {i for i in reclaim(self.store) if i in self.jobs}
         expired = {i for i, e in self.jobs.items()
                    if e.status is Status.RUNNING and e.expires is not None and e.expires <= self.clock.now}
         assert reclaimed == expired
@@ -130,7 +131,7 @@ class Lifecycle(RuleBasedStateMachine):
             return
         expected = self.jobs[job_id]
         assert expected.lease is not None
-        assert self.store.jobs_complete(items=[Completion(expected.lease, {"n": 1})]) == {expected.lease}
+        assert applied(self.store.jobs_finish([Completion(expected.lease, {"n": 1})])) == {expected.lease}
         expected.status = Status.SUCCEEDED
         self._drop_lease(expected)
 
@@ -141,7 +142,7 @@ class Lifecycle(RuleBasedStateMachine):
             return
         expected = self.jobs[job_id]
         assert expected.lease is not None
-        assert self.store.jobs_fail(items=[FailNow(expected.lease, "NOT_FOUND", "gone")]) == {expected.lease}
+        assert applied(self.store.jobs_finish([FailNow(expected.lease, "NOT_FOUND", "gone")])) == {expected.lease}
         expected.status = Status.FAILED
         self._drop_lease(expected)
 
@@ -153,7 +154,7 @@ class Lifecycle(RuleBasedStateMachine):
         expected = self.jobs[job_id]
         assert expected.lease is not None
         item = RetryLater(expected.lease, timedelta(seconds=delay), "UPSTREAM_5XX", "busy")
-        assert self.store.jobs_retry(items=[item]) == {expected.lease}
+        assert applied(self.store.jobs_finish([item])) == {expected.lease}
         self._drop_lease(expected)
         if expected.cancel_asked:  # a retry that crosses a cancel ends the job
             expected.status = Status.CANCELLED
@@ -195,8 +196,8 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 10))
     def a_stale_write_is_refused(self, pick: int) -> None:
         stale = self.old_leases[pick % len(self.old_leases)]
-        assert self.store.jobs_complete(items=[Completion(stale, "late")]) == set()
-        assert self.store.jobs_retry(items=[RetryLater(stale, timedelta(0), "X", "late")]) == set()
+        assert applied(self.store.jobs_finish([Completion(stale, "late")])) == set()
+        assert applied(self.store.jobs_finish([RetryLater(stale, timedelta(0), "X", "late")])) == set()
 
     # -- what must hold after every step ------------------------------------------
 

@@ -3,8 +3,8 @@ applied by every store: when a new dead letter is escalated, what a failure's
 and a retry's events say, and where a revived job resumes.
 
 The memory and SQLite stores call these functions; the PostgreSQL store's
-``jobs_fail`` and ``jobs_retry`` keep a mirror of ``escalates`` and of the
-event payloads inside one statement (for atomicity, as River's CTEs do), and
+``jobs_finish`` keeps a mirror of ``escalates`` and of the event payloads
+inside one statement (for atomicity, as River's CTEs do), and
 the behaviour suite holds the three to one result.
 """
 
@@ -40,6 +40,12 @@ def retry_meta(*, error_code: str, delay: timedelta, stage: str | None,
                extra: Mapping[str, JSON]) -> dict[str, JSON]:
     """The event of running -> queued for a retry."""
     return {"error_code": error_code, "delay_ms": round(delay.total_seconds() * 1000), "stage": stage, **extra}
+
+
+def cancel_meta(*, by: str, error_code: str, stage: str | None, extra: Mapping[str, JSON]) -> dict[str, JSON]:
+    """The event of running -> cancelled when a retry met a cancel request:
+    who asked, and the error the attempt ended with."""
+    return {"error_code": error_code, "stage": stage, **extra, "by": by}
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -174,49 +174,6 @@ class Lease:
 
     job_id: UUID
     token: UUID
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    lease: Lease
-    result: JSON
-    meta: Mapping[str, JSON] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class RetryLater:
-    lease: Lease
-    delay: timedelta
-    error_code: str
-    error_message: str
-    meta: Mapping[str, JSON] = field(default_factory=dict)
-    stage: str | None = None  # None: unchanged
-    stage_attempts: Mapping[str, int] | None = None  # None: unchanged
-
-
-@dataclass(frozen=True, slots=True)
-class Cancellation:
-    """End a running job ``cancelled``: its worker stopped it on request."""
-
-    lease: Lease
-    by: str  # who asked; "task" when the task cancelled itself
-    meta: Mapping[str, JSON] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class FailNow:
-    """Fail a running job for good; its dead-letter entry is written with it."""
-
-    lease: Lease
-    error_code: str
-    error_message: str
-    meta: Mapping[str, JSON] = field(default_factory=dict)
-    stage: str | None = None  # None: unchanged
-    stage_attempts: Mapping[str, int] | None = None  # None: unchanged
-    error_class: str | None = None  # None: the error code
-    retryable: bool = False  # whether the code was retryable (a spent budget) or not
-    stack: str | None = None  # redacted
-    context: Mapping[str, JSON] = field(default_factory=dict)  # sanitized
 
 
 @dataclass(frozen=True, slots=True)

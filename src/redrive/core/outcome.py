@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from redrive.core.classify import Failure
@@ -26,7 +26,7 @@ class Failed:
 
 
 @dataclass(frozen=True, slots=True)
-class Cancelled:
+class Stopped:
     """The run stopped because a cancel was asked (``by`` names who asked),
     or the task ended itself cancelled (``by`` is "task")."""
 
@@ -34,4 +34,18 @@ class Cancelled:
     reason: str | None = None
 
 
-Outcome = Succeeded | Retry | Failed | Cancelled
+Outcome = Succeeded | Retry | Failed | Stopped
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """An outcome and what the store records with it."""
+
+    outcome: Outcome
+    stage: str | None = None
+    stage_attempts: dict[str, int] | None = None
+    stack: str | None = None  # redacted; only for a final failure
+    context: dict[str, JSON] = field(default_factory=dict)  # sanitized
+    held_by: str | None = None  # a guarded call found this dependency open
+    guarded: frozenset[str] = frozenset()  # dependencies whose calls were wrapped
+    skipped: bool = False  # the task's already_done found the result: the body did not run

@@ -1,5 +1,5 @@
 """redrive's HTTP surface: the JSON API under ``/api/v1``, health checks, and
-(later) the dashboard. Needs the ``web`` extra: ``pip install redrive[web]``.
+the dashboard. Needs the ``web`` extra: ``pip install redrive[web]``.
 
     from redrive.http import create_api
     api = create_api(app)                     # tokens from REDRIVE_API_TOKENS

@@ -31,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from redrive import Intent, current_job, deliver
 from redrive.admin import Actor
 from redrive.app import App
 from redrive.core.durations import parse_duration
@@ -40,6 +39,8 @@ from redrive.core.redact import redact_text
 from redrive.errors import ConfigError, RedriveError
 from redrive.events import Event
 from redrive.notify.channels import CannotAsk, Channel, Email, Message, Slack
+from redrive.runtime.context import current_job
+from redrive.runtime.outbox import Intent, deliver
 
 __all__ = ["CannotAsk", "Channel", "Email", "Message", "Notifications", "Slack"]
 

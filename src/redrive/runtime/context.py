@@ -1,6 +1,6 @@
 """What a running handler can reach: its job, its stages, its failure context.
 
-A handler runs with one ``_Run`` in a context variable (copied into the thread
+A handler runs with one ``HandlerRun`` in a context variable (copied into the thread
 of a sync handler). ``stage`` runs a declared stage once per job: a stage with
 saved output returns it without running again, so a retry or a replay resumes
 at the stage that failed.
@@ -19,26 +19,28 @@ from datetime import UTC, datetime
 from typing import Any
 
 from redrive.core.checks import payload_problem
+from redrive.core.classify import Classifier
 from redrive.core.job import JSON, Job, StageDone
 from redrive.core.stages import Stage, next_after, resume_at
 from redrive.errors import CircuitOpen, ConfigError, LeaseLost
 from redrive.events import EventStream
+from redrive.runtime.breakers import BreakerGate
 from redrive.runtime.interrupts import Interrupt
 from redrive.store.port import Store
 
 
 @dataclass(eq=False)
-class _Run:
+class HandlerRun:
     job: Job
     stages: tuple[Stage, ...]
     is_async: bool
     store: Store  # fenced writes (stage output, outbox records) block
+    classifier: Classifier
     checkpoint: dict[str, JSON] = field(default_factory=dict)
     stage_attempts: dict[str, int] = field(default_factory=dict)
     current: str | None = None  # the stage running now
     context: dict[str, JSON] = field(default_factory=dict)
-    gate: Any = None  # the worker's BreakerGate, for guarded calls
-    classifier: Any = None
+    gate: BreakerGate | None = None  # the worker's, for guarded calls
     guarded: set[str] = field(default_factory=set)  # dependencies whose calls were wrapped
     events: EventStream = field(default_factory=EventStream)  # where the outbox sender announces
     interrupt: Interrupt | None = None  # how the worker stops this run
@@ -65,11 +67,11 @@ class _Run:
                          next_after(self.stages, name))
 
 
-_current: ContextVar[_Run | None] = ContextVar("redrive_current_run", default=None)
+CURRENT_RUN: ContextVar[HandlerRun | None] = ContextVar("redrive_current_run", default=None)
 
 
-def _run() -> _Run:
-    run = _current.get()
+def handler_run() -> HandlerRun:
+    run = CURRENT_RUN.get()
     if run is None:
         raise ConfigError("only available inside a running task (current_job, stage, add_context, deliver)")
     return run
@@ -77,7 +79,7 @@ def _run() -> _Run:
 
 def current_job() -> Job:
     """The job whose handler is calling; raises outside a handler."""
-    return _run().job
+    return handler_run().job
 
 
 def cancelled() -> bool:
@@ -85,14 +87,14 @@ def cancelled() -> bool:
     limit passed, or its worker is shutting down. A sync task that polls it
     and raises ``redrive.Cancelled`` ends the job cancelled; an async task is
     cancelled where it awaits and need not ask."""
-    interrupt = _run().interrupt
+    interrupt = handler_run().interrupt
     return interrupt is not None and interrupt.stopping
 
 
 def add_context(**values: JSON) -> None:
     """Attach operational context (request ids, upstream ids) to the running
     job; it is redacted and kept in the job's dead letter if it fails for good."""
-    _run().context.update(values)
+    handler_run().context.update(values)
 
 
 def stage(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -101,7 +103,7 @@ def stage(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> An
     earlier attempt, return its saved output without calling ``fn``.
 
     In an async task, ``await`` it (``fn`` may be sync or async)."""
-    run = _run()
+    run = handler_run()
     declared = run.declared(name)
     if run.is_async:
         return _stage_async(run, declared, fn, args, kwargs)
@@ -114,7 +116,7 @@ def stage(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> An
     return output
 
 
-async def _stage_async(run: _Run, declared: Stage, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+async def _stage_async(run: HandlerRun, declared: Stage, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     name = declared.name
     if name in run.checkpoint:
         return run.checkpoint[name]
@@ -128,7 +130,7 @@ async def _stage_async(run: _Run, declared: Stage, fn: Callable[..., Any], args:
 
 
 @contextmanager
-def _limited(run: _Run, declared: Stage) -> Iterator[None]:
+def _limited(run: HandlerRun, declared: Stage) -> Iterator[None]:
     """The stage's own time limit, while it runs (the task's goes on too)."""
     if declared.timeout is None or run.interrupt is None:
         yield
@@ -151,7 +153,7 @@ def guarded(dependency: str) -> Iterator[None]:
     fail-fast mode, fails with the dependency's code). The call's result is
     the breaker's evidence (a retryable failure or a slow call counts against
     it), and the job's own outcome no longer counts for that dependency."""
-    run = _run()
+    run = handler_run()
     if run.gate is None:
         raise ConfigError("guarded() needs a worker whose app declares dependencies")
     run.gate.dependency(dependency)  # an unknown name is a ConfigError here
@@ -168,7 +170,7 @@ def guarded(dependency: str) -> Iterator[None]:
     run.gate.note(dependency, True, time.monotonic() - started)
 
 
-def _save(run: _Run, item: StageDone) -> None:
+def _save(run: HandlerRun, item: StageDone) -> None:
     if item.lease not in run.store.stages_save(items=[item]):
         raise LeaseLost(f"job {run.job.id} lost its lease during stage {item.stage!r}")
 

@@ -9,7 +9,7 @@ import inspect
 import json
 import logging
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from random import Random
@@ -19,15 +19,14 @@ from redrive.core.backoff import FullJitter
 from redrive.core.checks import payload_problem
 from redrive.core.classify import Classifier, Failure, describe, one_line
 from redrive.core.job import JSON, Job
-from redrive.core.outcome import Cancelled, Failed, Outcome, Retry, Succeeded
+from redrive.core.outcome import Execution, Failed, Retry, Stopped, Succeeded
 from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
 from redrive.core.stages import Stage
 from redrive.declarations import Task
-from redrive.errors import Cancelled as CancelRun
-from redrive.errors import CircuitOpen, LeaseLost, Permanent, Transient
+from redrive.errors import Cancelled, CircuitOpen, LeaseLost, Permanent, Transient
 from redrive.events import EventStream
-from redrive.runtime.context import _current, _Run
+from redrive.runtime.context import CURRENT_RUN, HandlerRun
 from redrive.runtime.interrupts import Interrupt
 from redrive.runtime.stacks import STACK_LIMIT, task_stack
 from redrive.runtime.threads import DaemonThreadPool
@@ -40,20 +39,6 @@ BUG = "BUG"  # what the engine records when it cannot tell more
 TIMEOUT = "TIMEOUT"
 RESULT_NOT_JSON = "RESULT_NOT_JSON"
 _UNKNOWN_TASK_BACKOFF = FullJitter(initial=timedelta(seconds=5), cap=timedelta(minutes=5))
-
-
-@dataclass(frozen=True, slots=True)
-class Execution:
-    """An outcome and what the store records with it."""
-
-    outcome: Outcome
-    stage: str | None = None
-    stage_attempts: dict[str, int] | None = None
-    stack: str | None = None  # redacted; only for a final failure
-    context: dict[str, JSON] = field(default_factory=dict)  # sanitized
-    held_by: str | None = None  # a guarded call found this dependency open
-    guarded: frozenset[str] = frozenset()  # dependencies whose calls were wrapped
-    skipped: bool = False  # the task's already_done found the result: the body did not run
 
 
 def stages_of(task: Task[Any, Any], job: Job) -> tuple[Stage, ...]:
@@ -111,13 +96,13 @@ async def _execute(
         return Execution(after_failure(failure, stage=unknown, stage_attempts=job.attempts,
                                        attempts=job.attempts, max_attempts=job.max_attempts, rng=rng))
     if interrupt.cancel_by is not None:  # asked before the body started
-        return Execution(Cancelled(interrupt.cancel_by))
+        return Execution(Stopped(interrupt.cancel_by))
     classifier = task.classifier or classifier
     is_async = task.is_async
-    run = _Run(job=job, stages=stages_of(task, job), is_async=is_async, store=store,
+    run = HandlerRun(job=job, stages=stages_of(task, job), is_async=is_async, store=store,
                checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts),
                gate=gate, classifier=classifier, events=events or EventStream(), interrupt=interrupt)
-    token = _current.set(run)
+    token = CURRENT_RUN.set(run)
     interrupt.in_handler = True
     if task.timeout is not None:
         interrupt.limit(task.timeout.total_seconds(), f"task {task.name}")
@@ -139,13 +124,13 @@ async def _execute(
         # However a stopped run ends (our Cancelled, or an error its stopping
         # caused), it ends as what stopped it. sys.exit() and KeyboardInterrupt
         # from task code are the job's failure: a task may not stop its worker.
-        stopped = isinstance(exc, CancelRun) or interrupt.interrupted
+        stopped = isinstance(exc, Cancelled) or interrupt.interrupted
         outcome = _stopped(exc, run, rng) if stopped else _failed(exc, run, classifier, rng)
         return replace(outcome, guarded=frozenset(run.guarded))
     finally:
         interrupt.in_handler = False
         interrupt.clear()
-        _current.reset(token)
+        CURRENT_RUN.reset(token)
     try:  # most jobs return nothing: no encoder to run
         problem = payload_problem(result, "the result") if result is not None else None
     except Exception as exc:  # an object that breaks its encoder
@@ -174,13 +159,13 @@ def _uncancel() -> None:
         task.uncancel()
 
 
-def _stopped(exc: BaseException, run: _Run, rng: Random) -> Execution:
+def _stopped(exc: BaseException, run: HandlerRun, rng: Random) -> Execution:
     """A run that was cancelled, or ran past its time limit."""
     interrupt = run.interrupt
     assert interrupt is not None
     if interrupt.cancel_by is not None or interrupt.timed_out is None:
-        reason = one_line(str(exc)) if isinstance(exc, CancelRun) and str(exc) else None
-        return Execution(Cancelled(interrupt.cancel_by or "task", reason))
+        reason = one_line(str(exc)) if isinstance(exc, Cancelled) and str(exc) else None
+        return Execution(Stopped(interrupt.cancel_by or "task", reason))
     limit = interrupt.timed_out
     failure = Failure(code=TIMEOUT, retryable=True,
                       message=f"{limit.what} ran past its time limit of {limit.seconds:g}s")
@@ -188,7 +173,7 @@ def _stopped(exc: BaseException, run: _Run, rng: Random) -> Execution:
     return _after(failure, run, rng, stack)
 
 
-def _failed(exc: BaseException, run: _Run, classifier: Classifier, rng: Random) -> Execution:
+def _failed(exc: BaseException, run: HandlerRun, classifier: Classifier, rng: Random) -> Execution:
     job = run.job
     stack = redact_text(task_stack(exc))[-STACK_LIMIT:]
     if not isinstance(exc, Exception):  # sys.exit(), KeyboardInterrupt: a bug in the task, not a classified failure
@@ -210,7 +195,7 @@ def _failed(exc: BaseException, run: _Run, classifier: Classifier, rng: Random) 
     return _after(failure, run, rng, stack)
 
 
-def _after(failure: Failure, run: _Run, rng: Random, stack: str | None) -> Execution:
+def _after(failure: Failure, run: HandlerRun, rng: Random, stack: str | None) -> Execution:
     """The failed attempt's stage spends one attempt; its policy says retry or fail."""
     job = run.job
     stage = run.failed_stage()
@@ -223,7 +208,7 @@ def _after(failure: Failure, run: _Run, rng: Random, stack: str | None) -> Execu
                      context=_context(run, failure) if final else {})
 
 
-def _context(run: _Run, failure: Failure) -> dict[str, JSON]:
+def _context(run: HandlerRun, failure: Failure) -> dict[str, JSON]:
     """What an operator needs to triage, and nothing a payload could leak:
     ids, counts and hashes, never the arguments themselves."""
     payload = json.dumps([run.job.args, run.job.kwargs], sort_keys=True, default=str)

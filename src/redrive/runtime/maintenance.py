@@ -11,8 +11,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from random import Random
 
+from redrive.core.states import Status
 from redrive.errors import StoreError
 from redrive.events import EventStream
+from redrive.runtime.completer import announce
 from redrive.runtime.offload import Offload
 from redrive.store.port import Store
 
@@ -24,7 +26,9 @@ PRUNE_EVERY_S = 60.0
 
 class Reclaimer:
     """Every half lease TTL (jittered): expired leases back to queued, or
-    failed when no attempt is left; ``found`` is told when any came back."""
+    failed when no attempt is left, each announced as any ending is (a job
+    failed here is a ``job.failed`` and a ``job.dead_lettered``, counted,
+    logged and notified); ``found`` is told when any came back."""
 
     def __init__(self, store: Store, call: Offload, *, lease_ttl: timedelta, rng: Random,
                  events: EventStream, found: Callable[[], None]) -> None:
@@ -39,9 +43,11 @@ class Reclaimer:
                 log.warning("reclaim failed, retrying: %s", exc)
             else:
                 if reclaimed:
-                    log.info("reclaimed %d jobs whose lease expired", len(reclaimed))
-                    for job_id in reclaimed:
-                        self._events.emit("job.reclaimed", job_id=str(job_id))
+                    failed = sum(1 for done in reclaimed if done.status is Status.FAILED)
+                    log.info("reclaimed %d jobs whose lease expired (%d failed: no attempt left)",
+                             len(reclaimed), failed)
+                    for done in reclaimed:
+                        announce(self._events, done)
                     self._found()
             await asyncio.sleep(self._ttl.total_seconds() / 2 * self._rng.uniform(0.5, 1.0))
 

@@ -26,7 +26,7 @@ from redrive.core.job import JSON
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus, Step, next_step
 from redrive.core.redact import redact_text
 from redrive.errors import ConfigError, LeaseLost, NotDelivered
-from redrive.runtime.context import _Run, _run
+from redrive.runtime.context import HandlerRun, handler_run
 
 log = logging.getLogger("redrive.outbox")
 
@@ -64,14 +64,14 @@ def deliver(intents: Sequence[Intent]) -> Any:
     deliveries when all are done; otherwise, after trying every intent, raises
     the first permanent failure (its row is marked failed for an operator) or
     else the first retryable one, so the job fails or retries by its policy."""
-    run = _run()
+    run = handler_run()
     if run.is_async:
         context = contextvars.copy_context()
         return asyncio.to_thread(context.run, _deliver_all, run, list(intents))
     return _deliver_all(run, list(intents))
 
 
-def _deliver_all(run: _Run, intents: list[Intent]) -> list[Delivery]:
+def _deliver_all(run: HandlerRun, intents: list[Intent]) -> list[Delivery]:
     delivered: list[Delivery] = []
     failed: list[tuple[Exception, bool]] = []
     opened = [(n, intent, _open(run, intent)) for n, intent in enumerate(intents)]
@@ -92,12 +92,12 @@ def _deliver_all(run: _Run, intents: list[Intent]) -> list[Delivery]:
     return sorted(delivered, key=lambda d: order[d.key])
 
 
-def _open(run: _Run, intent: Intent) -> OutboxRow:
+def _open(run: HandlerRun, intent: Intent) -> OutboxRow:
     key, token = canonical(list(intent.key)), outbox_token(intent.key)
     return _fenced(run, run.store.outbox_open(lease=run.job.lease, key=key, token=token))
 
 
-def _deliver(run: _Run, intent: Intent, row: OutboxRow) -> Delivery:
+def _deliver(run: HandlerRun, intent: Intent, row: OutboxRow) -> Delivery:
     key, token = row.key, outbox_token(intent.key)  # the token is the key's, whatever the row says
     step = next_step(row)
     if step is Step.SKIP:
@@ -136,11 +136,11 @@ def _deliver(run: _Run, intent: Intent, row: OutboxRow) -> Delivery:
     return Delivery(intent.key, provider_id, "sent")
 
 
-def _update(run: _Run, key: str, change: OutboxChange) -> OutboxRow:
+def _update(run: HandlerRun, key: str, change: OutboxChange) -> OutboxRow:
     return _fenced(run, run.store.outbox_update(lease=run.job.lease, key=key, change=change))
 
 
-def _fenced(run: _Run, row: OutboxRow | None) -> OutboxRow:
+def _fenced(run: HandlerRun, row: OutboxRow | None) -> OutboxRow:
     if row is None:
         raise LeaseLost(f"job {run.job.id} lost its lease while delivering")
     return row

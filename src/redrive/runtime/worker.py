@@ -29,23 +29,25 @@ from uuid import UUID
 from redrive import signals, tracing
 from redrive.client import Client
 from redrive.core import checks
-from redrive.core.job import Completion, FailNow, Job, Lease, RetryLater
+from redrive.core.job import Job
+from redrive.core.outcome import Execution
+from redrive.core.stages import Stage
+from redrive.core.transitions import (
+    KINDS,
+    Completion,
+    FailNow,
+    Finish,
+    Finished,
+    Requeue,
+    RetryLater,
+    fail_fast,
+    finish_of,
+)
 from redrive.errors import ConfigError, StoreError
 from redrive.runtime import eager
 from redrive.runtime.breakers import BreakerGate, Refusal
-from redrive.runtime.completer import (
-    OUTCOME_NAMES,
-    STORE_RETRY_PAUSE_S,
-    Completer,
-    Item,
-    announce_dead_letter,
-    announce_outcome,
-    fail_fast,
-    landed,
-    outcome_item,
-    queue_wait,
-)
-from redrive.runtime.executor import execute
+from redrive.runtime.completer import STORE_RETRY_PAUSE_S, Completer, announce
+from redrive.runtime.executor import execute, stages_of
 from redrive.runtime.interrupts import Interrupt
 from redrive.runtime.maintenance import Pruner, Reclaimer
 from redrive.runtime.outage import OutageLog
@@ -109,8 +111,10 @@ class Worker:
                 raise ConfigError(f"queue {queue!r}: its limit must be a whole number of at least 1, not {limit!r}")
         if concurrency is None and None not in limits.values():
             concurrency = sum(limit for limit in limits.values() if limit is not None)
-        for queue, limit in client.registry.own_queues.items():
-            limits.setdefault(queue, limit)
+        # redrive's own queues (notifications) run in slots of their own,
+        # besides ``concurrency``: a webhook that hangs holds none of the jobs'.
+        own = {queue: limit for queue, limit in client.registry.own_queues.items() if queue not in limits}
+        limits.update(own)
         settings = client.settings.with_(
             worker_concurrency=concurrency, worker_lease_ttl=lease_ttl,
             worker_shutdown_grace=shutdown_grace, worker_poll_interval=poll_interval,
@@ -139,12 +143,12 @@ class Worker:
         # paused run can come back to this same worker while that run still
         # goes on, and each run must be waited for and released on its own.
         self._running: dict[UUID, _Running] = {}
-        self._threads = DaemonThreadPool(self.concurrency)
+        self._own = frozenset(own)
+        self._threads = DaemonThreadPool(self.concurrency + sum(own.values()))
         self._db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="redrive-db")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
-        self._announcing: set[asyncio.Future[None]] = set()  # dead letters being told
         self._idle = asyncio.Event()  # nothing running and no outcome left to write
         self._store: Store | None = None  # opened on the database threads when the worker starts
         self._completer = Completer(self._call, lambda: self.store)
@@ -246,8 +250,6 @@ class Worker:
         try:
             await self._claim_loop()
             await self._drain()
-            if self._announcing:  # what was written is told before the worker says it stopped
-                await asyncio.wait(self._announcing, timeout=self.lease_ttl.total_seconds())
         finally:
             beating.set()
             self._watchdog.close()
@@ -276,9 +278,12 @@ class Worker:
             more = False
             for (queues, limit), shared in zip(self._groups, self._limits, strict=True):
                 open_queues = [q for q in queues if q not in self._paused]
-                free = self._free_slots()
-                if limit is not None:
-                    free = min(free, limit - self._handling(queues[0]))
+                if limit is None:
+                    free = self._free_slots()
+                elif queues[0] in self._own:
+                    free = limit - self._handling(queues[0])
+                else:
+                    free = min(self._free_slots(), limit - self._handling(queues[0]))
                 if not open_queues or free <= 0:
                     continue
                 try:
@@ -307,6 +312,10 @@ class Worker:
         """A slot frees when its handler returns, so the next claim overlaps the
         last batch's outcome write. Leases held while writes are under way
         are capped at another ``concurrency``, for a store slow to take them."""
+        if self._own:  # redrive's own jobs hold slots of their own
+            runs = [r for r in self._running.values() if r.job.queue not in self._own]
+            handling = sum(1 for r in runs if not r.finishing)
+            return min(self.concurrency - handling, 2 * self.concurrency - len(runs))
         handling = sum(1 for r in self._running.values() if not r.finishing)
         return min(self.concurrency - handling, 2 * self.concurrency - len(self._running))
 
@@ -351,16 +360,15 @@ class Worker:
                     self._handled(running)
                     await self._hold(job, refusal)
                     return
-                execution = fail_fast(refusal, job, self.registry.tasks.get(job.task), self.registry.classifier,
-                                      self._rng)
+                execution = self._fail_fast(job, refusal)
             self._handled(running)
             if running.abandoned:
                 return
             duration_s = loop.time() - started
-            item = outcome_item(job, execution, round(duration_s * 1000))
+            item = finish_of(job, execution, round(duration_s * 1000))
             if traced is not None:
                 traced.end(*_traced_outcome(item))
-            self._completer.submit(item, partial(self._written, running, item, duration_s))
+            self._completer.submit(item, job.attempts, partial(self._written, running, item, duration_s))
             submitted = True  # the slot is given back once the write lands
         finally:
             if traced is not None:
@@ -376,37 +384,24 @@ class Worker:
             events = []
         return tracing.Run(job, self.id, tracing.sent_carrier(events))
 
-    def _written(self, running: _Running, item: Item, duration_s: float,
-                 applied: bool | None) -> None:
+    def _fail_fast(self, job: Job, refusal: Refusal) -> Execution:
+        task = self.registry.tasks.get(job.task)
+        # Dependency() refuses a fail-fast declaration without a fail_code.
+        assert refusal.dependency.fail_code is not None
+        return fail_fast(job, dependency=refusal.dependency.name, fail_code=refusal.dependency.fail_code,
+                         stages=stages_of(task, job) if task is not None else (Stage(job.task),),
+                         classifier=self.registry.classifier, rng=self._rng)
+
+    def _written(self, running: _Running, item: Finish, duration_s: float, done: Finished | None) -> None:
         job = running.job
-        if applied is None:  # a lost reply, then a refused retry: read the job to tell which
-            confirming = asyncio.ensure_future(self._confirm(running, item, duration_s))
-            self._announcing.add(confirming)
-            confirming.add_done_callback(self._announcing.discard)
-            return
-        if not applied:
+        if done is None:
             log.warning("lost the lease on job %s (%s, attempt %d): dropping its %s",
-                        job.id, job.task, job.attempts, OUTCOME_NAMES[type(item)])
+                        job.id, job.task, job.attempts, KINDS[type(item)])
             if not running.lost:
                 self._lost(running)
-        elif self.events.active:
-            announce_outcome(self.events, job, item, duration_s, self.lease_ttl)
-            if isinstance(item, FailNow):
-                announcing = asyncio.ensure_future(announce_dead_letter(self.events, self.store, self._call, job))
-                self._announcing.add(announcing)
-                announcing.add_done_callback(self._announcing.discard)
+        else:
+            announce(self.events, done, duration_s=duration_s, wait_s=queue_wait(job, self.lease_ttl))
         self._release(running)
-
-    async def _confirm(self, running: _Running, item: Item, duration_s: float) -> None:
-        try:
-            now = await self._call(self.store.job_get, job_id=running.job.id)
-        except StoreError:
-            now = None
-        ours = landed(item, running.job.attempts, now)
-        if ours:
-            log.info("job %s (%s): its %s was written before the connection was lost", running.job.id,
-                     running.job.task, OUTCOME_NAMES[type(item)])
-        self._written(running, item, duration_s, ours)
 
     def _lost(self, running: _Running) -> None:
         running.lost = True
@@ -441,8 +436,7 @@ class Worker:
         name = refusal.dependency.name
         log.info("job %s (%s) held: dependency %s is open", job.id, job.task, name)
         self.events.emit("job.held", job_id=str(job.id), task=job.task, queue=job.queue, dependency=name)
-        await self._requeue([job.lease], meta={"reason": "breaker_open", "dependency": name},
-                            delay=_HOLD_DELAY)
+        await self._requeue([Requeue(job.lease, _HOLD_DELAY, meta={"reason": "breaker_open", "dependency": name})])
 
     # -- pauses and cancels ------------------------------------------------------
 
@@ -504,8 +498,8 @@ class Worker:
 
     def _give_back(self) -> int:
         """For the watchdog, from its thread: requeue every job held, straight to the store."""
-        leases = [r.job.lease for r in list(self._running.values()) if not r.lost]
-        return len(self.store.jobs_requeue(leases=leases)) if leases else 0
+        items = [Requeue(r.job.lease) for r in list(self._running.values()) if not r.lost]
+        return len(self.store.jobs_finish(items)) if items else 0
 
     # -- shutdown ----------------------------------------------------------------
 
@@ -520,10 +514,9 @@ class Worker:
             for r in unfinished:
                 r.abandoned = True
                 r.interrupt.shutdown()  # a sync handler polling redrive.cancelled() may stop
-            leases = [r.job.lease for r in unfinished if not r.lost]
-            requeued = await self._requeue(leases)
+            requeued = await self._requeue([Requeue(r.job.lease) for r in unfinished if not r.lost])
             log.info("requeued %d unfinished jobs: %s", len(requeued),
-                     ", ".join(str(lease.job_id) for lease in requeued))
+                     ", ".join(str(done.lease.job_id) for done in requeued))
             for r in unfinished:
                 if r.future is not None:
                     r.future.cancel()
@@ -536,10 +529,10 @@ class Worker:
             except TimeoutError:
                 log.warning("%d outcomes were not written before their leases ran out", len(self._running))
 
-    async def _requeue(self, leases: list[Lease], **how: Any) -> set[Lease]:
+    async def _requeue(self, items: list[Requeue]) -> list[Finished]:
         while True:
             try:
-                return await self._call(self.store.jobs_requeue, leases=leases, **how)
+                return await self._call(self.store.jobs_finish, items)
             except StoreError as exc:
                 # Without this write the jobs wait for their leases to expire:
                 # keep trying while the leases are still ours to give back.
@@ -547,7 +540,14 @@ class Worker:
                 await asyncio.sleep(STORE_RETRY_PAUSE_S)
 
 
-def _traced_outcome(item: Item) -> tuple[str, str | None]:
+def queue_wait(job: Job, lease_ttl: timedelta) -> float:
+    """Seconds from when the job was due to when this attempt's lease was
+    taken, both on the database's clock."""
+    leased = job.lease_expires_at - lease_ttl if job.lease_expires_at else job.run_at
+    return max(0.0, (leased - job.run_at).total_seconds())
+
+
+def _traced_outcome(item: Finish) -> tuple[str, str | None]:
     match item:
         case Completion():
             return "succeeded", None

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from redrive.errors import ConfigError, LeaseLost
-from redrive.runtime.context import _current, _Run
+from redrive.runtime.context import CURRENT_RUN, HandlerRun
 
 
 @contextmanager
@@ -44,7 +44,7 @@ def _postgres(conn: Any) -> Iterator[None]:
 
     if conn.info.transaction_status != TransactionStatus.IDLE:
         raise ConfigError("write_phase needs a connection with no transaction open")
-    run = _current.get()
+    run = CURRENT_RUN.get()
     with conn.transaction():
         yield
         if run is not None:
@@ -55,7 +55,7 @@ def _postgres(conn: Any) -> Iterator[None]:
 def _sqlite(conn: sqlite3.Connection) -> Iterator[None]:
     if conn.in_transaction:
         raise ConfigError("write_phase needs a connection with no transaction open")
-    run = _current.get()
+    run = CURRENT_RUN.get()
     # IMMEDIATE: the write lock is taken now, so the lease check below and the
     # commit see the same database (no other process can write in between).
     conn.execute("BEGIN IMMEDIATE")
@@ -69,6 +69,6 @@ def _sqlite(conn: sqlite3.Connection) -> Iterator[None]:
     conn.commit()
 
 
-def _check(run: _Run, conn: Any) -> None:
+def _check(run: HandlerRun, conn: Any) -> None:
     if not run.store.lease_check(lease=run.job.lease, conn=conn):
         raise LeaseLost(f"job {run.job.id} lost its lease: its write phase was rolled back")

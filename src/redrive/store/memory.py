@@ -13,19 +13,15 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from redrive.core.breaker import Breaker
-from redrive.core.dead_letters import RevivePlan, escalates, fail_meta, retry_meta
+from redrive.core.dead_letters import RevivePlan, cancel_meta, escalates, fail_meta, retry_meta
 from redrive.core.job import (
-    Cancellation,
-    Completion,
     DeadLetter,
     DeadLetterFilter,
     EnqueueResult,
-    FailNow,
     Job,
     JobEvent,
     Lease,
     NewJob,
-    RetryLater,
     StageDone,
     refuse_reuse,
     takes_over,
@@ -33,8 +29,19 @@ from redrive.core.job import (
 from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, usage_of
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE, ACTIVE_ORDER, TERMINAL, Status, check_transition
+from redrive.core.transitions import (
+    Cancellation,
+    Completion,
+    FailNow,
+    Finish,
+    Finished,
+    Requeue,
+    RetryLater,
+    lease_expired,
+    reclaimed,
+)
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
-from redrive.store.port import SHUTDOWN, WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, lease_expired
+from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -241,60 +248,54 @@ class MemoryStore:
         with self._lock:
             return self._held(lease) is not None
 
-    def _fenced(self, items: Sequence[Any], apply: Callable[[Job, Any, datetime], None]) -> set[Lease]:
-        with self._lock:
-            now = self._clock()
-            applied = set()
-            for item in items:
-                lease = item if isinstance(item, Lease) else item.lease
-                if job := self._held(lease):
-                    apply(job, item, now)
-                    applied.add(lease)
-            return applied
-
     _NO_LEASE: ClassVar[Mapping[str, None]] = {"lease_token": None, "lease_owner": None, "lease_expires_at": None}
 
-    def jobs_complete(self, *, items: Sequence[Completion]) -> set[Lease]:
-        def apply(job: Job, item: Completion, now: datetime) -> None:
-            self._move(job, Status.SUCCEEDED, now, result=item.result, finished_at=now,
-                       meta=dict(item.meta), **self._NO_LEASE)
+    def jobs_finish(self, items: Sequence[Finish]) -> list[Finished]:
+        with self._lock:
+            now = self._clock()
+            written = []
+            for item in items:
+                if job := self._held(item.lease):
+                    written.append(self._finish(job, item, now))
+            return written
 
-        return self._fenced(items, apply)
-
-    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[Lease]:
-        def apply(job: Job, item: RetryLater, now: datetime) -> None:
-            stage = item.stage or job.stage
-            self._move(
-                job, Status.QUEUED, now,
-                run_at=now + item.delay,
-                last_error_code=item.error_code,
-                last_error_message=item.error_message,
-                stage=stage,
-                stage_attempts=_counts(item.stage_attempts, job),
-                first_failed_at=job.first_failed_at or now,
-                meta=retry_meta(error_code=item.error_code, delay=item.delay, stage=stage, extra=item.meta),
-                **self._NO_LEASE,
-            )
-            if job.id in self._cancel_requests:
-                self._cancel_now(self._jobs[job.id], self._cancel_requests.pop(job.id), now)
-
-        return self._fenced(items, apply)
-
-    def jobs_cancel(self, *, items: Sequence[Cancellation]) -> set[Lease]:
-        def apply(job: Job, item: Cancellation, now: datetime) -> None:
-            self._cancel_requests.pop(job.id, None)
-            self._move(job, Status.CANCELLED, now, finished_at=now, meta={"by": item.by, **item.meta},
-                       **self._NO_LEASE)
-
-        return self._fenced(items, apply)
+    def _finish(self, job: Job, item: Finish, now: datetime) -> Finished:
+        match item:
+            case Completion():
+                self._move(job, Status.SUCCEEDED, now, result=item.result, finished_at=now,
+                           meta=dict(item.meta), **self._NO_LEASE)
+            case RetryLater():
+                stage = item.stage or job.stage
+                failed = dict(last_error_code=item.error_code, last_error_message=item.error_message, stage=stage,
+                              stage_attempts=_counts(item.stage_attempts, job),
+                              first_failed_at=job.first_failed_at or now, **self._NO_LEASE)
+                if (asked := self._cancel_requests.pop(job.id, None)) is not None:
+                    self._move(job, Status.CANCELLED, now, finished_at=now, **failed, meta=cancel_meta(
+                        by=asked, error_code=item.error_code, stage=stage, extra=item.meta))
+                    return Finished(item, job.task, job.queue, Status.CANCELLED, job.attempts, stage,
+                                    cancelled_by=asked)
+                self._move(job, Status.QUEUED, now, run_at=now + item.delay, **failed,
+                           meta=retry_meta(error_code=item.error_code, delay=item.delay, stage=stage, extra=item.meta))
+            case FailNow():
+                letter = self._fail(job, item, now)
+                return Finished(item, job.task, job.queue, Status.FAILED, job.attempts, letter.stage,
+                                dead_letter_id=letter.id, escalated=letter.escalated)
+            case Cancellation():
+                self._cancel_requests.pop(job.id, None)
+                self._move(job, Status.CANCELLED, now, finished_at=now, meta={"by": item.by, **item.meta},
+                           **self._NO_LEASE)
+                return Finished(item, job.task, job.queue, Status.CANCELLED, job.attempts, job.stage,
+                                cancelled_by=item.by)
+            case Requeue():
+                self._move(job, Status.QUEUED, now, run_at=now + item.delay, attempts=job.attempts - item.refund,
+                           meta=dict(item.meta), **self._NO_LEASE)
+        after = self._jobs[job.id]
+        return Finished(item, job.task, job.queue, after.status, job.attempts, after.stage)
 
     def _cancel_now(self, job: Job, by: str, now: datetime) -> Job:
         return self._move(job, Status.CANCELLED, now, finished_at=now, meta={"by": by})
 
-    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
-        return self._fenced(items, self._fail)
-
-    def _fail(self, job: Job, item: FailNow, now: datetime) -> None:
+    def _fail(self, job: Job, item: FailNow, now: datetime) -> DeadLetter:
         error_class = item.error_class or item.error_code
         stage = item.stage or job.stage
         counts = _counts(item.stage_attempts, job)
@@ -324,16 +325,21 @@ class MemoryStore:
                            dead_letter_id=letter.id, escalated=letter.escalated, extra=item.meta),
             **self._NO_LEASE,
         )
+        return letter
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
-        def apply(job: Job, item: StageDone, now: datetime) -> None:
-            self._jobs[job.id] = replace(
-                job, checkpoint={**job.checkpoint, item.stage: item.output},
-                stage_attempts=dict(item.stage_attempts), stage=item.next_stage or item.stage,
-                updated_at=now,
-            )
-
-        return self._fenced(items, apply)
+        with self._lock:
+            now = self._clock()
+            saved = set()
+            for item in items:
+                if job := self._held(item.lease):
+                    self._jobs[job.id] = replace(
+                        job, checkpoint={**job.checkpoint, item.stage: item.output},
+                        stage_attempts=dict(item.stage_attempts), stage=item.next_stage or item.stage,
+                        updated_at=now,
+                    )
+                    saved.add(item.lease)
+            return saved
 
     def outbox_open(self, *, lease: Lease, key: str, token: str) -> OutboxRow | None:
         with self._lock:
@@ -374,30 +380,15 @@ class MemoryStore:
             self._schedules[name] = max(self._schedules.get(name, to), to)
             self._schedule_updated[name] = self._clock()
 
-    def jobs_requeue(
-        self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
-        delay: timedelta = timedelta(0),
-    ) -> set[Lease]:
-        def apply(job: Job, _: Lease, now: datetime) -> None:
-            self._move(job, Status.QUEUED, now, run_at=now + delay, attempts=job.attempts - 1,
-                       meta=dict(meta or SHUTDOWN), **self._NO_LEASE)
-
-        return self._fenced(leases, apply)
-
-    def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
+    def jobs_reclaim(self, *, limit: int = 500) -> list[Finished]:
         with self._lock:
             now = self._clock()
             expired = [
                 j for j in self._jobs.values()
                 if j.status is Status.RUNNING and j.lease_expires_at is not None and j.lease_expires_at <= now
             ][:limit]
-            for job in expired:
-                if job.attempts >= job.max_attempts:
-                    self._fail(job, lease_expired(job.lease, job.lease_owner), now)
-                else:
-                    self._move(job, Status.QUEUED, now, run_at=now, **self._NO_LEASE,
-                               meta={"reason": "lease_expired", "worker": job.lease_owner})
-            return [j.id for j in expired]
+            return [self._finish(job, (lease_expired if job.attempts >= job.max_attempts else reclaimed)(
+                job.lease, job.lease_owner), now) for job in expired]
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         with self._lock:

@@ -3,11 +3,14 @@
 Semantics every implementation keeps:
 
 - Every state change writes a ``JobEvent`` in the same transaction.
-- Writes about a running job (complete, retry, fail, requeue, heartbeat,
-  stage output) are fenced on its lease: an item whose token no longer
-  matches changes nothing and is left out of the returned set of the leases
-  that applied. Leases, not job ids: one worker may hold an old run and a new
-  run of the same job, and must tell which of them still holds the job.
+- Writes about a running job (its ending, heartbeat, stage output) are
+  fenced on its lease: an item whose token no longer matches changes nothing
+  and is left out of the answer. Leases, not job ids: one worker may hold an
+  old run and a new run of the same job, and must tell which of them still
+  holds the job.
+- A job's ending is one kind of write, ``jobs_finish``, answered with what
+  the store decided (``core/transitions.py``); the reclaim answers the same
+  way, so every ending is announced alike.
 - Times that decide who may run what (run_at, lease expiry) come from the
   database's clock, never a worker's.
 - Finished jobs (succeeded, failed, cancelled) leave the table the claim reads
@@ -28,35 +31,13 @@ from uuid import UUID
 
 from redrive.core.breaker import Breaker
 from redrive.core.dead_letters import RevivePlan
-from redrive.core.job import (
-    Cancellation,
-    Completion,
-    DeadLetter,
-    EnqueueResult,
-    FailNow,
-    Job,
-    JobEvent,
-    Lease,
-    NewJob,
-    RetryLater,
-    StageDone,
-)
+from redrive.core.job import DeadLetter, EnqueueResult, Job, JobEvent, Lease, NewJob, StageDone
 from redrive.core.limits import Limits
 from redrive.core.outbox import OutboxChange, OutboxRow
 from redrive.core.states import Status
-
-# Shown on events and as the reason a job failed when its lease kept expiring.
-LEASE_EXPIRED = "LEASE_EXPIRED"
-
-
-LEASE_EXPIRED_MESSAGE = "its worker stopped renewing the lease and no attempt was left"
-
+from redrive.core.transitions import Finish, Finished
 
 ANY_QUEUE = "*"  # a wake-up that does not know which queue has new jobs
-
-# Why a job went back to the queue when nobody says otherwise.
-SHUTDOWN = {"reason": "shutdown"}
-
 
 @dataclass(frozen=True, slots=True)
 class Control:
@@ -97,16 +78,6 @@ class BreakerEvent:
     by: str | None
 
 
-def lease_expired(lease: Lease, worker: str | None) -> FailNow:
-    """How every store fails a job whose last allowed attempt lost its lease."""
-    return FailNow(
-        lease=lease, error_code=LEASE_EXPIRED, error_message=LEASE_EXPIRED_MESSAGE,
-        error_class=LEASE_EXPIRED, retryable=False,
-        meta={"reason": "lease_expired", "worker": worker},
-        context={"worker": worker},
-    )
-
-
 class Store(Protocol):
     dialect: str
 
@@ -145,32 +116,21 @@ class Store(Protocol):
         the check runs inside that transaction and keeps the job's row from
         changing hands until the caller commits; otherwise it asks the store."""
 
-    def jobs_complete(self, *, items: Sequence[Completion]) -> set[Lease]:
-        """running -> succeeded with a result."""
-
-    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[Lease]:
-        """running -> queued, due after a delay, lease cleared, last error kept.
-        A job whose cancel was asked while it ran ends cancelled instead (its
-        worker may not have seen the request before its outcome was written)."""
-
-    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
-        """running -> failed with an error code and message, and in the same
-        transaction a dead letter (escalated when the job's previous letter was
-        replayed and this is the same non-retryable error_class)."""
+    def jobs_finish(self, items: Sequence[Finish]) -> list[Finished]:
+        """End running jobs, in one transaction: each item whose lease still
+        holds its job is applied, the others change nothing and are left out
+        of the answer (the same lease twice in a batch is applied once, the
+        first). A failure writes its dead letter with it; a retry of a job
+        whose cancel was asked while it ran ends the job cancelled instead.
+        The answer says what was written, in the order of ``items``."""
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         """Record finished stages' output and counts on running jobs (fenced)."""
 
-    def jobs_requeue(
-        self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
-        delay: timedelta = timedelta(0),
-    ) -> set[Lease]:
-        """running -> queued (due after ``delay``) without counting the dispatch:
-        on shutdown, or when a breaker holds the job back. ``meta`` says why
-        (default ``SHUTDOWN``)."""
-
-    def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
-        """Expired leases: back to queued, or failed when no attempt is left."""
+    def jobs_reclaim(self, *, limit: int = 500) -> list[Finished]:
+        """Expired leases: back to queued (``transitions.reclaimed``), or failed
+        with a dead letter when no attempt is left (``transitions.lease_expired``),
+        answered as ``jobs_finish`` answers."""
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         """Delete up to ``limit`` finished jobs that finished more than
@@ -183,10 +143,7 @@ class Store(Protocol):
         """scheduled or queued -> cancelled at once (the event says ``by``).
         A running job is returned still running, with the request recorded:
         its worker stops it (``control_read``) and ends it with
-        ``jobs_cancel``. Asking again changes nothing."""
-
-    def jobs_cancel(self, *, items: Sequence[Cancellation]) -> set[Lease]:
-        """running -> cancelled (fenced); the event says who asked."""
+        a ``Cancellation``. Asking again changes nothing."""
 
     def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
         """The paused queues, and the cancel requests among ``job_ids``."""

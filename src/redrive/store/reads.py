@@ -5,7 +5,7 @@ driver sits on River's.
 Every list is a ``Page``: it says whether more exist and how to get them (a
 keyset cursor), so nothing is ever cut silently. Counts come from the table
 the claim reads (active jobs), never from a scan of finished history. Each
-store implements both protocols; ``tests/store/test_reads.py`` holds them to
+store implements both protocols; ``redrive.testing.suite.reads`` holds them to
 one behaviour.
 """
 

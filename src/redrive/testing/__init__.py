@@ -44,28 +44,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from redrive.core.dead_letters import RevivePlan, revive_plan
-from redrive.core.job import (
-    Completion,
-    DeadLetter,
-    DeadLetterFilter,
-    FailNow,
-    Job,
-    JobKey,
-    Lease,
-    NewJob,
-    RetryLater,
-    StageDone,
-)
+from redrive.core.job import DeadLetter, DeadLetterFilter, Job, JobKey, Lease, NewJob, StageDone
 from redrive.core.outbox import OutboxChange
 from redrive.core.states import Status, is_legal
+from redrive.core.transitions import Cancellation, Completion, FailNow, Finished, Requeue, RetryLater
 from redrive.events import Event, EventStream
 from redrive.store.port import Store
 from redrive.store.reads import JobFilter, Reads
 
 __all__ = [
-    "TTL", "Clock", "Completion", "DeadLetterFilter", "FailNow", "JobFilter", "JobKey", "Lease", "NewJob",
-    "OutboxChange", "Reads", "RetryLater", "RevivePlan", "StageDone", "Store", "assert_history",
-    "assert_invariants", "claim", "claim_one", "fail", "letter_of", "new", "revive", "wait_for", "wait_for_async",
+    "TTL", "Cancellation", "Clock", "Completion", "DeadLetterFilter", "FailNow", "Finished", "JobFilter", "JobKey",
+    "Lease", "NewJob", "OutboxChange", "Reads", "Requeue", "RetryLater", "RevivePlan", "StageDone", "Store",
+    "applied", "assert_history", "assert_invariants", "claim", "claim_one", "fail", "letter_of", "new",
+    "reclaim", "revive", "wait_for", "wait_for_async",
 ]
 
 T = TypeVar("T")
@@ -184,11 +175,21 @@ def assert_history(store: Store, job_id: uuid.UUID) -> list[Any]:
     return events
 
 
+def applied(finished: list[Finished]) -> set[Lease]:
+    """The leases a ``jobs_finish`` applied."""
+    return {done.lease for done in finished}
+
+
+def reclaim(store: Store) -> list[uuid.UUID]:
+    """Reclaim expired leases; the ids of the jobs reclaimed."""
+    return [done.lease.job_id for done in store.jobs_reclaim()]
+
+
 def fail(store: Store, job: Job, code: str = "AUTH_DENIED", *, retryable: bool = False, **extra: Any) -> None:
     """Fail a running job for good (its dead letter is written with it)."""
     item = FailNow(job.lease, code, f"{code} happened", error_class=extra.pop("error_class", code),
                    retryable=retryable, **extra)
-    assert store.jobs_fail(items=[item]) == {job.lease}
+    assert applied(store.jobs_finish([item])) == {job.lease}
 
 
 def letter_of(store: Reads, job_id: uuid.UUID) -> DeadLetter:

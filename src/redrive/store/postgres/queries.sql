@@ -225,67 +225,55 @@ FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS l(id, token)
 WHERE j.id = l.id AND j.lease_token = l.token
 RETURNING j.id, j.lease_token;
 
--- name: jobs_complete
-WITH input AS (
-    SELECT * FROM jsonb_to_recordset(%(items)s) AS x(id uuid, token uuid, result jsonb, meta jsonb)
-), moved AS (
-    DELETE FROM redrive_job AS j USING input AS i
-    WHERE j.id = i.id AND j.lease_token = i.token
-    RETURNING j.*, i.result AS new_result, i.meta AS event_meta
-), done AS (
-    INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
-        attempts, max_attempts, owner, last_error_code, last_error_message, result,
-        created_at, updated_at, started_at, finished_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version)
-    SELECT id, task, queue, args, kwargs, 'succeeded', priority, run_at,
-        attempts, max_attempts, owner, last_error_code, last_error_message, new_result,
-        created_at, now(), started_at, now(),
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version
-    FROM moved
-), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), 'running', 'succeeded', attempts, event_meta FROM moved
-), told AS (
-    -- only for jobs someone awaits (migration 0014): no NOTIFY otherwise
-    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
-    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
-)
-SELECT id, lease_token, (SELECT count(*) FROM told) AS told FROM moved;
-
--- name: jobs_fail
--- The job moves to history as failed and its dead letter is written in the
--- same statement. The new letter is escalated when the job's previous letter
--- was replayed and this failure is the same non-retryable error_class.
+-- name: jobs_finish
+-- Every kind of ending a batch holds, in one statement (core/transitions.py):
+-- complete, fail and cancel move the job to history, retry and requeue put it
+-- back on the queue; each is fenced on its lease. A retry of a job whose
+-- cancel was asked while it ran ends it cancelled instead, the attempt's error
+-- kept. A failure writes its dead letter, escalated when the job's previous
+-- letter was replayed and this is the same non-retryable error_class (the
+-- mirror of core/dead_letters.py's escalates). The rows answered say what was
+-- written. :items is a JSON array of {kind, id, token, ...}; a key left out
+-- reads as NULL.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(items)s) AS x(
-        id uuid, token uuid, error_code text, error_message text, error_class text,
-        retryable boolean, stage text, stage_attempts jsonb, stack text, context jsonb,
-        meta jsonb)
+        kind text, id uuid, token uuid, result jsonb, meta jsonb, delay_s double precision,
+        error_code text, error_message text, error_class text, retryable boolean,
+        stage text, stage_attempts jsonb, stack text, context jsonb, by text, refund int)
+), asked AS (
+    SELECT i.*,
+        CASE WHEN i.kind = 'retry' AND c.by IS NOT NULL THEN 'cancel' ELSE i.kind END AS ends,
+        CASE i.kind WHEN 'cancel' THEN i.by WHEN 'retry' THEN c.by END AS cancelled_by
+    FROM input AS i LEFT JOIN redrive_cancel_request AS c ON c.job_id = i.id
 ), moved AS (
-    DELETE FROM redrive_job AS j USING input AS i
-    WHERE j.id = i.id AND j.lease_token = i.token
-    RETURNING j.*, i.error_code AS new_code, i.error_message AS new_message,
+    DELETE FROM redrive_job AS j USING asked AS i
+    WHERE j.id = i.id AND j.lease_token = i.token AND i.ends IN ('complete', 'fail', 'cancel')
+    RETURNING j.*, i.kind, i.ends, i.cancelled_by, i.result AS new_result, i.meta AS event_meta,
+        i.error_code AS new_code, i.error_message AS new_message,
         i.error_class AS new_class, i.retryable AS new_retryable,
         coalesce(i.stage, j.stage) AS new_stage,
         coalesce(i.stage_attempts, j.stage_attempts) AS new_stage_attempts,
-        i.stack AS new_stack, i.context AS new_context, i.meta AS event_meta
+        i.stack AS new_stack, i.context AS new_context,
+        CASE i.ends WHEN 'complete' THEN 'succeeded' WHEN 'fail' THEN 'failed' ELSE 'cancelled' END AS new_status
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
-        error_code, error_message, created_at, updated_at, started_at, finished_at, failed_at,
+        error_code, error_message, result, created_at, updated_at, started_at, finished_at, failed_at,
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
         idempotency_key, version)
-    SELECT id, task, queue, args, kwargs, 'failed', priority, run_at,
-        attempts, max_attempts, owner, new_code, new_message,
-        new_code, new_message, created_at, now(), started_at, now(), now(),
+    SELECT id, task, queue, args, kwargs, new_status, priority, run_at,
+        attempts, max_attempts, owner,
+        CASE WHEN kind IN ('fail', 'retry') THEN new_code ELSE last_error_code END,
+        CASE WHEN kind IN ('fail', 'retry') THEN new_message ELSE last_error_message END,
+        CASE WHEN kind = 'fail' THEN new_code END, CASE WHEN kind = 'fail' THEN new_message END,
+        new_result, created_at, now(), started_at, now(), CASE WHEN kind = 'fail' THEN now() END,
         new_stage, new_stage_attempts, checkpoint, manual_retry_count,
-        coalesce(first_failed_at, now()), dependencies, idempotency_key, version
+        CASE WHEN kind IN ('fail', 'retry') THEN coalesce(first_failed_at, now()) ELSE first_failed_at END,
+        dependencies, idempotency_key, version
     FROM moved
 ), previous AS (
     SELECT DISTINCT ON (d.job_id) d.job_id, d.id, d.error_class, d.replayed_at
-    FROM redrive_dead_letter AS d JOIN moved AS m ON d.job_id = m.id
+    FROM redrive_dead_letter AS d JOIN moved AS m ON d.job_id = m.id AND m.ends = 'fail'
     ORDER BY d.job_id, d.id DESC
 ), letters AS (
     INSERT INTO redrive_dead_letter (job_id, task, queue, owner, error_class, error_code,
@@ -298,101 +286,72 @@ WITH input AS (
                  AND NOT m.new_retryable, false),
         p.id
     FROM moved AS m LEFT JOIN previous AS p ON p.job_id = m.id
+    WHERE m.ends = 'fail'
     RETURNING id, job_id, escalated
-), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT m.id, now(), 'running', 'failed', m.attempts,
-           jsonb_build_object('error_code', m.new_code, 'error_class', m.new_class,
-                              'stage', m.new_stage, 'dead_letter_id', l.id,
-                              'escalated', l.escalated) || m.event_meta
-    FROM moved AS m JOIN letters AS l ON l.job_id = m.id
-), told AS (
-    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
-    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
-)
-SELECT id, lease_token, (SELECT count(*) FROM told) AS told FROM moved;
-
--- name: jobs_retry
-WITH input AS (
-    SELECT * FROM jsonb_to_recordset(%(items)s) AS x(
-        id uuid, token uuid, delay_s double precision, error_code text,
-        error_message text, stage text, stage_attempts jsonb, meta jsonb)
+), taken AS (
+    -- the request a cancel answered (a failure leaves it; a revive drops it)
+    DELETE FROM redrive_cancel_request AS c USING moved AS m WHERE c.job_id = m.id AND m.ends = 'cancel'
 ), retried AS (
     UPDATE redrive_job AS j
     SET status = 'queued',
-        run_at = now() + make_interval(secs => i.delay_s),
+        run_at = now() + make_interval(secs => coalesce(i.delay_s, 0)),
+        attempts = j.attempts - coalesce(i.refund, 0),
         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
-        last_error_code = i.error_code, last_error_message = i.error_message,
+        last_error_code = CASE WHEN i.kind = 'retry' THEN i.error_code ELSE j.last_error_code END,
+        last_error_message = CASE WHEN i.kind = 'retry' THEN i.error_message ELSE j.last_error_message END,
         stage = coalesce(i.stage, j.stage),
         stage_attempts = coalesce(i.stage_attempts, j.stage_attempts),
-        first_failed_at = coalesce(j.first_failed_at, now()),
+        first_failed_at = CASE WHEN i.kind = 'retry' THEN coalesce(j.first_failed_at, now())
+                               ELSE j.first_failed_at END,
         updated_at = now()
-    FROM input AS i
-    WHERE j.id = i.id AND j.lease_token = i.token
-    RETURNING j.id, i.token AS lease_token, j.attempts, j.stage, i.error_code, i.delay_s, i.meta
+    FROM asked AS i
+    WHERE j.id = i.id AND j.lease_token = i.token AND i.ends IN ('retry', 'requeue')
+    RETURNING j.id, i.token AS lease_token, i.kind, j.task, j.queue, j.attempts, j.stage,
+        coalesce(i.refund, 0) AS refund, i.error_code, i.delay_s, i.meta
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), 'running', 'queued', attempts,
-           jsonb_build_object('error_code', error_code, 'delay_ms', round(delay_s * 1000),
-                              'stage', stage) || meta
-    FROM retried
-)
--- a cancel asked while the job ran: the store ends it with job_cancel
-SELECT r.id, r.lease_token, c.by AS cancel_by
-FROM retried AS r LEFT JOIN redrive_cancel_request AS c ON c.job_id = r.id;
-
--- name: jobs_requeue
-WITH requeued AS (
-    UPDATE redrive_job AS j
-    SET status = 'queued', run_at = now() + make_interval(secs => %(delay_s)s),
-        attempts = j.attempts - 1,
-        lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-    FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS l(id, token)
-    WHERE j.id = l.id AND j.lease_token = l.token
-    RETURNING j.id, l.token AS lease_token, j.attempts, j.queue
-), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), 'running', 'queued', attempts, %(meta)s::jsonb
-    FROM requeued
+    SELECT m.id, now(), 'running', m.new_status, m.attempts,
+        CASE m.ends
+            WHEN 'complete' THEN m.event_meta
+            WHEN 'fail' THEN jsonb_build_object('error_code', m.new_code, 'error_class', m.new_class,
+                                                'stage', m.new_stage, 'dead_letter_id', l.id,
+                                                'escalated', l.escalated) || m.event_meta
+            ELSE CASE WHEN m.kind = 'retry'
+                      THEN jsonb_build_object('error_code', m.new_code, 'stage', m.new_stage)
+                      ELSE '{}'::jsonb END
+                 || m.event_meta || jsonb_build_object('by', m.cancelled_by)
+        END
+    FROM moved AS m LEFT JOIN letters AS l ON l.job_id = m.id
+    UNION ALL
+    SELECT r.id, now(), 'running', 'queued', r.attempts,
+        CASE WHEN r.kind = 'retry'
+             THEN jsonb_build_object('error_code', r.error_code, 'delay_ms', round(r.delay_s * 1000),
+                                     'stage', r.stage) || r.meta
+             ELSE r.meta END
+    FROM retried AS r
+), told AS (
+    -- only for jobs someone awaits (migration 0014): no NOTIFY otherwise
+    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
 ), wake AS (
-    SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM requeued) AS q
+    SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM retried WHERE kind = 'requeue') AS q
 )
-SELECT id, lease_token, (SELECT count(*) FROM wake) AS woken FROM requeued;
-
--- name: jobs_reclaim
--- Expired leases with attempts left go back to queued here; those without are
--- returned with their lease so the store fails them through jobs_fail (fenced,
--- so a concurrent reclaimer cannot fail one twice) and they get a dead letter.
-WITH expired AS (
-    SELECT id, lease_owner
-    FROM redrive_job
-    WHERE status = 'running' AND lease_expires_at <= now()
-    ORDER BY lease_expires_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), requeued AS (
-    UPDATE redrive_job AS j
-    SET status = 'queued', run_at = now(),
-        lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-    FROM expired AS e
-    WHERE j.id = e.id AND j.attempts < j.max_attempts
-    RETURNING j.id, j.attempts, j.queue, e.lease_owner AS old_owner
-), exhausted AS (
-    SELECT j.id, j.lease_token, j.lease_owner
-    FROM redrive_job AS j JOIN expired AS e ON j.id = e.id
-    WHERE j.attempts >= j.max_attempts
-), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), 'running', 'queued', attempts,
-           jsonb_build_object('reason', 'lease_expired', 'worker', old_owner)
-    FROM requeued
-), wake AS (
-    SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM requeued) AS q
-)
-SELECT id, NULL::uuid AS lease_token, NULL AS lease_owner, (SELECT count(*) FROM wake) AS woken
-FROM requeued
+SELECT m.id, m.lease_token, m.task, m.queue, m.new_status AS status, m.attempts AS attempt,
+    m.new_stage AS stage, l.id AS dead_letter_id, coalesce(l.escalated, false) AS escalated,
+    m.cancelled_by, (SELECT count(*) FROM told) + (SELECT count(*) FROM wake) AS signals
+FROM moved AS m LEFT JOIN letters AS l ON l.job_id = m.id
 UNION ALL
-SELECT id, lease_token, lease_owner, 0 FROM exhausted;
+SELECT r.id, r.lease_token, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, false, NULL, 0
+FROM retried AS r;
+
+-- name: jobs_expired
+-- Running jobs whose lease expired; the store ends each with jobs_finish
+-- (fenced: two reclaimers at once end each job once).
+SELECT id, lease_token, lease_owner, attempts, max_attempts
+FROM redrive_job
+WHERE status = 'running' AND lease_expires_at <= now()
+ORDER BY lease_expires_at
+LIMIT %(limit)s;
 
 -- name: job_cancel
 -- A waiting job ends now; a running one gets a request its worker acts on.
@@ -405,7 +364,7 @@ WITH moved AS (
     SELECT id, %(by)s, now() FROM redrive_job WHERE id = %(id)s AND status = 'running'
     ON CONFLICT (job_id) DO NOTHING
 ), taken AS (
-    -- a request left from the run that just ended (see jobs_retry)
+    -- a request left from the run that just ended (see jobs_finish)
     DELETE FROM redrive_cancel_request AS c USING moved AS m WHERE c.job_id = m.id
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
@@ -427,39 +386,6 @@ WITH moved AS (
     WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
 )
 SELECT id, (SELECT count(*) FROM told) AS told FROM moved;
-
--- name: jobs_cancel
--- A running job its worker stopped on request ends cancelled (fenced).
-WITH input AS (
-    SELECT * FROM jsonb_to_recordset(%(items)s) AS x(id uuid, token uuid, by text, meta jsonb)
-), moved AS (
-    DELETE FROM redrive_job AS j USING input AS i
-    WHERE j.id = i.id AND j.lease_token = i.token
-    RETURNING j.*, i.by AS cancelled_by, i.meta AS event_meta
-), done AS (
-    INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
-        attempts, max_attempts, owner, last_error_code, last_error_message,
-        created_at, updated_at, started_at, finished_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version)
-    SELECT id, task, queue, args, kwargs, 'cancelled', priority, run_at,
-        attempts, max_attempts, owner, last_error_code, last_error_message,
-        created_at, now(), started_at, now(),
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version
-    FROM moved
-), taken AS (
-    DELETE FROM redrive_cancel_request AS c USING moved AS m WHERE c.job_id = m.id
-), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), 'running', 'cancelled', attempts,
-           jsonb_build_object('by', cancelled_by) || event_meta
-    FROM moved
-), told AS (
-    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
-    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
-)
-SELECT id, lease_token, (SELECT count(*) FROM told) AS told FROM moved;
 
 -- name: control_read
 SELECT 'cancel' AS kind, job_id::text AS name, by FROM redrive_cancel_request

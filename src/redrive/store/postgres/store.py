@@ -13,7 +13,7 @@ import re
 import select
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, replace
 from datetime import datetime, timedelta
@@ -34,23 +34,31 @@ from redrive.core.dead_letters import RevivePlan
 from redrive.core.job import (
     DEAD_LETTER_COLUMNS,
     JOB_COLUMNS,
-    Cancellation,
-    Completion,
     DeadLetter,
     DeadLetterFilter,
     EnqueueResult,
-    FailNow,
     Job,
     JobEvent,
     Lease,
     NewJob,
-    RetryLater,
     StageDone,
     refuse_reuse,
 )
 from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, scan_size, usage_of
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE_ORDER, Status
+from redrive.core.transitions import (
+    KINDS,
+    Cancellation,
+    Completion,
+    FailNow,
+    Finish,
+    Finished,
+    Requeue,
+    RetryLater,
+    lease_expired,
+    reclaimed,
+)
 from redrive.errors import (
     ConfigError,
     DeadLetterNotFound,
@@ -61,7 +69,7 @@ from redrive.errors import (
     StoreFull,
     StoreUnavailable,
 )
-from redrive.store.port import SHUTDOWN, WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, lease_expired
+from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -390,29 +398,18 @@ class PostgresStore:
             return bool(self._run("lease_lock", params, conn=conn))
         return bool(self._run("lease_lock", params))
 
-    def jobs_complete(self, *, items: Sequence[Completion]) -> set[Lease]:
-        return self._fenced("jobs_complete", [
-            {**_lease_json(i.lease), "result": i.result, "meta": dict(i.meta)} for i in items
-        ])
-
-    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[Lease]:
-        if not items:
-            return set()
-        rows = self._run("jobs_retry", {"items": Jsonb([
-            {**_lease_json(i.lease), "delay_s": i.delay.total_seconds(),
-             "error_code": i.error_code, "error_message": i.error_message, "meta": dict(i.meta),
-             "stage": i.stage, "stage_attempts": _optional(i.stage_attempts)}
-            for i in items
-        ])})
+    def jobs_finish(self, items: Sequence[Finish]) -> list[Finished]:
+        once = {item.lease: item for item in reversed(items)}  # a job is ended once: the first wins
+        if not once:
+            return []
+        rows = self._run("jobs_finish", {"items": Jsonb([_finish_json(item) for item in once.values()])})
+        written = {}
         for row in rows:
-            if row["cancel_by"] is not None:  # asked while it ran: the retry ends it instead
-                self._run("job_cancel", {"id": row["id"], "by": row["cancel_by"]})
-        return _applied(rows)
-
-    def jobs_cancel(self, *, items: Sequence[Cancellation]) -> set[Lease]:
-        return self._fenced("jobs_cancel", [
-            {**_lease_json(i.lease), "by": i.by, "meta": dict(i.meta)} for i in items
-        ])
+            item = once[Lease(row["id"], row["lease_token"])]
+            written[item.lease] = Finished(
+                item, row["task"], row["queue"], Status(row["status"]), row["attempt"], row["stage"],
+                dead_letter_id=row["dead_letter_id"], escalated=row["escalated"], cancelled_by=row["cancelled_by"])
+        return [written[lease] for lease in dict.fromkeys(item.lease for item in items) if lease in written]
 
     def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
         rows = self._run("control_read", {"ids": list(job_ids)})
@@ -432,16 +429,6 @@ class PostgresStore:
     def queue_resume(self, *, queue: str) -> bool:
         return bool(self._run("queue_resume", {"queue": queue}))
 
-    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
-        return self._fenced("jobs_fail", [
-            {**_lease_json(i.lease), "error_code": i.error_code,
-             "error_message": i.error_message, "meta": dict(i.meta),
-             "error_class": i.error_class or i.error_code, "retryable": i.retryable,
-             "stage": i.stage, "stage_attempts": _optional(i.stage_attempts),
-             "stack": i.stack, "context": dict(i.context)}
-            for i in items
-        ])
-
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         return self._fenced("stages_save", [
             {**_lease_json(i.lease), "stage": i.stage, "output": i.output,
@@ -454,23 +441,13 @@ class PostgresStore:
             return set()
         return _applied(self._run(name, {"items": Jsonb(items)}))
 
-    def jobs_requeue(
-        self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
-        delay: timedelta = timedelta(0),
-    ) -> set[Lease]:
-        if not leases:
-            return set()
-        return _applied(self._run("jobs_requeue", {
-            **_leases(leases), "meta": Jsonb(dict(meta or SHUTDOWN)), "delay_s": delay.total_seconds(),
-        }))
-
-    def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
-        rows = self._run("jobs_reclaim", {"limit": limit})
-        self.jobs_fail(items=[
-            lease_expired(Lease(row["id"], row["lease_token"]), row["lease_owner"])
-            for row in rows if row["lease_token"] is not None
+    def jobs_reclaim(self, *, limit: int = 500) -> list[Finished]:
+        expired = self._run("jobs_expired", {"limit": limit})
+        return self.jobs_finish([
+            (lease_expired if row["attempts"] >= row["max_attempts"] else reclaimed)(
+                Lease(row["id"], row["lease_token"]), row["lease_owner"])
+            for row in expired
         ])
-        return [row["id"] for row in rows]
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         return self._run("jobs_prune", {"older_than": older_than, "limit": limit})[0]["pruned"]
@@ -854,6 +831,28 @@ def _new_job_json(job: NewJob) -> dict[str, Any]:
             fingerprint=job.key.fingerprint,
             nonce=str(uuid4()),  # tells this enqueue's key rows from earlier ones
         )
+    return out
+
+
+def _finish_json(item: Finish) -> dict[str, Any]:
+    """One item of ``jobs_finish``: its kind, its lease and what its kind needs."""
+    out: dict[str, Any] = {"kind": KINDS[type(item)], **_lease_json(item.lease), "meta": dict(item.meta)}
+    match item:
+        case Completion():
+            out["result"] = item.result
+        case RetryLater():
+            out.update(delay_s=item.delay.total_seconds(), error_code=item.error_code,
+                       error_message=item.error_message, stage=item.stage,
+                       stage_attempts=_optional(item.stage_attempts))
+        case FailNow():
+            out.update(error_code=item.error_code, error_message=item.error_message,
+                       error_class=item.error_class or item.error_code, retryable=item.retryable,
+                       stage=item.stage, stage_attempts=_optional(item.stage_attempts),
+                       stack=item.stack, context=dict(item.context))
+        case Cancellation():
+            out["by"] = item.by
+        case Requeue():
+            out.update(delay_s=item.delay.total_seconds(), refund=int(item.refund))
     return out
 
 

@@ -138,7 +138,7 @@ JOIN redrive_job AS j ON j.id = json_extract(i.value, '$.id') AND j.lease_token 
 
 -- name: jobs_remove
 DELETE FROM redrive_job WHERE id IN (SELECT value FROM json_each(:ids))
-RETURNING id, lease_token;
+RETURNING id, lease_token, task, queue, attempts, stage;
 
 -- name: job_take_waiting
 DELETE FROM redrive_job WHERE id = :id AND status IN ('scheduled', 'queued') RETURNING *;
@@ -187,7 +187,7 @@ SET status = 'queued', run_at = :now + :delay_s,
     first_failed_at = coalesce(first_failed_at, :now),
     updated_at = :now
 WHERE id = :id AND lease_token = :token
-RETURNING attempts, stage;
+RETURNING task, queue, attempts, stage;
 
 -- name: stage_save
 UPDATE redrive_job
@@ -252,7 +252,7 @@ UPDATE redrive_job
 SET status = 'queued', run_at = :now + :delay_s, attempts = attempts - :refund,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
 WHERE id = :id AND lease_token = :token
-RETURNING attempts;
+RETURNING task, queue, attempts, stage;
 
 -- name: jobs_expired
 SELECT id, lease_token, lease_owner, attempts, max_attempts FROM redrive_job

@@ -14,35 +14,42 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, overload
 from uuid import UUID
 
 from redrive.core.breaker import Breaker, from_json, to_json
-from redrive.core.dead_letters import RevivePlan, escalates, fail_meta, retry_meta
+from redrive.core.dead_letters import RevivePlan, cancel_meta, escalates, fail_meta, retry_meta
 from redrive.core.job import (
     DEAD_LETTER_COLUMNS,
     JOB_COLUMNS,
-    Cancellation,
-    Completion,
     DeadLetter,
     DeadLetterFilter,
     EnqueueResult,
-    FailNow,
     Job,
     JobEvent,
     Lease,
     NewJob,
-    RetryLater,
     StageDone,
     refuse_reuse,
     takes_over,
 )
 from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, scan_size, usage_of
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
-from redrive.core.states import ACTIVE_ORDER, Status
+from redrive.core.states import ACTIVE_ORDER, TERMINAL, Status
+from redrive.core.transitions import (
+    Cancellation,
+    Completion,
+    FailNow,
+    Finish,
+    Finished,
+    Requeue,
+    RetryLater,
+    lease_expired,
+    reclaimed,
+)
 from redrive.errors import (
     ConfigError,
     DeadLetterNotFound,
@@ -53,15 +60,7 @@ from redrive.errors import (
     StoreFull,
     StoreUnavailable,
 )
-from redrive.store.port import (
-    ANY_QUEUE,
-    SHUTDOWN,
-    WORKER_FORGOTTEN_AFTER_S,
-    BreakerEvent,
-    Control,
-    WorkerReport,
-    lease_expired,
-)
+from redrive.store.port import ANY_QUEUE, WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -363,9 +362,91 @@ class SQLiteStore:
             return conn.execute(self._queries["lease_held"], params).fetchone() is not None
         return bool(self._read("lease_held", params))
 
+    def jobs_finish(self, items: Sequence[Finish]) -> list[Finished]:
+        if not items:
+            return []
+
+        def body(conn: sqlite3.Connection, now: float) -> dict[Lease, Finished]:
+            done = [item for item in items if type(item) is Completion]
+            written = self._complete(conn, done, now) if done else {}
+            for item in items:
+                if type(item) is not Completion and item.lease not in written:
+                    if (finished := self._finish_one(conn, item, now)) is not None:
+                        written[item.lease] = finished
+            return written
+
+        written = self._write(body)
+        self._finished({f.lease.job_id for f in written.values() if f.status in TERMINAL})
+        return [written[lease] for lease in dict.fromkeys(item.lease for item in items) if lease in written]
+
+    def _complete(self, conn: sqlite3.Connection, items: list[Completion], now: float) -> dict[Lease, Finished]:
+        """Successes, the most common ending, in three statements for the batch."""
+        once = {item.lease: item for item in reversed(items)}  # a job is moved once: the first wins
+        params = {"now": now, "items": json.dumps([{
+            **_lease(item.lease), "meta": json.dumps(dict(item.meta)),
+            "result": None if item.result is None else json.dumps(item.result),
+        } for item in once.values()])}
+        moved = [row["id"] for row in conn.execute(self._queries["jobs_complete_copy"], params)]
+        conn.execute(self._queries["jobs_complete_events"], params)
+        # the rows removed from the hot table still carry the lease that applied
+        written = {}
+        for row in conn.execute(self._queries["jobs_remove"], {"ids": json.dumps(moved)}):
+            lease = Lease(UUID(row["id"]), UUID(row["lease_token"]))
+            written[lease] = Finished(once[lease], row["task"], row["queue"], Status.SUCCEEDED, row["attempts"],
+                                      row["stage"])
+        return written
+
+    def _finish_one(self, conn: sqlite3.Connection, item: Finish, now: float) -> Finished | None:
+        match item:
+            case FailNow():
+                return self._fail(conn, self._take(conn, item.lease), item, now)
+            case Cancellation():
+                taken = self._take(conn, item.lease)
+                if taken is None:
+                    return None
+                conn.execute(self._queries["cancel_request_take"], {"id": str(item.lease.job_id)})
+                self._finish(conn, taken, "cancelled", now, {"by": item.by, **item.meta})
+                return Finished(item, taken["task"], taken["queue"], Status.CANCELLED, taken["attempts"],
+                                taken["stage"], cancelled_by=item.by)
+            case RetryLater():
+                return self._retry(conn, item, now)
+            case Requeue():
+                row = conn.execute(self._queries["job_requeue"], {
+                    **_lease(item.lease), "now": now, "refund": int(item.refund),
+                    "delay_s": item.delay.total_seconds(),
+                }).fetchone()
+                if row is None:
+                    return None
+                self._event(conn, str(item.lease.job_id), "running", "queued", row["attempts"], now, dict(item.meta))
+                return Finished(item, row["task"], row["queue"], Status.QUEUED, row["attempts"] + item.refund,
+                                row["stage"])
+        return None
+
+    def _retry(self, conn: sqlite3.Connection, item: RetryLater, now: float) -> Finished | None:
+        row = conn.execute(self._queries["job_retry"], {
+            **_lease(item.lease), "now": now, "delay_s": item.delay.total_seconds(),
+            "error_code": item.error_code, "error_message": item.error_message,
+            "stage": item.stage,
+            "stage_attempts": None if item.stage_attempts is None else json.dumps(dict(item.stage_attempts)),
+        }).fetchone()
+        if row is None:
+            return None
+        job_id, stage = str(item.lease.job_id), row["stage"]
+        asked = conn.execute(self._queries["cancel_request_take"], {"id": job_id}).fetchone()
+        if asked is None:
+            self._event(conn, job_id, "running", "queued", row["attempts"], now, retry_meta(
+                error_code=item.error_code, delay=item.delay, stage=stage, extra=item.meta))
+            return Finished(item, row["task"], row["queue"], Status.QUEUED, row["attempts"], stage)
+        # A cancel was asked while it ran: the cancel wins, with the attempt's error kept.
+        taken = conn.execute(self._queries["job_take_waiting"], {"id": job_id}).fetchone()
+        self._finish(conn, taken, "cancelled", now, cancel_meta(
+            by=asked["by"], error_code=item.error_code, stage=stage, extra=item.meta), before="running")
+        return Finished(item, row["task"], row["queue"], Status.CANCELLED, row["attempts"], stage,
+                        cancelled_by=asked["by"])
+
     def _finish(
         self, conn: sqlite3.Connection, taken: sqlite3.Row | None, status: str, now: float,
-        meta: dict, **changes: Any,
+        meta: dict, before: str | None = None, **changes: Any,
     ) -> bool:
         """Move a row taken out of the hot table into history as ``status``."""
         if taken is None:
@@ -374,49 +455,15 @@ class SQLiteStore:
         row.update(_NO_LEASE, status=status, updated_at=now, finished_at=now, failed_at=None)
         row.update(changes)
         conn.execute(self._queries["job_done_insert"], row)
-        self._event(conn, row["id"], taken["status"], status, row["attempts"], now, meta)
+        self._event(conn, row["id"], before or taken["status"], status, row["attempts"], now, meta)
         return True
-
-    def _fenced(self, items: Sequence[Any], apply: Callable[[sqlite3.Connection, Any, float], bool]) -> set[Lease]:
-        if not items:
-            return set()
-        return self._write(lambda conn, now: {
-            item if isinstance(item, Lease) else item.lease
-            for item in items if apply(conn, item, now)
-        })
 
     def _take(self, conn: sqlite3.Connection, lease: Lease) -> sqlite3.Row | None:
         return conn.execute(self._queries["job_take_running"], _lease(lease)).fetchone()
 
-    def jobs_complete(self, *, items: Sequence[Completion]) -> set[Lease]:
-        if not items:
-            return set()
-
-        def body(conn: sqlite3.Connection, now: float) -> set[Lease]:
-            once = {item.lease: item for item in reversed(items)}  # a job is moved once: the first wins
-            params = {"now": now, "items": json.dumps([{
-                **_lease(item.lease), "meta": json.dumps(dict(item.meta)),
-                "result": None if item.result is None else json.dumps(item.result),
-            } for item in once.values()])}
-            moved = [row["id"] for row in conn.execute(self._queries["jobs_complete_copy"], params)]
-            conn.execute(self._queries["jobs_complete_events"], params)
-            # the rows removed from the hot table still carry the lease that applied
-            removed = conn.execute(self._queries["jobs_remove"], {"ids": json.dumps(moved)})
-            return {Lease(UUID(job_id), UUID(token)) for job_id, token in removed}
-
-        applied = self._write(body)
-        self._finished({lease.job_id for lease in applied})
-        return applied
-
-    def jobs_fail(self, *, items: Sequence[FailNow]) -> set[Lease]:
-        applied = self._fenced(items, lambda conn, item, now: self._fail(
-            conn, self._take(conn, item.lease), item, now))
-        self._finished({lease.job_id for lease in applied})
-        return applied
-
-    def _fail(self, conn: sqlite3.Connection, taken: sqlite3.Row | None, item: FailNow, now: float) -> bool:
+    def _fail(self, conn: sqlite3.Connection, taken: sqlite3.Row | None, item: FailNow, now: float) -> Finished | None:
         if taken is None:
-            return False
+            return None
         error_class = item.error_class or item.error_code
         stage = item.stage or taken["stage"]
         stage_attempts = (json.dumps(dict(item.stage_attempts)) if item.stage_attempts is not None
@@ -437,39 +484,14 @@ class SQLiteStore:
         }).fetchone()
         meta = fail_meta(error_code=item.error_code, error_class=error_class, stage=stage,
                          dead_letter_id=letter["id"], escalated=escalated, extra=item.meta)
-        return self._finish(
+        self._finish(
             conn, taken, "failed", now, meta,
             error_code=item.error_code, error_message=item.error_message,
             last_error_code=item.error_code, last_error_message=item.error_message, failed_at=now,
             stage=stage, stage_attempts=stage_attempts, first_failed_at=first_failed_at,
         )
-
-    def jobs_retry(self, *, items: Sequence[RetryLater]) -> set[Lease]:
-        def apply(conn: sqlite3.Connection, item: RetryLater, now: float) -> bool:
-            row = conn.execute(self._queries["job_retry"], {
-                **_lease(item.lease), "now": now, "delay_s": item.delay.total_seconds(),
-                "error_code": item.error_code, "error_message": item.error_message,
-                "stage": item.stage,
-                "stage_attempts": None if item.stage_attempts is None else json.dumps(dict(item.stage_attempts)),
-            }).fetchone()
-            if row:
-                job_id = str(item.lease.job_id)
-                self._event(conn, job_id, "running", "queued", row["attempts"], now, retry_meta(
-                    error_code=item.error_code, delay=item.delay, stage=row["stage"], extra=item.meta))
-                if asked := conn.execute(self._queries["cancel_request_take"], {"id": job_id}).fetchone():
-                    self._cancel_waiting(conn, job_id, asked["by"], now)
-            return row is not None
-
-        return self._fenced(items, apply)
-
-    def jobs_cancel(self, *, items: Sequence[Cancellation]) -> set[Lease]:
-        def apply(conn: sqlite3.Connection, item: Cancellation, now: float) -> bool:
-            conn.execute(self._queries["cancel_request_take"], {"id": str(item.lease.job_id)})
-            return self._finish(conn, self._take(conn, item.lease), "cancelled", now, {"by": item.by, **item.meta})
-
-        applied = self._fenced(items, apply)
-        self._finished({lease.job_id for lease in applied})
-        return applied
+        return Finished(item, taken["task"], taken["queue"], Status.FAILED, taken["attempts"], stage,
+                        dead_letter_id=letter["id"], escalated=bool(escalated))
 
     def _cancel_waiting(self, conn: sqlite3.Connection, job_id: str, by: str, now: float) -> bool:
         taken = conn.execute(self._queries["job_take_waiting"], {"id": job_id}).fetchone()
@@ -504,42 +526,27 @@ class SQLiteStore:
         return resumed
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
-        return self._fenced(items, lambda conn, item, now: conn.execute(self._queries["stage_save"], {
-            **_lease(item.lease), "now": now, "stage": item.stage, "output": json.dumps(item.output),
-            "stage_attempts": json.dumps(dict(item.stage_attempts)), "next_stage": item.next_stage,
-        }).fetchone() is not None)
+        if not items:
+            return set()
+        return self._write(lambda conn, now: {item.lease for item in items if conn.execute(
+            self._queries["stage_save"], {
+                **_lease(item.lease), "now": now, "stage": item.stage, "output": json.dumps(item.output),
+                "stage_attempts": json.dumps(dict(item.stage_attempts)), "next_stage": item.next_stage,
+            }).fetchone() is not None})
 
-    def _requeue(self, conn: sqlite3.Connection, lease: Lease, now: float, refund: int, meta: dict,
-                 delay: timedelta = timedelta(0)) -> bool:
-        row = conn.execute(self._queries["job_requeue"], {
-            **_lease(lease), "now": now, "refund": refund, "delay_s": delay.total_seconds(),
-        }).fetchone()
-        if row:
-            self._event(conn, str(lease.job_id), "running", "queued", row["attempts"], now, meta)
-        return row is not None
-
-    def jobs_requeue(
-        self, *, leases: Sequence[Lease], meta: Mapping[str, Any] | None = None,
-        delay: timedelta = timedelta(0),
-    ) -> set[Lease]:
-        return self._fenced(leases, lambda conn, lease, now: self._requeue(
-            conn, lease, now, 1, dict(meta or SHUTDOWN), delay))
-
-    def jobs_reclaim(self, *, limit: int = 500) -> list[UUID]:
-        def body(conn: sqlite3.Connection, now: float) -> list[UUID]:
-            reclaimed = []
+    def jobs_reclaim(self, *, limit: int = 500) -> list[Finished]:
+        def body(conn: sqlite3.Connection, now: float) -> list[Finished]:
+            written = []
             for row in conn.execute(self._queries["jobs_expired"], {"now": now, "limit": limit}).fetchall():
                 lease = Lease(UUID(row["id"]), UUID(row["lease_token"]))
-                if row["attempts"] >= row["max_attempts"]:
-                    self._fail(conn, self._take(conn, lease), lease_expired(lease, row["lease_owner"]), now)
-                else:
-                    self._requeue(conn, lease, now, 0, {"reason": "lease_expired", "worker": row["lease_owner"]})
-                reclaimed.append(lease.job_id)
-            return reclaimed
+                ending = lease_expired if row["attempts"] >= row["max_attempts"] else reclaimed
+                if (finished := self._finish_one(conn, ending(lease, row["lease_owner"]), now)) is not None:
+                    written.append(finished)
+            return written
 
-        reclaimed = self._write(body)
-        self._finished(set(reclaimed))
-        return reclaimed
+        written = self._write(body)
+        self._finished({f.lease.job_id for f in written if f.status in TERMINAL})
+        return written
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         def body(conn: sqlite3.Connection, now: float) -> int:

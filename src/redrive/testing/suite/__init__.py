@@ -6,6 +6,7 @@ store author provides are listed in ``redrive.testing``'s docstring.
 | module | concept |
 |---|---|
 | ``jobs`` | enqueue, claim, fenced writes, reclaim, cancel, pauses, the job list |
+| ``endings`` | every kind of ending, what the store answers it decided, the crossings |
 | ``limits`` | concurrency and rates shared through the store |
 | ``dead_letters`` | stages, dead letters, escalation, revive plans |
 | ``idempotency`` | keys, versions, deterministic ids, content dedupe |
@@ -26,6 +27,7 @@ from redrive.testing.suite import (
     breakers,
     clock,
     dead_letters,
+    endings,
     idempotency,
     jobs,
     limits,
@@ -36,7 +38,7 @@ from redrive.testing.suite import (
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    jobs, limits, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock, retention,
+    jobs, endings, limits, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock, retention,
     workers,
 )
 

@@ -11,8 +11,9 @@ from datetime import timedelta
 from redrive.core.breaker import BreakerPolicy, Call, State, force_open, record
 from redrive.core.job import NewJob
 from redrive.core.states import Status
+from redrive.core.transitions import Requeue
 from redrive.store.port import Store
-from redrive.testing import claim, claim_one, wait_for
+from redrive.testing import applied, claim, claim_one, wait_for
 
 POLICY = BreakerPolicy(window_calls=100, min_calls=100)
 
@@ -67,7 +68,7 @@ def test_a_held_job_goes_back_without_spending_an_attempt(store: Store) -> None:
     store.jobs_insert(jobs=[needing("gateway")])
     job = claim_one(store)
     meta = {"reason": "breaker_open", "dependency": "gateway"}
-    assert store.jobs_requeue(leases=[job.lease], meta=meta, delay=timedelta(milliseconds=300)) == {job.lease}
+    assert applied(store.jobs_finish([Requeue(job.lease, timedelta(milliseconds=300), meta=meta)])) == {job.lease}
     held = store.job_get(job_id=job.id)
     assert (held.status, held.attempts) == (Status.QUEUED, 0)
     assert store.job_events_list(job_id=job.id)[-1].meta == meta

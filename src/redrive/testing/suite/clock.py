@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from redrive.core.job import DeadLetterFilter, FailNow
+from redrive.core.job import DeadLetterFilter
 from redrive.core.states import Status
+from redrive.core.transitions import FailNow
 from redrive.store.port import Store
-from redrive.testing import Clock, claim, claim_one, new
+from redrive.testing import Clock, applied, claim, claim_one, new, reclaim
 
 
 def test_due_times_follow_the_store_clock(timed_store: Store, clock: Clock) -> None:
@@ -26,15 +27,15 @@ def test_leases_expire_by_the_store_clock(timed_store: Store, clock: Clock) -> N
     job = claim_one(timed_store, ttl=timedelta(seconds=30))
     assert job.lease_expires_at == clock.now + timedelta(seconds=30)
     clock.advance(timedelta(seconds=29))
-    assert timed_store.jobs_reclaim() == []
+    assert reclaim(timed_store) == []
     clock.advance(timedelta(seconds=2))
-    assert timed_store.jobs_reclaim() == [job.id]
+    assert reclaim(timed_store) == [job.id]
     assert timed_store.job_get(job_id=job.id).status is Status.QUEUED
 
 
 def test_dead_letter_ages_follow_the_store_clock(timed_store: Store, clock: Clock) -> None:
     timed_store.jobs_insert(jobs=[new()])
-    timed_store.jobs_fail(items=[FailNow(claim_one(timed_store).lease, "NOT_FOUND", "gone")])
+    applied(timed_store.jobs_finish([FailNow(claim_one(timed_store).lease, "NOT_FOUND", "gone")]))
     clock.advance(timedelta(hours=2))
     assert len(timed_store.dead_letters_page(where=DeadLetterFilter(older_than=timedelta(hours=1)))) == 1
     assert len(timed_store.dead_letters_page(where=DeadLetterFilter(newer_than=timedelta(hours=1)))) == 0

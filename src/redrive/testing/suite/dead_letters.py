@@ -8,12 +8,13 @@ from datetime import timedelta
 import pytest
 
 from redrive.core.dead_letters import revive_plan
-from redrive.core.job import DeadLetterFilter, Lease, RetryLater, StageDone
+from redrive.core.job import DeadLetterFilter, Lease, StageDone
 from redrive.core.states import Status
+from redrive.core.transitions import LEASE_EXPIRED, RetryLater
 from redrive.errors import DeadLetterNotFound
-from redrive.store.port import LEASE_EXPIRED, Store
+from redrive.store.port import Store
 from redrive.store.reads import JobFilter
-from redrive.testing import assert_history, claim_one, fail, letter_of, new, revive, wait_for
+from redrive.testing import applied, assert_history, claim_one, fail, letter_of, new, reclaim, revive, wait_for
 
 
 def test_a_finished_stage_is_saved_fenced_on_the_lease(store: Store) -> None:
@@ -30,7 +31,7 @@ def test_a_finished_stage_is_saved_fenced_on_the_lease(store: Store) -> None:
     # A retry records the failed stage's count and keeps the checkpoint
     retry = RetryLater(job.lease, timedelta(0), "UPSTREAM_5XX", "503", stage="llm",
                        stage_attempts={"fetch": 1, "llm": 1})
-    assert store.jobs_retry(items=[retry]) == {job.lease}
+    assert applied(store.jobs_finish([retry])) == {job.lease}
     retried = store.job_get(job_id=job.id)
     assert retried.stage_attempts == {"fetch": 1, "llm": 1} and "fetch" in retried.checkpoint
     assert retried.first_failed_at is not None
@@ -148,7 +149,7 @@ def test_dead_letters_filter_and_take_notes(store: Store) -> None:
 def test_a_lease_that_expires_on_the_last_attempt_is_dead_lettered(store: Store) -> None:
     store.jobs_insert(jobs=[new(max_attempts=1, stage="only")])
     job = claim_one(store, ttl=timedelta(milliseconds=300))
-    assert wait_for(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
+    assert wait_for(lambda: reclaim(store), timeout=5) == [job.id]
     letter = letter_of(store, job.id)
     assert (letter.error_class, letter.stage, letter.retryable) == (LEASE_EXPIRED, "only", False)
     assert letter.context == {"worker": "w-test"}

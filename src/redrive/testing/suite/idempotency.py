@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 
 from redrive import App, ConfigError, IdempotencyKeyReused, JobRequest, job_id_for
-from redrive.core.job import Completion, FailNow
 from redrive.core.states import Status
+from redrive.core.transitions import Completion, FailNow
 from redrive.store.port import Store
-from redrive.testing import claim_one
+from redrive.testing import applied, claim_one
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def app(store: Store) -> App:
 
 def succeed(store: Store, result: object) -> None:
     job = claim_one(store)
-    assert store.jobs_complete(items=[Completion(job.lease, result)]) == {job.lease}
+    assert applied(store.jobs_finish([Completion(job.lease, result)])) == {job.lease}
 
 
 def test_a_repeated_key_returns_the_first_job(app: App) -> None:
@@ -109,13 +109,13 @@ def test_content_dedupe_returns_a_live_or_succeeded_twin_and_replaces_a_failed_o
     # When the twin fails for good, the same content gets a new run
     job = claim_one(app.store)
     assert job.id == first.job.id
-    app.store.jobs_fail(items=[FailNow(job.lease, "GW_5XX", "gateway down", retryable=True)])
+    applied(app.store.jobs_finish([FailNow(job.lease, "GW_5XX", "gateway down", retryable=True)]))
     retry = app.enqueue("convert", kwargs={"path": "/up/a.pdf"}, dedupe=upload)
     assert not retry.duplicate and retry.job.id != first.job.id
 
     # And once that run succeeded, the content is done
     claimed = claim_one(app.store)
-    app.store.jobs_complete(items=[Completion(claimed.lease, "/out/x.xml")])
+    applied(app.store.jobs_finish([Completion(claimed.lease, "/out/x.xml")]))
     done = app.enqueue("convert", kwargs={"path": "/up/a.pdf"}, dedupe=upload)
     assert done.duplicate and done.job.id == claimed.id == retry.job.id
     assert (done.job.status, done.job.result) == (Status.SUCCEEDED, "/out/x.xml")

@@ -10,12 +10,13 @@ from datetime import timedelta
 
 import pytest
 
-from redrive.core.job import Cancellation, Completion, FailNow, JobKey, Lease, NewJob, RetryLater, StageDone
+from redrive.core.job import JobKey, Lease, NewJob, StageDone
 from redrive.core.states import Status
+from redrive.core.transitions import LEASE_EXPIRED, Cancellation, Completion, FailNow, Requeue, RetryLater
 from redrive.errors import IllegalTransition, JobNotFound
-from redrive.store.port import LEASE_EXPIRED, Store
+from redrive.store.port import Store
 from redrive.store.reads import JobFilter
-from redrive.testing import TTL, assert_history, claim, claim_one, fail, new, revive, wait_for
+from redrive.testing import TTL, applied, assert_history, claim, claim_one, fail, new, reclaim, revive, wait_for
 
 # -- enqueue -------------------------------------------------------------------
 
@@ -75,14 +76,14 @@ def test_enqueue_claim_and_complete_answer_with_the_job_as_stored(store: Store) 
     assert claimed == store.job_get(job_id=request.id)
     store.stages_save(items=[StageDone(lease=claimed.lease, stage="fetch", output={"page": 1},
                                        stage_attempts={"fetch": 1}, next_stage="parse")])
-    store.jobs_retry(items=[RetryLater(lease=claimed.lease, delay=timedelta(0), error_code="E",
-                                       error_message="flaky", stage_attempts={"parse": 1})])
+    applied(store.jobs_finish([RetryLater(lease=claimed.lease, delay=timedelta(0), error_code="E",
+                                       error_message="flaky", stage_attempts={"parse": 1})]))
     again = wait_for(lambda: claim(store), timeout=5)[0]
     assert again == store.job_get(job_id=request.id)
     assert (again.stage, again.checkpoint, again.last_error_code) == ("parse", {"fetch": {"page": 1}}, "E")
     assert again.stage_attempts == {"parse": 1} and again.attempts == 2
     # And a completion stores the result with everything else kept
-    assert store.jobs_complete(items=[Completion(lease=again.lease, result={"ok": True})]) == {again.lease}
+    assert applied(store.jobs_finish([Completion(lease=again.lease, result={"ok": True})])) == {again.lease}
     done = store.job_get(job_id=request.id)
     assert (done.status, done.result, done.finished_at is not None) == (Status.SUCCEEDED, {"ok": True}, True)
     assert (done.checkpoint, done.owner, done.idempotency_key, done.version) == (
@@ -139,7 +140,7 @@ def test_every_lease_token_is_new(store: Store) -> None:
     for _ in range(3):
         job = claim_one(store)
         tokens.add(job.lease_token)
-        assert store.jobs_retry(items=[RetryLater(job.lease, timedelta(0), "E", "again")])
+        assert applied(store.jobs_finish([RetryLater(job.lease, timedelta(0), "E", "again")]))
     assert len(tokens) == 3
 
 
@@ -160,15 +161,15 @@ def test_complete_is_fenced_on_the_lease(store: Store) -> None:
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
     # Given a write with someone else's token: nothing changes
-    assert store.jobs_complete(items=[Completion(Lease(job.id, uuid.uuid4()), {"x": 1})]) == set()
+    assert applied(store.jobs_finish([Completion(Lease(job.id, uuid.uuid4()), {"x": 1})])) == set()
     assert store.job_get(job_id=job.id).status is Status.RUNNING
     # When the holder completes
-    assert store.jobs_complete(items=[Completion(job.lease, {"x": 1}, {"duration_ms": 5})]) == {job.lease}
+    assert applied(store.jobs_finish([Completion(job.lease, {"x": 1}, {"duration_ms": 5})])) == {job.lease}
     # Then the job succeeded, keeps its result and history, and a repeat does nothing
     done = store.job_get(job_id=job.id)
     assert done.status is Status.SUCCEEDED and done.result == {"x": 1}
     assert done.finished_at is not None
-    assert store.jobs_complete(items=[Completion(job.lease, {"x": 2})]) == set()
+    assert applied(store.jobs_finish([Completion(job.lease, {"x": 2})])) == set()
     assert store.job_get(job_id=job.id).result == {"x": 1}
     assert assert_history(store, job.id)[-1].meta == {"duration_ms": 5}
     assert claim(store) == []
@@ -181,7 +182,7 @@ def test_batched_completion_applies_each_held_lease(store: Store) -> None:
     items = [Completion(j.lease, {"n": i}) for i, j in enumerate(jobs[1:])] + [stale]
     # The same completion twice in a batch moves the job once
     items.append(items[0])
-    assert store.jobs_complete(items=items) == {j.lease for j in jobs[1:]}
+    assert applied(store.jobs_finish(items)) == {j.lease for j in jobs[1:]}
     assert store.jobs_count()[Status.SUCCEEDED] == 4
     assert store.job_get(job_id=jobs[0].id).status is Status.RUNNING
     assert [e.to_status for e in assert_history(store, jobs[1].id)][-1:] == [Status.SUCCEEDED]
@@ -192,7 +193,7 @@ def test_retry_requeues_for_later_and_keeps_the_last_error(store: Store) -> None
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
     item = RetryLater(job.lease, timedelta(milliseconds=400), "UPSTREAM_5XX", "503 from upstream")
-    assert store.jobs_retry(items=[item]) == {job.lease}
+    assert applied(store.jobs_finish([item])) == {job.lease}
     retried = store.job_get(job_id=job.id)
     assert retried.status is Status.QUEUED
     assert (retried.last_error_code, retried.error_code) == ("UPSTREAM_5XX", None)
@@ -203,29 +204,29 @@ def test_retry_requeues_for_later_and_keeps_the_last_error(store: Store) -> None
     assert again.attempts == 2
     event = assert_history(store, job.id)[2]
     assert event.meta["error_code"] == "UPSTREAM_5XX" and event.meta["delay_ms"] == 400
-    assert store.jobs_retry(items=[item]) == set()  # the old lease is gone
+    assert applied(store.jobs_finish([item])) == set()  # the old lease is gone
 
 
 def test_fail_records_the_error(store: Store) -> None:
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
-    assert store.jobs_fail(items=[FailNow(job.lease, "NOT_PDF", "Only PDF files are supported.")]) == {job.lease}
+    assert applied(store.jobs_finish([FailNow(job.lease, "NOT_PDF", "Only PDF files are supported.")])) == {job.lease}
     failed = store.job_get(job_id=job.id)
     assert failed.status is Status.FAILED
     assert (failed.error_code, failed.error_message) == ("NOT_PDF", "Only PDF files are supported.")
     assert assert_history(store, job.id)[-1].meta["error_code"] == "NOT_PDF"
-    assert store.jobs_fail(items=[FailNow(job.lease, "X", "y")]) == set()
+    assert applied(store.jobs_finish([FailNow(job.lease, "X", "y")])) == set()
 
 
 def test_requeue_on_shutdown_gives_the_dispatch_back(store: Store) -> None:
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
-    assert store.jobs_requeue(leases=[job.lease]) == {job.lease}
+    assert applied(store.jobs_finish([Requeue(job.lease)])) == {job.lease}
     requeued = store.job_get(job_id=job.id)
     assert requeued.status is Status.QUEUED and requeued.attempts == 0
     assert assert_history(store, job.id)[-1].meta == {"reason": "shutdown"}
     assert claim_one(store).attempts == 1
-    assert store.jobs_requeue(leases=[job.lease]) == set()
+    assert store.jobs_finish([Requeue(job.lease)]) == []
 
 
 # -- reclaim -----------------------------------------------------------------------------
@@ -234,13 +235,13 @@ def test_requeue_on_shutdown_gives_the_dispatch_back(store: Store) -> None:
 def test_an_expired_lease_is_reclaimed_and_its_holder_fenced_out(store: Store) -> None:
     store.jobs_insert(jobs=[new()])
     job = claim_one(store, ttl=timedelta(milliseconds=300))
-    assert store.jobs_reclaim() == []  # not yet expired
-    assert wait_for(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
+    assert reclaim(store) == []  # not yet expired
+    assert wait_for(lambda: reclaim(store), timeout=5) == [job.id]
     reclaimed = store.job_get(job_id=job.id)
     assert reclaimed.status is Status.QUEUED and reclaimed.attempts == 1
     assert assert_history(store, job.id)[-1].meta == {"reason": "lease_expired", "worker": "w-test"}
     # The old holder's writes now change nothing
-    assert store.jobs_complete(items=[Completion(job.lease, "late")]) == set()
+    assert applied(store.jobs_finish([Completion(job.lease, "late")])) == set()
     assert store.leases_extend(leases=[job.lease], lease_ttl=TTL) == set()
     assert claim_one(store).attempts == 2
 
@@ -248,7 +249,7 @@ def test_an_expired_lease_is_reclaimed_and_its_holder_fenced_out(store: Store) -
 def test_an_expired_lease_with_no_attempt_left_fails_the_job(store: Store) -> None:
     store.jobs_insert(jobs=[new(max_attempts=1)])
     job = claim_one(store, ttl=timedelta(milliseconds=300))
-    assert wait_for(lambda: store.jobs_reclaim(), timeout=5) == [job.id]
+    assert wait_for(lambda: reclaim(store), timeout=5) == [job.id]
     failed = store.job_get(job_id=job.id)
     assert failed.status is Status.FAILED and failed.error_code == LEASE_EXPIRED
     assert_history(store, job.id)
@@ -278,8 +279,8 @@ def test_cancel_of_a_running_job_is_a_request_its_worker_ends(store: Store) -> N
     control = store.control_read(job_ids=[job.id, other.id])
     assert dict(control.cancels) == {job.id: "ops:ana"}
     # And the worker's cancel is fenced on the lease and says who asked
-    assert store.jobs_cancel(items=[Cancellation(Lease(job.id, uuid.uuid4()), by="ops:ana")]) == set()
-    assert store.jobs_cancel(items=[Cancellation(job.lease, by="ops:ana", meta={"duration_ms": 5})]) == {job.lease}
+    assert applied(store.jobs_finish([Cancellation(Lease(job.id, uuid.uuid4()), by="ops:ana")])) == set()
+    assert applied(store.jobs_finish([Cancellation(job.lease, by="ops:ana", meta={"duration_ms": 5})])) == {job.lease}
     ended = store.job_get(job_id=job.id)
     assert ended.status is Status.CANCELLED and ended.lease_token is None and ended.finished_at is not None
     *_, event = assert_history(store, job.id)
@@ -293,7 +294,7 @@ def test_a_retry_written_after_a_cancel_was_asked_ends_the_job_cancelled(store: 
     job = claim_one(store)
     store.job_cancel(job_id=job.id, by="ops:ana")
     # When the worker writes a retry anyway
-    assert store.jobs_retry(items=[RetryLater(job.lease, timedelta(minutes=5), "NETWORK_ERROR", "down")]) == {job.lease}
+    assert applied(store.jobs_finish([RetryLater(job.lease, timedelta(minutes=5), "NETWORK_ERROR", "down")])) == {job.lease}
     # Then the job does not wait to run again: it is cancelled, by whoever asked
     ended = store.job_get(job_id=job.id)
     assert ended.status is Status.CANCELLED
@@ -324,7 +325,7 @@ def test_a_paused_queue_is_read_by_every_worker_until_resumed(store: Store) -> N
 def test_list_and_count_see_active_and_finished_jobs(store: Store) -> None:
     store.jobs_insert(jobs=[new(task="a"), new(task="a", queue="other"), new(task="b")])
     job = claim_one(store)
-    store.jobs_complete(items=[Completion(job.lease, None)])
+    applied(store.jobs_finish([Completion(job.lease, None)]))
     assert len(store.jobs_page(where=JobFilter())) == 3
     assert {j.task for j in store.jobs_page(where=JobFilter(task="a"))} == {"a"}
     assert [j.queue for j in store.jobs_page(where=JobFilter(queue="other"))] == ["other"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from redrive.core.job import Completion
 from redrive.core.limits import Limits, Rate, Rule
+from redrive.core.transitions import Completion
 from redrive.store.port import Store
-from redrive.testing import Clock, claim, new
+from redrive.testing import Clock, applied, claim, new
 
 EMAIL = Limits({"queue:email": Rule(concurrency=2)})
 
@@ -20,7 +20,7 @@ def test_a_queue_concurrency_limit_counts_running_jobs_of_every_claim(store: Sto
     first = claim(store, 10, queues=["email"], limits=EMAIL)
     assert len(first) == 2
     assert claim(other, 10, queues=["email"], limits=EMAIL) == []
-    store.jobs_complete(items=[Completion(first[0].lease, None)])
+    applied(store.jobs_finish([Completion(first[0].lease, None)]))
     assert len(claim(other, 10, queues=["email"], limits=EMAIL)) == 1
     assert len(claim(store, 10, queues=["email"])) == 2  # a claim without limits is not held back
 
@@ -30,7 +30,7 @@ def test_a_rate_counts_starts_in_any_window_by_the_store_clock(timed_store: Stor
     timed_store.jobs_insert(jobs=[new(queue="email") for _ in range(8)])
     started = claim(timed_store, 10, queues=["email"], limits=limits)
     assert len(started) == 3
-    timed_store.jobs_complete(items=[Completion(job.lease, None) for job in started])  # finished still counts
+    applied(timed_store.jobs_finish([Completion(job.lease, None) for job in started]))  # finished still counts
     clock.advance(timedelta(seconds=9))
     assert claim(timed_store, 10, queues=["email"], limits=limits) == []
     clock.advance(timedelta(seconds=1))

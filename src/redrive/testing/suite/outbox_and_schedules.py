@@ -9,10 +9,11 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
-from redrive.core.job import Completion, Lease
+from redrive.core.job import Lease
 from redrive.core.outbox import OutboxChange, OutboxStatus, Step, next_step
+from redrive.core.transitions import Completion
 from redrive.store.port import ANY_QUEUE, Store
-from redrive.testing import claim_one, new
+from redrive.testing import applied, claim_one, new
 
 KEY = '["cl-9","ann@example.com",4]'
 
@@ -49,7 +50,7 @@ def test_outbox_changes_follow_send_then_mark(store: Store) -> None:
         OutboxStatus.PENDING, provider_id="", notified=False, reconciled=True))
     assert (cleared.provider_id, cleared.notified_at, cleared.reconciliations) == (None, None, 1)
     # Once the lease is gone, nothing changes
-    store.jobs_complete(items=[Completion(job.lease, None)])
+    applied(store.jobs_finish([Completion(job.lease, None)]))
     assert store.outbox_update(lease=job.lease, key=KEY, change=OutboxChange(OutboxStatus.FAILED)) is None
     assert store.outbox_page().items[0].status is OutboxStatus.PENDING
     # An unknown key is not created by an update
@@ -73,7 +74,7 @@ def test_the_lease_check_of_a_write_phase(store: Store) -> None:
     job = claim_one(store)
     assert store.lease_check(lease=job.lease)
     assert not store.lease_check(lease=Lease(job.id, uuid.uuid4()))
-    store.jobs_complete(items=[Completion(job.lease, None)])
+    applied(store.jobs_finish([Completion(job.lease, None)]))
     assert not store.lease_check(lease=job.lease)
 
 
@@ -113,7 +114,7 @@ def test_a_job_s_end_is_told_to_whoever_waits_for_it(store: Store, reopen: Calla
     stop = waiting.finishes_subscribe(job_id=job.id, on_finish=told.set)
     try:
         assert not told.is_set()
-        store.jobs_complete(items=[Completion(job.lease, {"ok": True})])
+        applied(store.jobs_finish([Completion(job.lease, {"ok": True})]))
         assert told.wait(5), "the job ended and nobody was told within 5 s"
     finally:
         stop()

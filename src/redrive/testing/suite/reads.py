@@ -8,12 +8,13 @@ from datetime import timedelta
 
 import pytest
 
-from redrive.core.job import Completion, DeadLetterFilter, FailNow, JobKey, NewJob, RetryLater
+from redrive.core.job import DeadLetterFilter, JobKey, NewJob
 from redrive.core.outbox import OutboxChange, OutboxStatus
 from redrive.core.states import Status
+from redrive.core.transitions import Completion, FailNow, RetryLater
 from redrive.errors import ConfigError
 from redrive.store.reads import MAX_PAGE, JobFilter, Reads
-from redrive.testing import claim, claim_one, new
+from redrive.testing import applied, claim, claim_one, new
 
 
 def _walk(read, **options) -> list[list]:
@@ -34,7 +35,7 @@ def test_job_pages_cover_every_job_once_newest_first_across_both_tables(store: R
     first = [r.job for r in store.jobs_insert(jobs=[new(args=[n]) for n in range(5)])]
     later = [store.jobs_insert(jobs=[new(args=[n])])[0].job for n in range(5, 8)]
     for job in claim(store, 3):
-        store.jobs_complete(items=[Completion(job.lease, None)])
+        applied(store.jobs_finish([Completion(job.lease, None)]))
     # When they are read three at a time
     pages = _walk(lambda **o: store.jobs_page(where=JobFilter(), **o), limit=3)
     # Then every job comes once, in (created_at, id) order from the newest
@@ -51,7 +52,7 @@ def test_job_filters(store: Reads) -> None:
                    max_attempts=3, owner="ann", key=JobKey("welcome:ann", 1, "fp"))
     store.jobs_insert(jobs=[keyed, new(task="mail", queue="email"), new(task="other")])
     job = claim_one(store, queues=["email"])  # one of the two email jobs
-    store.jobs_retry(items=[RetryLater(job.lease, timedelta(hours=1), "UPSTREAM_5XX", "503")])
+    applied(store.jobs_finish([RetryLater(job.lease, timedelta(hours=1), "UPSTREAM_5XX", "503")]))
 
     def ids(**where) -> set:
         return {j.id for j in store.jobs_page(where=JobFilter(**where), limit=10)}
@@ -83,7 +84,7 @@ def test_queue_stats_count_active_jobs_and_the_oldest_due_wait(store: Reads) -> 
                             new(queue="a", delay=timedelta(hours=1)), new(queue="b")])
     running = claim_one(store, queues=["b"])
     done = store.jobs_insert(jobs=[new(queue="c")])[0].job
-    store.jobs_complete(items=[Completion(claim_one(store, queues=["c"]).lease, None)])
+    applied(store.jobs_finish([Completion(claim_one(store, queues=["c"]).lease, None)]))
     stats = {s.queue: s for s in store.queues_stats()}
     assert set(stats) == {"a", "b"}  # finished history is not counted: c has nothing active
     assert stats["a"].counts == {Status.SCHEDULED: 1, Status.QUEUED: 2, Status.RUNNING: 0}
@@ -96,10 +97,10 @@ def test_finished_jobs_are_counted_per_queue_minute_and_outcome(store: Reads) ->
     since = store.now() - timedelta(minutes=1)
     store.jobs_insert(jobs=[new(queue="a"), new(queue="a"), new(queue="a"), new(queue="b")])
     a1, a2, a3 = claim(store, 3, queues=["a"])
-    store.jobs_complete(items=[Completion(a1.lease, None), Completion(a2.lease, None)])
-    store.jobs_fail(items=[FailNow(a3.lease, "NOT_FOUND", "gone")])
-    store.jobs_retry(items=[RetryLater(claim_one(store, queues=["b"]).lease, timedelta(seconds=0), "UPSTREAM_5XX",
-                                       "later")])  # a retry is not an end
+    applied(store.jobs_finish([Completion(a1.lease, None), Completion(a2.lease, None)]))
+    applied(store.jobs_finish([FailNow(a3.lease, "NOT_FOUND", "gone")]))
+    applied(store.jobs_finish([RetryLater(claim_one(store, queues=["b"]).lease, timedelta(seconds=0), "UPSTREAM_5XX",
+                                       "later")]))  # a retry is not an end
     counted = store.finished_per_minute(since=since)
     assert {(c.queue, c.status): c.count for c in counted} == {("a", Status.SUCCEEDED): 2, ("a", Status.FAILED): 1}
     for c in counted:
@@ -111,8 +112,8 @@ def test_finished_jobs_are_counted_per_queue_minute_and_outcome(store: Reads) ->
 def test_dead_letter_pages_and_facets(store: Reads) -> None:
     store.jobs_insert(jobs=[new(task=f"t{n}") for n in range(5)])
     for n, job in enumerate(claim(store, 5)):
-        store.jobs_fail(items=[FailNow(job.lease, "AUTH_DENIED" if n % 2 else "NOT_FOUND", "no",
-                                       stage="fetch" if n < 3 else "llm")])
+        applied(store.jobs_finish([FailNow(job.lease, "AUTH_DENIED" if n % 2 else "NOT_FOUND", "no",
+                                       stage="fetch" if n < 3 else "llm")]))
     pages = _walk(lambda **o: store.dead_letters_page(where=DeadLetterFilter(), **o), limit=2)
     assert [len(p) for p in pages] == [2, 2, 1]
     letter_ids = [d.id for p in pages for d in p]

@@ -8,10 +8,11 @@ from datetime import timedelta
 import pytest
 
 from redrive import Actor, App, ConfigError, JobRequest
-from redrive.core.job import Completion, DeadLetterFilter
+from redrive.core.job import DeadLetterFilter
 from redrive.core.states import Status
+from redrive.core.transitions import Completion
 from redrive.store.port import Store
-from redrive.testing import Clock, claim_one, fail, letter_of, new, revive
+from redrive.testing import Clock, applied, claim_one, fail, letter_of, new, revive
 
 AGE = timedelta(days=30)  # any age: the tests move the stores' clock past it
 OPERATOR = Actor.operator("test")
@@ -19,7 +20,7 @@ OPERATOR = Actor.operator("test")
 
 def succeed(store: Store) -> object:
     job = claim_one(store)
-    assert store.jobs_complete(items=[Completion(job.lease, {"ok": True})]) == {job.lease}
+    assert applied(store.jobs_finish([Completion(job.lease, {"ok": True})])) == {job.lease}
     return job.id
 
 

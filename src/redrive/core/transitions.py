@@ -1,0 +1,221 @@
+"""How a running job ends, as values: what a worker (or the reclaim) asks
+the store to write — a ``Finish``, one of five kinds — and what the store
+answers it decided — a ``Finished``. Every store applies a batch of them with
+``Store.jobs_finish`` in one transaction, fenced on each item's lease, and
+the events a process announces are derived from the answer alone
+(``redrive.announce``), so an ending the store decides by itself (a cancel
+that wins over a retry, a lease that expired on the last attempt) is told
+exactly as one a handler decided.
+
+Pure: the constructors below build items from a run's ``Execution``; the
+store decides the rest (dead letters, escalation, a cancel request found).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from random import Random
+from typing import assert_never
+
+from redrive.core.classify import Classifier, Failure
+from redrive.core.job import JSON, Job, Lease
+from redrive.core.outcome import Execution, Failed, Retry, Stopped, Succeeded
+from redrive.core.retry import after_failure
+from redrive.core.stages import Stage, resume_at
+from redrive.core.states import Status
+
+# The code and message of a job failed because its lease kept expiring
+# (its worker died or hung on its last allowed attempt).
+LEASE_EXPIRED = "LEASE_EXPIRED"
+LEASE_EXPIRED_MESSAGE = "its worker stopped renewing the lease and no attempt was left"
+
+# Why a job went back to the queue when nobody says otherwise.
+SHUTDOWN: Mapping[str, JSON] = {"reason": "shutdown"}
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """running -> succeeded with a result."""
+
+    lease: Lease
+    result: JSON
+    meta: Mapping[str, JSON] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryLater:
+    """running -> queued, due after ``delay``, the error kept as the last one.
+    A job whose cancel was asked while it ran ends cancelled instead: its
+    worker may not have seen the request before it wrote this."""
+
+    lease: Lease
+    delay: timedelta
+    error_code: str
+    error_message: str
+    meta: Mapping[str, JSON] = field(default_factory=dict)
+    stage: str | None = None  # None: unchanged
+    stage_attempts: Mapping[str, int] | None = None  # None: unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class FailNow:
+    """running -> failed for good; its dead letter is written with it
+    (escalated when the job's previous letter was replayed and this is the
+    same non-retryable error_class)."""
+
+    lease: Lease
+    error_code: str
+    error_message: str
+    meta: Mapping[str, JSON] = field(default_factory=dict)
+    stage: str | None = None  # None: unchanged
+    stage_attempts: Mapping[str, int] | None = None  # None: unchanged
+    error_class: str | None = None  # None: the error code
+    retryable: bool = False  # whether the code was retryable (a spent budget) or not
+    stack: str | None = None  # redacted
+    context: Mapping[str, JSON] = field(default_factory=dict)  # sanitized
+
+
+@dataclass(frozen=True, slots=True)
+class Cancellation:
+    """running -> cancelled: its worker stopped it on request."""
+
+    lease: Lease
+    by: str  # who asked; "task" when the task cancelled itself
+    meta: Mapping[str, JSON] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """running -> queued, due after ``delay``: on shutdown or while a breaker
+    holds the job (``refund``: the dispatch is given back, no attempt spent),
+    or by the reclaim of an expired lease (the attempt stays spent)."""
+
+    lease: Lease
+    delay: timedelta = timedelta(0)
+    meta: Mapping[str, JSON] = field(default_factory=lambda: dict(SHUTDOWN))
+    refund: bool = True
+
+
+Finish = Completion | RetryLater | FailNow | Cancellation | Requeue
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """What the store wrote for one ``Finish`` whose lease still held: the
+    item it applied (for a reclaim, the one the store made), the job's status
+    after it, the attempt that ended, the job's stage, and what the store
+    decided on its own — the dead letter (and whether it escalated), or the
+    cancel request that ended the job instead of its retry."""
+
+    item: Finish
+    task: str
+    queue: str
+    status: Status
+    attempt: int
+    stage: str | None = None
+    dead_letter_id: int | None = None
+    escalated: bool = False
+    cancelled_by: str | None = None  # a cancel ended the job: who asked
+
+    @property
+    def lease(self) -> Lease:
+        return self.item.lease
+
+    @property
+    def by_reclaim(self) -> bool:
+        """The store ended this run itself: its lease expired."""
+        return self.item.meta.get("reason") == "lease_expired"
+
+
+KINDS: Mapping[type, str] = {Completion: "complete", RetryLater: "retry", FailNow: "fail",
+                             Cancellation: "cancel", Requeue: "requeue"}
+
+
+def ends_as(item: Finish, *, cancel_asked_by: str | None) -> tuple[Status, str | None]:
+    """The status ``item`` leaves its job in, and who cancelled it if a
+    cancel won: a retry crossing a cancel request ends the job cancelled."""
+    match item:
+        case Completion():
+            return Status.SUCCEEDED, None
+        case FailNow():
+            return Status.FAILED, None
+        case Cancellation():
+            return Status.CANCELLED, item.by
+        case RetryLater():
+            if cancel_asked_by is not None:
+                return Status.CANCELLED, cancel_asked_by
+            return Status.QUEUED, None  # queued even when not due yet, as a retry always was
+        case Requeue():
+            return Status.QUEUED, None
+    assert_never(item)
+
+
+def lease_expired(lease: Lease, worker: str | None) -> FailNow:
+    """How every store fails a job whose last allowed attempt lost its lease."""
+    return FailNow(
+        lease=lease, error_code=LEASE_EXPIRED, error_message=LEASE_EXPIRED_MESSAGE,
+        error_class=LEASE_EXPIRED, retryable=False,
+        meta={"reason": "lease_expired", "worker": worker},
+        context={"worker": worker},
+    )
+
+
+def reclaimed(lease: Lease, worker: str | None) -> Requeue:
+    """How every store gives back a job whose lease expired with attempts left."""
+    return Requeue(lease, meta={"reason": "lease_expired", "worker": worker}, refund=False)
+
+
+def finish_of(job: Job, execution: Execution, duration_ms: int) -> Finish:
+    """The write that records how a run of ``job`` ended."""
+    meta: dict[str, JSON] = {"duration_ms": duration_ms}
+    match execution.outcome:
+        case Succeeded(result=result):
+            if execution.skipped:
+                meta["skipped"] = "already_done"
+            return Completion(lease=job.lease, result=result, meta=meta)
+        case Retry(delay=delay, failure=failure):
+            return RetryLater(
+                lease=job.lease, delay=delay, error_code=failure.code,
+                error_message=failure.message, meta=_failure_meta(meta, failure),
+                stage=execution.stage, stage_attempts=execution.stage_attempts,
+            )
+        case Failed(failure=failure):
+            return FailNow(
+                lease=job.lease, error_code=failure.code, error_message=failure.message,
+                meta=_failure_meta(meta, failure), stage=execution.stage,
+                stage_attempts=execution.stage_attempts, error_class=failure.error_class,
+                retryable=failure.retryable, stack=execution.stack, context=execution.context,
+            )
+        case Stopped(by=by, reason=reason):
+            if reason:
+                meta["reason"] = reason
+            return Cancellation(lease=job.lease, by=by, meta=meta)
+    assert_never(execution.outcome)
+
+
+def fail_fast(job: Job, *, dependency: str, fail_code: str, stages: Sequence[Stage], classifier: Classifier,
+              rng: Random) -> Execution:
+    """A dependency whose breaker is open and that fails fast: the attempt
+    fails at once with the dependency's code, and the code's own
+    retryability decides what follows, as for any failure: a retryable code
+    (UPSTREAM_5XX) is retried by the task's policy, spending an attempt; a
+    non-retryable one fails the job for good. ``stages`` are the task's (a
+    one-stage pipeline for a plain task)."""
+    code = classifier.taxonomy.require(fail_code)
+    failure = Failure(code=fail_code, retryable=code.retryable,
+                      message=f"dependency {dependency} is unavailable (circuit open)")
+    stage = resume_at(stages, job.checkpoint)
+    stage_attempts = {**job.stage_attempts, stage.name: job.stage_attempts.get(stage.name, 0) + 1}
+    outcome = after_failure(failure, stage=stage, stage_attempts=stage_attempts[stage.name],
+                            attempts=job.attempts, max_attempts=job.max_attempts, rng=rng)
+    return Execution(outcome, stage=stage.name, stage_attempts=stage_attempts,
+                     context={"dependency": dependency, "breaker": "open"} if isinstance(outcome, Failed) else {})
+
+
+def _failure_meta(meta: dict[str, JSON], failure: Failure) -> dict[str, JSON]:
+    extra: dict[str, JSON] = {"error_class": failure.error_class}
+    if failure.upstream_status is not None:
+        extra["upstream_status"] = failure.upstream_status
+    return {**meta, **extra}

@@ -1,0 +1,158 @@
+"""How running jobs end (``Store.jobs_finish``), one table of kinds: what each
+kind writes and what the store answers it decided, the crossings (a retry
+meeting a cancel request, a lease lost before the write), a batch of every
+kind at once, and the reclaim answering in the same values."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+from redrive.core.job import Job, Lease
+from redrive.core.states import Status
+from redrive.core.transitions import (
+    LEASE_EXPIRED,
+    Cancellation,
+    Completion,
+    FailNow,
+    Finish,
+    Finished,
+    Requeue,
+    RetryLater,
+)
+from redrive.store.port import Store
+from redrive.testing import assert_history, claim, claim_one, fail, letter_of, new, revive, wait_for
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    make: Callable[[Lease], Finish]
+    status: Status  # the job's status after it
+    attempts_after: int  # the job's attempts after ending its first run
+    event: dict  # what the ending's event says, at least
+
+
+KINDS = [
+    Kind("complete", lambda lease: Completion(lease, {"ok": True}, {"duration_ms": 3}),
+         Status.SUCCEEDED, 1, {"duration_ms": 3}),
+    Kind("retry", lambda lease: RetryLater(lease, timedelta(minutes=5), "UPSTREAM_5XX", "503", {"duration_ms": 3},
+                                           stage="llm", stage_attempts={"llm": 1}),
+         Status.QUEUED, 1, {"error_code": "UPSTREAM_5XX", "delay_ms": 300_000, "stage": "llm"}),
+    Kind("fail", lambda lease: FailNow(lease, "NOT_PDF", "not a PDF", {"duration_ms": 3}),
+         Status.FAILED, 1, {"error_code": "NOT_PDF", "error_class": "NOT_PDF", "escalated": False}),
+    Kind("cancel", lambda lease: Cancellation(lease, by="ops:ana", meta={"duration_ms": 3}),
+         Status.CANCELLED, 1, {"by": "ops:ana", "duration_ms": 3}),
+    Kind("requeue", lambda lease: Requeue(lease, meta={"reason": "shutdown"}),
+         Status.QUEUED, 0, {"reason": "shutdown"}),
+]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_each_kind_of_ending_writes_its_status_and_answers_what_it_wrote(store: Store, kind: Kind) -> None:
+    store.jobs_insert(jobs=[new(task="convert", queue="docs")])
+    job = claim_one(store, queues=["docs"])
+    item = kind.make(job.lease)
+    (done,) = store.jobs_finish([item])
+    assert done.item == item and done.lease == job.lease
+    assert (done.task, done.queue, done.status, done.attempt) == ("convert", "docs", kind.status, 1)
+    now = store.job_get(job_id=job.id)
+    assert now is not None and now.status is kind.status and now.lease_token is None
+    assert now.attempts == kind.attempts_after
+    event = assert_history(store, job.id)[-1]
+    assert (event.from_status, event.to_status) == (Status.RUNNING, kind.status)
+    assert kind.event.items() <= event.meta.items()
+    if kind.status is Status.FAILED:
+        letter = letter_of(store, job.id)
+        assert done.dead_letter_id == letter.id and event.meta["dead_letter_id"] == letter.id
+        assert done.escalated is False
+    else:
+        assert done.dead_letter_id is None
+    assert done.cancelled_by == ("ops:ana" if kind.status is Status.CANCELLED else None)
+    # The lease is spent: the same ending again changes nothing
+    assert store.jobs_finish([item]) == []
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_an_ending_whose_lease_was_lost_changes_nothing(store: Store, kind: Kind) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store)
+    before = store.job_events_list(job_id=job.id)
+    assert store.jobs_finish([kind.make(Lease(job.id, uuid.uuid4()))]) == []
+    after = store.job_get(job_id=job.id)
+    assert after is not None and after.status is Status.RUNNING and after.lease_token == job.lease_token
+    assert store.job_events_list(job_id=job.id) == before
+
+
+def test_a_retry_that_meets_a_cancel_request_ends_cancelled_and_says_who_asked(store: Store) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store)
+    store.job_cancel(job_id=job.id, by="ops:ana")
+    (done,) = store.jobs_finish([RetryLater(job.lease, timedelta(minutes=5), "NETWORK_ERROR", "down",
+                                            {"duration_ms": 7})])
+    assert (done.status, done.cancelled_by, done.dead_letter_id) == (Status.CANCELLED, "ops:ana", None)
+    ended = store.job_get(job_id=job.id)
+    assert ended is not None and ended.status is Status.CANCELLED and ended.finished_at is not None
+    assert ended.last_error_code == "NETWORK_ERROR"  # the attempt's error is kept
+    event = assert_history(store, job.id)[-1]
+    assert (event.from_status, event.to_status) == (Status.RUNNING, Status.CANCELLED)
+    assert (event.meta["by"], event.meta["error_code"], event.meta["duration_ms"]) == ("ops:ana", "NETWORK_ERROR", 7)
+    assert store.control_read(job_ids=[job.id]).cancels == {}
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.name != "retry"], ids=lambda k: k.name)
+def test_a_cancel_request_does_not_change_other_endings(store: Store, kind: Kind) -> None:
+    store.jobs_insert(jobs=[new()])
+    job = claim_one(store)
+    store.job_cancel(job_id=job.id, by="ops:bo")
+    (done,) = store.jobs_finish([kind.make(job.lease)])
+    assert done.status is kind.status
+    assert done.cancelled_by == ("ops:ana" if kind.status is Status.CANCELLED else None)
+
+
+def test_a_batch_of_every_kind_answers_in_its_order_and_skips_lost_leases(store: Store) -> None:
+    store.jobs_insert(jobs=[new(queue="mixed") for _ in KINDS])
+    jobs = claim(store, len(KINDS), queues=["mixed"])
+    stale = Completion(Lease(jobs[0].id, uuid.uuid4()), None)
+    items = [stale] + [kind.make(job.lease) for kind, job in zip(KINDS, jobs, strict=True)]
+    items.append(items[1])  # the same lease twice: the first wins
+    written = store.jobs_finish(items)
+    assert [done.item for done in written] == items[1:-1]
+    assert [done.status for done in written] == [kind.status for kind in KINDS]
+
+
+def _expire(store: Store, job: Job) -> list[Finished]:
+    return wait_for(lambda: [done for done in store.jobs_reclaim() if done.lease.job_id == job.id], timeout=5)
+
+
+def test_the_reclaim_answers_a_requeue_with_the_attempt_spent(store: Store) -> None:
+    store.jobs_insert(jobs=[new(task="t", queue="q", max_attempts=3)])
+    job = claim_one(store, queues=["q"], ttl=timedelta(milliseconds=200))
+    (done,) = _expire(store, job)
+    assert isinstance(done.item, Requeue) and done.by_reclaim and not done.item.refund
+    assert (done.lease, done.status, done.attempt, done.task, done.queue) == (job.lease, Status.QUEUED, 1, "t", "q")
+    assert store.job_get(job_id=job.id).attempts == 1  # type: ignore[union-attr]
+
+
+def test_the_reclaim_answers_a_failure_with_its_dead_letter(store: Store) -> None:
+    store.jobs_insert(jobs=[new(task="t", queue="q", max_attempts=1)])
+    job = claim_one(store, queues=["q"], ttl=timedelta(milliseconds=200))
+    (done,) = _expire(store, job)
+    assert isinstance(done.item, FailNow) and done.by_reclaim
+    assert (done.status, done.item.error_code, done.attempt) == (Status.FAILED, LEASE_EXPIRED, 1)
+    letter = letter_of(store, job.id)
+    assert done.dead_letter_id == letter.id and letter.error_code == LEASE_EXPIRED and not done.escalated
+
+
+def test_a_reclaim_failure_after_a_replay_of_the_same_failure_escalates(store: Store) -> None:
+    store.jobs_insert(jobs=[new(max_attempts=1)])
+    first = claim_one(store)
+    fail(store, first, "LEASE_EXPIRED")
+    revive(store, first.id, "replay", "ops:ana")
+    again = claim_one(store, ttl=timedelta(milliseconds=200))
+    (done,) = _expire(store, again)
+    assert done.escalated and done.dead_letter_id == letter_of(store, again.id).id
