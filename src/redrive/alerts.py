@@ -1,12 +1,14 @@
 """The evaluator of an app's alert rules (``app.alert(...)``, rules in
-``redrive.core.alerts``): on a thread of its own it reads the queues from the
-store and the jobs that ended lately from the event stream, every
-``interval``, and tells each rule's transitions: a warning in the log, an
-``alert.changed`` event, and a notification when notifications are on.
+``redrive.core.alerts``): on a thread of its own, every ``interval``, it
+reads from the store the queues, the jobs that ended lately (every
+worker's) and the rules firing now, and tells each rule's transitions: a
+warning in the log, an ``alert.changed`` event, and a notification when
+notifications are on.
 
-Run it in one process (``redrive worker --alerts`` or ``redrive serve
---alerts``): failure rates and durations are those of the jobs that process
-saw end, and two evaluators would each notify. docs/alerts.md has the rest.
+Which rules fire is kept in the store, and a transition is told only by the
+evaluator whose write made it: one restarted while a rule fires does not
+notify it again, and two at once tell each change once. docs/alerts.md has
+the rest.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
-from collections import deque
 from datetime import timedelta
 from typing import Any
 
@@ -37,14 +37,13 @@ from redrive.core.alerts import (
 from redrive.core.durations import parse_duration
 from redrive.core.states import Status
 from redrive.errors import RedriveError
-from redrive.events import Event
 
 # The rules are declared with ``app.alert(...)``; they live in the core (no I/O).
 __all__ = ["AlertEvaluator", "Check", "DurationPercentile", "FailureRate", "OldestQueuedAge", "QueueDepth", "Rule"]
 
 log = logging.getLogger("redrive.alerts")
 
-_KEPT = 100_000  # job endings remembered at most, whatever the windows
+_READ_AT_MOST = 20_000  # job endings read a round, newest first: a sample of a busy window
 
 
 class AlertEvaluator:
@@ -55,25 +54,31 @@ class AlertEvaluator:
         self.interval = interval
         self._app, self._notifications = app, notifications
         self._admin = app.admin(Actor.operator("alerts"))
-        self._ended: deque[Ended] = deque(maxlen=_KEPT)
-        self._incidents = Incidents()
+        # the longest window a rule looks back over: the endings read each round
+        self._lookback = max((getattr(rule, "window", timedelta(0)) for rule in self.rules), default=timedelta(0))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._unsubscribe = app.events.subscribe(self._heard, names=["job.succeeded", "job.failed"])
 
-    def _heard(self, event: Event) -> None:
-        d = event.data
-        self._ended.append(Ended(event.at, d["task"], d["duration_s"], event.name == "job.failed"))
+    def _reading(self) -> Reading:
+        store = self._admin.store
+        now = store.now()
+        queues = [QueueReading(q.queue, q.counts.get(Status.QUEUED, 0), q.oldest_due_age_s)
+                  for q in self._admin.queues()]
+        ended = []
+        if self._lookback > timedelta(0):
+            runs = store.runs_ended(since=now - self._lookback, limit=_READ_AT_MOST)
+            ended = [Ended(run.at.timestamp(), run.task, run.duration_s, run.failed) for run in reversed(runs)]
+        return Reading(now=now.timestamp(), queues=queues, ended=ended)
 
     def evaluate(self) -> list[Transition]:
-        """Check every rule once; returns the transitions, already told."""
+        """Check every rule once; returns the transitions this evaluator told."""
+        store = self._admin.store
         try:
-            queues = [QueueReading(q.queue, q.counts.get(Status.QUEUED, 0), q.oldest_due_age_s)
-                      for q in self._admin.queues()]
+            reading = self._reading()
+            incidents = Incidents(firing=store.alerts_firing())
         except RedriveError as exc:
-            log.warning("alerts: cannot read the queues, skipping this round: %s", exc)
+            log.warning("alerts: cannot read the store, skipping this round: %s", exc)
             return []
-        reading = Reading(now=time.time(), queues=queues, ended=list(self._ended))
         told = []
         for rule in self.rules:
             try:
@@ -81,8 +86,19 @@ class AlertEvaluator:
             except Exception:
                 log.exception("alert rule %s could not be checked", rule.name)
                 continue
-            transition = self._incidents.update(rule.name, fires, detail, reading.now)
-            if transition is not None:
+            transition = incidents.update(rule.name, fires, detail, reading.now)
+            if transition is None:
+                continue
+            try:
+                if transition.state == "firing":
+                    ours = store.alert_fire(rule=rule.name, incident=transition.incident, detail=detail)
+                else:
+                    ours = store.alert_resolve(rule=rule.name, incident=transition.incident)
+            except RedriveError as exc:
+                log.warning("alerts: cannot record that %s is %s, trying next round: %s", rule.name,
+                            transition.state, exc)
+                continue
+            if ours:  # another evaluator's write made it otherwise, and that one tells it
                 self._tell(transition)
                 told.append(transition)
         return told
@@ -109,4 +125,3 @@ class AlertEvaluator:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(self.interval.total_seconds() + 5)
-        self._unsubscribe()

@@ -1,17 +1,19 @@
 """Jobs that fail for good (their messages carry planted secrets), jobs
-that succeed, and a queue with an alert on its depth, for notification
-tests; notifications come from the environment, as `redrive worker` sets
+that succeed, a queue with an alert on its depth and an alert on the
+failures of one task, for notification tests; notifications come from the environment, as `redrive worker` sets
 them up."""
 
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 from redrive import App, Permanent
-from redrive.alerts import QueueDepth
+from redrive.alerts import FailureRate, QueueDepth
 
 app = App()  # REDRIVE_DATABASE_URL comes from the environment
 app.alert(QueueDepth("bulk_backlog", above=20, queue="bulk"))
+app.alert(FailureRate("doomed_failing", above=0.5, window=timedelta(minutes=1), task="doomed", min_jobs=5))
 
 
 @app.task

@@ -196,9 +196,31 @@ def test_an_alert_on_queue_depth_fires_once_and_resolves_once(tmp_path, workers,
     wait_for(lambda: len(slack.messages) == 1 and len(inbox.messages) == 1, timeout=30)
     _quiet_for(2, slack, inbox)  # still over it: no second message
     assert "Alert bulk_backlog firing" in slack.messages[0] and "holds 30 queued jobs" in slack.messages[0]
+    # An evaluator restarted while the rule fires finds it firing in the store: no second message
+    assert watcher.stop() == 0
+    restarted = _worker(url, tmp_path, slack, inbox, options=("--alerts",))
+    workers.append(restarted)
+    wait_for(lambda: "alerts on: bulk_backlog" in restarted.log, timeout=30)
+    _quiet_for(2, slack, inbox)  # six rounds of the restarted evaluator
     workers.append(_worker(url, tmp_path, slack, inbox, options=("-q", "bulk")))  # drains it
     wait_for(lambda: len(slack.messages) == 2 and len(inbox.messages) == 2, timeout=60)
     _quiet_for(2, slack, inbox)
     assert "Alert bulk_backlog resolved" in slack.messages[1] and len(slack.messages) == 2
     assert [m["Subject"] for m in inbox.messages] == ["Alert bulk_backlog firing", "Alert bulk_backlog resolved"]
+    client.close()
+
+
+def test_a_failure_rate_alert_sees_the_jobs_other_workers_ran(tmp_path, workers, slack, inbox) -> None:
+    """The evaluator reads the endings from the store: it runs none of the jobs itself."""
+    url = f"sqlite:///{tmp_path / 'redrive.db'}"
+    watcher = _worker(url, tmp_path, slack, inbox, options=("--alerts", "-q", "bulk"))
+    workers.append(watcher)
+    wait_for(lambda: "alerts on: bulk_backlog, doomed_failing" in watcher.log, timeout=30)
+    workers.append(_worker(url, tmp_path, slack, inbox))  # runs the doomed jobs, evaluates nothing
+    client = _client(url)
+    client.enqueue_many([JobRequest("doomed", args=[f"doc-{n}", "x"]) for n in range(6)])
+    wait_for(lambda: any("Alert doomed_failing firing" in m for m in slack.messages), timeout=60,
+             what="the failure-rate alert")
+    (alert,) = [m for m in slack.messages if "Alert doomed_failing" in m]
+    assert "6 of 6 jobs failed for good" in alert
     client.close()

@@ -29,7 +29,7 @@ class Ended:
 
     at: float
     task: str
-    duration_s: float
+    duration_s: float | None  # None: no run timed it (the reclaim failed it)
     failed: bool
 
 
@@ -143,7 +143,7 @@ class DurationPercentile:
             raise ConfigError(f"alert rule {self.name}: a percentile is between 0 and 1, such as 0.95")
 
     def check(self, reading: Reading) -> tuple[bool, str]:
-        durations = sorted(e.duration_s for e in _recent(self.window, reading, self.task))
+        durations = sorted(e.duration_s for e in _recent(self.window, reading, self.task) if e.duration_s is not None)
         if len(durations) < self.min_jobs:
             return False, f"{len(durations)} runs in {self.window}, too few to judge"
         value = durations[min(len(durations) - 1, int(len(durations) * self.percentile))]

@@ -101,7 +101,9 @@ class Requeue:
 Finish = Completion | RetryLater | FailNow | Cancellation | Requeue
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass is three times slower to make, and a worker
+# gets one a job. Nobody changes one.
+@dataclass(slots=True)
 class Finished:
     """What the store wrote for one ``Finish`` whose lease still held: the
     item it applied (for a reclaim, the one the store made), the job's status

@@ -399,7 +399,8 @@ class Worker:
                         job.id, job.task, job.attempts, KINDS[type(item)])
             if not running.lost:
                 self._lost(running)
-        else:
+        elif self.events.active and (type(item) is not Completion or self.events.wants("job.succeeded")):
+            # a success nobody listens to (the most common ending) builds nothing
             announce(self.events, done, duration_s=duration_s, wait_s=queue_wait(job, self.lease_ttl))
         self._release(running)
 

@@ -49,6 +49,7 @@ from redrive.store.reads import (
     MinuteCount,
     Page,
     QueueStats,
+    RunEnded,
     ScheduleState,
     WorkerInfo,
     decode_cursor,
@@ -104,6 +105,7 @@ class MemoryStore:
         self._paused: dict[str, str] = {}  # queue -> who paused it
         self._workers: dict[str, WorkerInfo] = {}
         self._permits: list[tuple[str, UUID, UUID, datetime]] = []  # key, job, lease, started
+        self._alerts: dict[str, str] = {}  # alert rule firing -> its incident
 
     def migrate(self) -> list[int]:
         return []
@@ -553,6 +555,37 @@ class MemoryStore:
                     if queue.oldest_due_age_s is None or age > queue.oldest_due_age_s:
                         stats[job.queue] = replace(queue, oldest_due_age_s=age)
         return [stats[name] for name in sorted(stats)]
+
+    def runs_ended(self, *, since: datetime, limit: int = 10_000) -> list[RunEnded]:
+        with self._lock:
+            last = {event.job_id: event for event in self._events}  # oldest first: the last one stays
+            ended = [job for job in self._jobs.values() if job.status in (Status.SUCCEEDED, Status.FAILED)
+                     and job.finished_at is not None and job.finished_at >= since]
+            ended.sort(key=lambda job: job.finished_at or since, reverse=True)
+            runs = []
+            for job in ended[:limit]:
+                took = last[job.id].meta.get("duration_ms") if job.id in last else None
+                runs.append(RunEnded(job.finished_at or since, job.task, job.status is Status.FAILED,
+                                     None if took is None else took / 1000))
+            return runs
+
+    def alerts_firing(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._alerts)
+
+    def alert_fire(self, *, rule: str, incident: str, detail: str) -> bool:
+        with self._lock:
+            if rule in self._alerts:
+                return False
+            self._alerts[rule] = incident
+            return True
+
+    def alert_resolve(self, *, rule: str, incident: str) -> bool:
+        with self._lock:
+            if self._alerts.get(rule) != incident:
+                return False
+            del self._alerts[rule]
+            return True
 
     def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
         counts: Counter[tuple[datetime, str, Status]] = Counter()

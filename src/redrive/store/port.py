@@ -200,6 +200,16 @@ class Store(Protocol):
     def schedule_advance(self, *, name: str, to: datetime) -> None:
         """Move the checkpoint forward to ``to`` (never back)."""
 
+    def alerts_firing(self) -> dict[str, str]:
+        """The alert rules firing now, each with its incident."""
+
+    def alert_fire(self, *, rule: str, incident: str, detail: str) -> bool:
+        """``rule`` starts firing as ``incident``. False when it was firing
+        already: another evaluator (or this one before a restart) told it."""
+
+    def alert_resolve(self, *, rule: str, incident: str) -> bool:
+        """``incident`` of ``rule`` ends. False when it was not the one firing."""
+
     def job_get(self, *, job_id: UUID) -> Job | None: ...
 
     def jobs_count(self) -> dict[Status, int]: ...

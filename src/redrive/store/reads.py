@@ -90,6 +90,17 @@ class QueueStats:
 
 
 @dataclass(frozen=True, slots=True)
+class RunEnded:
+    """A job that ended (succeeded, or failed for good), and how long its last
+    run took: None when no run timed it (the reclaim failed it)."""
+
+    at: datetime
+    task: str
+    failed: bool
+    duration_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class MinuteCount:
     """How many of a queue's jobs ended in one minute (``minute``: its
     start, UTC), by how they ended (succeeded, failed for good, cancelled)."""
@@ -153,6 +164,12 @@ class Reads(Store, Protocol):
 
     def queues_stats(self) -> list[QueueStats]:
         """Every queue with active jobs, by name."""
+
+    def runs_ended(self, *, since: datetime, limit: int = 10_000) -> list[RunEnded]:
+        """Jobs that succeeded or failed for good at or after ``since``,
+        newest first, at most ``limit``: what alert rules on failure rates
+        and durations read, for every worker's jobs. Reads the history's
+        ``finished_at`` index and each job's last event."""
 
     def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
         """Jobs that ended at or after ``since``, counted by queue, minute and

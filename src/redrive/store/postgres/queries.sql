@@ -233,27 +233,25 @@ RETURNING j.id, j.lease_token;
 -- kept. A failure writes its dead letter, escalated when the job's previous
 -- letter was replayed and this is the same non-retryable error_class (the
 -- mirror of core/dead_letters.py's escalates). The rows answered say what was
--- written. :items is a JSON array of {kind, id, token, ...}; a key left out
--- reads as NULL.
-WITH input AS (
-    SELECT * FROM jsonb_to_recordset(%(items)s) AS x(
-        kind text, id uuid, token uuid, result jsonb, meta jsonb, delay_s double precision,
-        error_code text, error_message text, error_class text, retryable boolean,
-        stage text, stage_attempts jsonb, stack text, context jsonb, by text, refund int)
-), asked AS (
+-- written, each with the place (n) of its item in :items, a JSON array of
+-- {n, kind, id, token, meta, result, error, delay_s, by, refund}: a key left
+-- out reads as NULL, and a retry's or a failure's details are one object,
+-- ``error`` {code, message, class, retryable, stage, stage_attempts, stack,
+-- context}, read only by the rows that have one (a batch is mostly successes).
+WITH asked AS (
     SELECT i.*,
-        CASE WHEN i.kind = 'retry' AND c.by IS NOT NULL THEN 'cancel' ELSE i.kind END AS ends,
-        CASE i.kind WHEN 'cancel' THEN i.by WHEN 'retry' THEN c.by END AS cancelled_by
-    FROM input AS i LEFT JOIN redrive_cancel_request AS c ON c.job_id = i.id
+        CASE WHEN c.by IS NOT NULL THEN 'cancel' ELSE i.kind END AS ends,
+        CASE i.kind WHEN 'cancel' THEN i.by ELSE c.by END AS cancelled_by
+    FROM jsonb_to_recordset(%(items)s) AS i(
+        n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, error jsonb,
+        delay_s double precision, by text, refund int)
+    -- only a retry looks for a cancel request
+    LEFT JOIN redrive_cancel_request AS c ON i.kind = 'retry' AND c.job_id = i.id
 ), moved AS (
     DELETE FROM redrive_job AS j USING asked AS i
     WHERE j.id = i.id AND j.lease_token = i.token AND i.ends IN ('complete', 'fail', 'cancel')
-    RETURNING j.*, i.kind, i.ends, i.cancelled_by, i.result AS new_result, i.meta AS event_meta,
-        i.error_code AS new_code, i.error_message AS new_message,
-        i.error_class AS new_class, i.retryable AS new_retryable,
-        coalesce(i.stage, j.stage) AS new_stage,
-        coalesce(i.stage_attempts, j.stage_attempts) AS new_stage_attempts,
-        i.stack AS new_stack, i.context AS new_context,
+    RETURNING j.*, i.n, i.kind, i.ends, i.cancelled_by, i.result AS new_result, i.meta AS event_meta,
+        i.error AS failure, coalesce(i.error->>'stage', j.stage) AS new_stage,
         CASE i.ends WHEN 'complete' THEN 'succeeded' WHEN 'fail' THEN 'failed' ELSE 'cancelled' END AS new_status
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
@@ -263,12 +261,11 @@ WITH input AS (
         idempotency_key, version)
     SELECT id, task, queue, args, kwargs, new_status, priority, run_at,
         attempts, max_attempts, owner,
-        CASE WHEN kind IN ('fail', 'retry') THEN new_code ELSE last_error_code END,
-        CASE WHEN kind IN ('fail', 'retry') THEN new_message ELSE last_error_message END,
-        CASE WHEN kind = 'fail' THEN new_code END, CASE WHEN kind = 'fail' THEN new_message END,
+        coalesce(failure->>'code', last_error_code), coalesce(failure->>'message', last_error_message),
+        CASE WHEN kind = 'fail' THEN failure->>'code' END, CASE WHEN kind = 'fail' THEN failure->>'message' END,
         new_result, created_at, now(), started_at, now(), CASE WHEN kind = 'fail' THEN now() END,
-        new_stage, new_stage_attempts, checkpoint, manual_retry_count,
-        CASE WHEN kind IN ('fail', 'retry') THEN coalesce(first_failed_at, now()) ELSE first_failed_at END,
+        new_stage, coalesce(failure->'stage_attempts', stage_attempts), checkpoint, manual_retry_count,
+        CASE WHEN failure IS NULL THEN first_failed_at ELSE coalesce(first_failed_at, now()) END,
         dependencies, idempotency_key, version
     FROM moved
 ), previous AS (
@@ -279,11 +276,12 @@ WITH input AS (
     INSERT INTO redrive_dead_letter (job_id, task, queue, owner, error_class, error_code,
         error_message, retryable, stage, stage_attempts, attempts, last_stack, context,
         first_failure_at, last_failure_at, escalated, previous_id)
-    SELECT m.id, m.task, m.queue, m.owner, m.new_class, m.new_code,
-        m.new_message, m.new_retryable, m.new_stage, m.new_stage_attempts, m.attempts,
-        m.new_stack, m.new_context, coalesce(m.first_failed_at, now()), now(),
-        coalesce(p.replayed_at IS NOT NULL AND p.error_class = m.new_class
-                 AND NOT m.new_retryable, false),
+    SELECT m.id, m.task, m.queue, m.owner, m.failure->>'class', m.failure->>'code',
+        m.failure->>'message', (m.failure->>'retryable')::boolean, m.new_stage,
+        coalesce(m.failure->'stage_attempts', m.stage_attempts), m.attempts,
+        m.failure->>'stack', coalesce(m.failure->'context', '{}'), coalesce(m.first_failed_at, now()), now(),
+        coalesce(p.replayed_at IS NOT NULL AND p.error_class = m.failure->>'class'
+                 AND NOT (m.failure->>'retryable')::boolean, false),
         p.id
     FROM moved AS m LEFT JOIN previous AS p ON p.job_id = m.id
     WHERE m.ends = 'fail'
@@ -297,27 +295,27 @@ WITH input AS (
         run_at = now() + make_interval(secs => coalesce(i.delay_s, 0)),
         attempts = j.attempts - coalesce(i.refund, 0),
         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
-        last_error_code = CASE WHEN i.kind = 'retry' THEN i.error_code ELSE j.last_error_code END,
-        last_error_message = CASE WHEN i.kind = 'retry' THEN i.error_message ELSE j.last_error_message END,
-        stage = coalesce(i.stage, j.stage),
-        stage_attempts = coalesce(i.stage_attempts, j.stage_attempts),
-        first_failed_at = CASE WHEN i.kind = 'retry' THEN coalesce(j.first_failed_at, now())
-                               ELSE j.first_failed_at END,
+        last_error_code = coalesce(i.error->>'code', j.last_error_code),
+        last_error_message = coalesce(i.error->>'message', j.last_error_message),
+        stage = coalesce(i.error->>'stage', j.stage),
+        stage_attempts = coalesce(i.error->'stage_attempts', j.stage_attempts),
+        first_failed_at = CASE WHEN i.error IS NULL THEN j.first_failed_at
+                               ELSE coalesce(j.first_failed_at, now()) END,
         updated_at = now()
     FROM asked AS i
     WHERE j.id = i.id AND j.lease_token = i.token AND i.ends IN ('retry', 'requeue')
-    RETURNING j.id, i.token AS lease_token, i.kind, j.task, j.queue, j.attempts, j.stage,
-        coalesce(i.refund, 0) AS refund, i.error_code, i.delay_s, i.meta
+    RETURNING j.id, i.n, i.kind, j.task, j.queue, j.attempts, j.stage,
+        coalesce(i.refund, 0) AS refund, i.error->>'code' AS error_code, i.delay_s, i.meta
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT m.id, now(), 'running', m.new_status, m.attempts,
         CASE m.ends
             WHEN 'complete' THEN m.event_meta
-            WHEN 'fail' THEN jsonb_build_object('error_code', m.new_code, 'error_class', m.new_class,
+            WHEN 'fail' THEN jsonb_build_object('error_code', m.failure->>'code', 'error_class', m.failure->>'class',
                                                 'stage', m.new_stage, 'dead_letter_id', l.id,
                                                 'escalated', l.escalated) || m.event_meta
             ELSE CASE WHEN m.kind = 'retry'
-                      THEN jsonb_build_object('error_code', m.new_code, 'stage', m.new_stage)
+                      THEN jsonb_build_object('error_code', m.failure->>'code', 'stage', m.new_stage)
                       ELSE '{}'::jsonb END
                  || m.event_meta || jsonb_build_object('by', m.cancelled_by)
         END
@@ -336,13 +334,14 @@ WITH input AS (
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM retried WHERE kind = 'requeue') AS q
 )
-SELECT m.id, m.lease_token, m.task, m.queue, m.new_status AS status, m.attempts AS attempt,
-    m.new_stage AS stage, l.id AS dead_letter_id, coalesce(l.escalated, false) AS escalated,
-    m.cancelled_by, (SELECT count(*) FROM told) + (SELECT count(*) FROM wake) AS signals
+SELECT m.n, m.task, m.queue, m.new_status AS status, m.attempts AS attempt, m.new_stage AS stage,
+    l.id AS dead_letter_id, coalesce(l.escalated, false) AS escalated, m.cancelled_by,
+    (SELECT count(*) FROM told) + (SELECT count(*) FROM wake) AS signals
 FROM moved AS m LEFT JOIN letters AS l ON l.job_id = m.id
 UNION ALL
-SELECT r.id, r.lease_token, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, false, NULL, 0
-FROM retried AS r;
+SELECT r.n, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, false, NULL, 0
+FROM retried AS r
+ORDER BY 1;
 
 -- name: jobs_expired
 -- Running jobs whose lease expired; the store ends each with jobs_finish
@@ -450,6 +449,27 @@ SELECT queue, status, count(*) AS n,
 FROM redrive_job
 GROUP BY queue, status
 ORDER BY queue;
+
+-- name: runs_ended
+SELECT d.finished_at AS at, d.task, d.status = 'failed' AS failed,
+    (SELECT (e.meta->>'duration_ms')::double precision / 1000 FROM redrive_job_event AS e
+     WHERE e.job_id = d.id ORDER BY e.id DESC LIMIT 1) AS duration_s
+FROM redrive_job_done AS d
+WHERE d.finished_at >= %(since)s AND d.status IN ('succeeded', 'failed')
+ORDER BY d.finished_at DESC
+LIMIT %(limit)s;
+
+-- name: alerts_firing
+SELECT rule, incident FROM redrive_alert ORDER BY rule;
+
+-- name: alert_fire
+INSERT INTO redrive_alert (rule, incident, detail, fired_at)
+VALUES (%(rule)s, %(incident)s, %(detail)s, now())
+ON CONFLICT (rule) DO NOTHING
+RETURNING rule;
+
+-- name: alert_resolve
+DELETE FROM redrive_alert WHERE rule = %(rule)s AND incident = %(incident)s RETURNING rule;
 
 -- name: finished_per_minute
 SELECT queue, date_trunc('minute', finished_at) AS minute, status, count(*) AS n

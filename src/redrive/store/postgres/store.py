@@ -77,6 +77,7 @@ from redrive.store.reads import (
     MinuteCount,
     Page,
     QueueStats,
+    RunEnded,
     ScheduleState,
     WorkerInfo,
     decode_cursor,
@@ -399,17 +400,17 @@ class PostgresStore:
         return bool(self._run("lease_lock", params))
 
     def jobs_finish(self, items: Sequence[Finish]) -> list[Finished]:
-        once = {item.lease: item for item in reversed(items)}  # a job is ended once: the first wins
-        if not once:
+        if not items:
             return []
-        rows = self._run("jobs_finish", {"items": Jsonb([_finish_json(item) for item in once.values()])})
-        written = {}
-        for row in rows:
-            item = once[Lease(row["id"], row["lease_token"])]
-            written[item.lease] = Finished(
-                item, row["task"], row["queue"], Status(row["status"]), row["attempt"], row["stage"],
-                dead_letter_id=row["dead_letter_id"], escalated=row["escalated"], cancelled_by=row["cancelled_by"])
-        return [written[lease] for lease in dict.fromkeys(item.lease for item in items) if lease in written]
+        firsts: dict[Lease, Finish] = {}
+        for item in items:
+            firsts.setdefault(item.lease, item)  # a job is ended once: the first of its lease wins
+        once = list(firsts.values())
+        rows = self._run("jobs_finish", {"items": Jsonb([_finish_json(n, item) for n, item in enumerate(once)])},
+                         rows=tuple_row)
+        # rows come in the order of the items, each with its item's place
+        return [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)
+                for n, task, queue, status, attempt, stage, dead_letter_id, escalated, by, _ in rows]
 
     def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
         rows = self._run("control_read", {"ids": list(job_ids)})
@@ -576,6 +577,19 @@ class PostgresStore:
             if age is not None and (queue.oldest_due_age_s is None or age > queue.oldest_due_age_s):
                 stats[row["queue"]] = replace(queue, oldest_due_age_s=age)
         return list(stats.values())
+
+    def runs_ended(self, *, since: datetime, limit: int = 10_000) -> list[RunEnded]:
+        return [RunEnded(row["at"], row["task"], row["failed"], row["duration_s"])
+                for row in self._run("runs_ended", {"since": since, "limit": limit})]
+
+    def alerts_firing(self) -> dict[str, str]:
+        return {row["rule"]: row["incident"] for row in self._run("alerts_firing")}
+
+    def alert_fire(self, *, rule: str, incident: str, detail: str) -> bool:
+        return bool(self._run("alert_fire", {"rule": rule, "incident": incident, "detail": detail}))
+
+    def alert_resolve(self, *, rule: str, incident: str) -> bool:
+        return bool(self._run("alert_resolve", {"rule": rule, "incident": incident}))
 
     def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
         return [MinuteCount(row["queue"], row["minute"], Status(row["status"]), row["n"])
@@ -834,26 +848,37 @@ def _new_job_json(job: NewJob) -> dict[str, Any]:
     return out
 
 
-def _finish_json(item: Finish) -> dict[str, Any]:
-    """One item of ``jobs_finish``: its kind, its lease and what its kind needs."""
-    out: dict[str, Any] = {"kind": KINDS[type(item)], **_lease_json(item.lease), "meta": dict(item.meta)}
+_STATUS = {status.value: status for status in Status}
+
+
+def _finish_json(n: int, item: Finish) -> dict[str, Any]:
+    """Item ``n`` of ``jobs_finish``: its kind, its lease and what its kind
+    needs; a retry's or a failure's details as one ``error`` object."""
+    lease = item.lease
+    out: dict[str, Any] = {"n": n, "kind": KINDS[type(item)], "id": str(lease.job_id), "token": str(lease.token),
+                           "meta": item.meta if type(item.meta) is dict else dict(item.meta)}
     match item:
         case Completion():
             out["result"] = item.result
         case RetryLater():
-            out.update(delay_s=item.delay.total_seconds(), error_code=item.error_code,
-                       error_message=item.error_message, stage=item.stage,
-                       stage_attempts=_optional(item.stage_attempts))
+            out["delay_s"] = item.delay.total_seconds()
+            out["error"] = _present(code=item.error_code, message=item.error_message, stage=item.stage,
+                                    stage_attempts=_optional(item.stage_attempts))
         case FailNow():
-            out.update(error_code=item.error_code, error_message=item.error_message,
-                       error_class=item.error_class or item.error_code, retryable=item.retryable,
-                       stage=item.stage, stage_attempts=_optional(item.stage_attempts),
-                       stack=item.stack, context=dict(item.context))
+            out["error"] = _present(code=item.error_code, message=item.error_message,
+                                    **{"class": item.error_class or item.error_code}, retryable=item.retryable,
+                                    stage=item.stage, stage_attempts=_optional(item.stage_attempts),
+                                    stack=item.stack, context=dict(item.context))
         case Cancellation():
             out["by"] = item.by
         case Requeue():
             out.update(delay_s=item.delay.total_seconds(), refund=int(item.refund))
     return out
+
+
+def _present(**values: Any) -> dict[str, Any]:
+    """Only the values given: a JSON null would read as a value (``coalesce`` keeps it)."""
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def _applied(rows: list[dict]) -> set[Lease]:

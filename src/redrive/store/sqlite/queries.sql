@@ -353,6 +353,26 @@ FROM redrive_job
 GROUP BY queue, status
 ORDER BY queue;
 
+-- name: runs_ended
+SELECT d.finished_at AS at, d.task, d.status = 'failed' AS failed,
+    (SELECT json_extract(e.meta, '$.duration_ms') / 1000.0 FROM redrive_job_event AS e
+     WHERE e.job_id = d.id ORDER BY e.id DESC LIMIT 1) AS duration_s
+FROM redrive_job_done AS d
+WHERE d.finished_at >= :since AND d.status IN ('succeeded', 'failed')
+ORDER BY d.finished_at DESC
+LIMIT :limit;
+
+-- name: alerts_firing
+SELECT rule, incident FROM redrive_alert ORDER BY rule;
+
+-- name: alert_fire
+INSERT INTO redrive_alert (rule, incident, detail, fired_at) VALUES (:rule, :incident, :detail, :now)
+ON CONFLICT (rule) DO NOTHING
+RETURNING rule;
+
+-- name: alert_resolve
+DELETE FROM redrive_alert WHERE rule = :rule AND incident = :incident RETURNING rule;
+
 -- name: finished_per_minute
 SELECT queue, CAST(finished_at / 60 AS INTEGER) * 60 AS minute, status, count(*) AS n
 FROM redrive_job_done

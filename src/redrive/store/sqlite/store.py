@@ -68,6 +68,7 @@ from redrive.store.reads import (
     MinuteCount,
     Page,
     QueueStats,
+    RunEnded,
     ScheduleState,
     WorkerInfo,
     decode_cursor,
@@ -701,6 +702,21 @@ class SQLiteStore:
             return list(stats.values())
 
         return self._reading(body)
+
+    def runs_ended(self, *, since: datetime, limit: int = 10_000) -> list[RunEnded]:
+        return [RunEnded(_time(row["at"]), row["task"], bool(row["failed"]), row["duration_s"])
+                for row in self._read("runs_ended", {"since": since.timestamp(), "limit": limit})]
+
+    def alerts_firing(self) -> dict[str, str]:
+        return {row["rule"]: row["incident"] for row in self._read("alerts_firing")}
+
+    def alert_fire(self, *, rule: str, incident: str, detail: str) -> bool:
+        return self._write(lambda conn, now: conn.execute(self._queries["alert_fire"], {
+            "rule": rule, "incident": incident, "detail": detail, "now": now}).fetchone() is not None)
+
+    def alert_resolve(self, *, rule: str, incident: str) -> bool:
+        return self._write(lambda conn, now: conn.execute(self._queries["alert_resolve"], {
+            "rule": rule, "incident": incident}).fetchone() is not None)
 
     def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
         return [MinuteCount(row["queue"], _time(row["minute"]), Status(row["status"]), row["n"])

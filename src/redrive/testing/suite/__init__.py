@@ -16,6 +16,7 @@ store author provides are listed in ``redrive.testing``'s docstring.
 | ``clock`` | due times, leases and ages on an injected clock |
 | ``retention`` | pruning history |
 | ``workers`` | the worker registry |
+| ``alerts`` | the endings alert rules read, and which rules fire |
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from redrive.testing.suite import (
+    alerts,
     breakers,
     clock,
     dead_letters,
@@ -39,7 +41,7 @@ from redrive.testing.suite import (
 
 MODULES: tuple[ModuleType, ...] = (
     jobs, endings, limits, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock, retention,
-    workers,
+    workers, alerts,
 )
 
 
