@@ -58,6 +58,7 @@ from redrive.errors import (
 from redrive.runtime.context import add_context, cancelled, current_job, guarded, stage
 from redrive.runtime.inprocess import InProcessRetry
 from redrive.runtime.outbox import Delivery, Intent, deliver
+from redrive.runtime.plugins import Beside, Plugin
 from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.worker import Worker
 from redrive.runtime.writes import write_phase
@@ -92,6 +93,7 @@ __all__ = [
     "App",
     "ArgumentsNotSerializable",
     "Backoff",
+    "Beside",
     "BreakerMode",
     "BreakerPolicy",
     "BreakerStatus",
@@ -132,6 +134,7 @@ __all__ = [
     "OutboxRow",
     "OutboxStatus",
     "Permanent",
+    "Plugin",
     "PostgresStore",
     "ProportionalJitter",
     "Rate",

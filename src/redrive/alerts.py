@@ -13,8 +13,8 @@ the rest.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import os
 import threading
 from datetime import timedelta
 from typing import Any
@@ -34,9 +34,10 @@ from redrive.core.alerts import (
     Rule,
     Transition,
 )
-from redrive.core.durations import parse_duration
 from redrive.core.states import Status
 from redrive.errors import RedriveError
+from redrive.runtime.plugins import Beside, Plugin, until_cancelled
+from redrive.settings import Settings
 
 # The rules are declared with ``app.alert(...)``; they live in the core (no I/O).
 __all__ = ["AlertEvaluator", "Check", "DurationPercentile", "FailureRate", "OldestQueuedAge", "QueueDepth", "Rule"]
@@ -46,12 +47,15 @@ log = logging.getLogger("redrive.alerts")
 _READ_AT_MOST = 20_000  # job endings read a round, newest first: a sample of a busy window
 
 
-class AlertEvaluator:
+class AlertEvaluator(Plugin):
+    """``Worker(app.client, plugins=[AlertEvaluator(app, notifications=n)])``,
+    or on a thread of its own with ``start()`` and ``stop()``."""
+
+    name = "alerts"
+
     def __init__(self, app: App, *, notifications: Any = None, interval: timedelta | None = None) -> None:
         self.rules = list(app.registry.alert_rules.values())
-        if interval is None:
-            interval = parse_duration(os.environ.get("REDRIVE_ALERT_INTERVAL", "15s"))
-        self.interval = interval
+        self.interval = interval or Settings.load().alert_interval
         self._app, self._notifications = app, notifications
         self._admin = app.admin(Actor.operator("alerts"))
         # the longest window a rule looks back over: the endings read each round
@@ -111,6 +115,13 @@ class AlertEvaluator:
                 self._notifications.alert(t.rule, t.state, t.detail, t.incident)
             except RedriveError as exc:
                 log.error("alert %s %s could not be notified: %s", t.rule, t.state, exc)
+
+    async def run(self, beside: Beside) -> None:
+        self.start()
+        try:
+            await until_cancelled()
+        finally:
+            await asyncio.to_thread(self.stop)
 
     def start(self) -> None:
         def loop() -> None:

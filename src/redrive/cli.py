@@ -48,7 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "app_path", None):  # `redrive worker myapp.tasks:app`
         args.app = args.app_path
     try:
-        logs.configure(level=args.log_level, fmt=args.log_format)
+        settings = Settings.load()  # every REDRIVE_ variable, checked before any work
+        args.app = args.app or settings.app or None
+        logs.configure(level=args.log_level, fmt=args.log_format or settings.log_format)
         return args.handler(args) or 0
     except RedriveError as exc:
         print(f"redrive: error [{exc.code}]: {redact_text(exc.message)}", file=sys.stderr)
@@ -65,14 +67,14 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     """Options every command takes, before or after its name: on the
     subcommands they default to nothing, so the top-level value stands."""
     unset = None if top else argparse.SUPPRESS
-    parser.add_argument("--app", default=os.environ.get("REDRIVE_APP") if top else unset,
+    parser.add_argument("--app", default=unset,
                         help="import path of your App, such as myapp.tasks:app: its tasks and its database "
                              "(REDRIVE_APP)")
     parser.add_argument("--database-url", default=unset,
                         help="the database, over the app's and REDRIVE_DATABASE_URL")
     parser.add_argument("--log-level", default="info" if top else unset,
                         choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", default=os.environ.get("REDRIVE_LOG_FORMAT", "text") if top else unset,
+    parser.add_argument("--log-format", default=unset,
                         help="text (for a terminal) or json, one object per line (REDRIVE_LOG_FORMAT)")
 
 
@@ -350,30 +352,29 @@ def _worker(args: argparse.Namespace) -> int:
 
     with load_app(args.app, args.database_url) as app:
         _ = app.store  # open now: a bad URL or an old schema is reported before any work
-        notifications = _notifications(app)  # before the worker: it serves their queue too
-        worker = Worker(
+        logs.log_events(app)
+        Worker(
             app.client, queues=dict(args.queues or [("default", None)]), concurrency=args.concurrency,
             lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace,
             poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
-        )
-        logs.log_events(app)
-        if args.metrics_port is not None:
-            from redrive.metrics import Metrics
-
-            try:
-                server = Metrics(app).serve(args.metrics_port, args.metrics_host)
-            except OSError as exc:
-                raise ConfigError(f"cannot serve metrics on {args.metrics_host}:{args.metrics_port}: "
-                                  f"{exc.strerror}") from None
-            logging.getLogger("redrive.metrics").info(
-                "metrics at http://%s:%d/metrics", args.metrics_host, server.server_port)
-        alerts = _alerts(app, notifications) if args.alerts else None
-        worker.run_until_stopped()
-        if alerts is not None:
-            alerts.stop()
-        if notifications is not None:
-            notifications.flush()
+            plugins=_plugins(app, args),
+        ).run_until_stopped()
     return 0
+
+
+def _plugins(app: App, args: argparse.Namespace) -> list[Any]:
+    """What ``redrive worker``'s flags and environment run beside its jobs."""
+    plugins: list[Any] = []
+    notifications = _notifications(app)
+    if notifications is not None:
+        plugins.append(notifications)
+    if args.metrics_port is not None:
+        from redrive.metrics import MetricsEndpoint
+
+        plugins.append(MetricsEndpoint(app, args.metrics_port, args.metrics_host))
+    if args.alerts:
+        plugins.append(_alerts(app, notifications))
+    return plugins
 
 
 def _alerts(app: App, notifications: Any) -> Any:
@@ -381,14 +382,13 @@ def _alerts(app: App, notifications: Any) -> Any:
 
     if not app.registry.alert_rules:
         raise ConfigError("--alerts: the app declares no alert rules (app.alert(...), docs/alerts.md)")
-    evaluator = AlertEvaluator(app, notifications=notifications)
-    evaluator.start()
-    return evaluator
+    return AlertEvaluator(app, notifications=notifications)
 
 
 def _notifications(app: App) -> Any:
     """Slack and email notifications, when the environment configures a channel."""
-    if not (os.environ.get("REDRIVE_SLACK_WEBHOOK_URL") or os.environ.get("REDRIVE_SMTP_HOST")):
+    settings = Settings.load()
+    if not (settings.slack_webhook_url or settings.smtp_host):
         return None
     from redrive.notify import Notifications
 
@@ -412,8 +412,9 @@ def _serve(args: argparse.Namespace) -> int:
         _ = app.store  # open now: a bad URL or an old schema is reported before serving
         logs.log_events(app)
         notifications = _notifications(app)
-        if args.alerts:
-            _alerts(app, notifications)
+        evaluator = _alerts(app, notifications) if args.alerts else None
+        if evaluator is not None:
+            evaluator.start()  # on a thread of its own: no worker runs here
         api = create_api(app, auth=TokenAuth(tokens))
         # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal
         # again to the handler it found: a stop asked for is a clean exit (0).
@@ -421,6 +422,8 @@ def _serve(args: argparse.Namespace) -> int:
             signal.signal(sig, lambda *_: None)
         # Our logging (redacted), not uvicorn's own configuration.
         uvicorn.run(api, host=args.host, port=args.port, log_config=None)
+        if evaluator is not None:
+            evaluator.stop()
     return 0
 
 

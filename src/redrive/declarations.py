@@ -157,9 +157,6 @@ class Registry:
         self.dependencies: dict[str, Dependency] = {}
         self.schedules: dict[str, Schedule] = {}
         self.queue_rules: dict[str, Rule] = {}  # queue:NAME and owner:NAME keys (core/limits.py)
-        # Queues of redrive's own tasks (notifications) that every worker of
-        # the app serves besides the ones it is given, each with its own limit.
-        self.own_queues: dict[str, int] = {}
         self.alert_rules: dict[str, AlertRule] = {}
 
     def add_alert(self, rule: AlertRule) -> None:

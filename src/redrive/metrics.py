@@ -20,6 +20,7 @@ The list of metrics is ``docs/observability.md``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from bisect import bisect_left
@@ -46,6 +47,7 @@ from redrive.core.redact import redact_text
 from redrive.core.states import Status
 from redrive.errors import RedriveError
 from redrive.events import Event
+from redrive.runtime.plugins import Beside, Plugin, until_cancelled
 
 log = logging.getLogger("redrive.metrics")
 
@@ -234,6 +236,31 @@ class Metrics:
 
     def _on_event(self, event: Event) -> None:
         self._handlers[event.name](event.data)  # type: ignore[arg-type]
+
+
+class MetricsEndpoint(Plugin):
+    """``/metrics`` of ``app`` served beside a worker, on ``host:port`` (port
+    0: one the system picks, ``address`` says which). The port is taken when
+    it is made, so one in use is an error before the worker starts; it is
+    let go when the worker stops."""
+
+    name = "metrics"
+
+    def __init__(self, app: App, port: int, host: str = "127.0.0.1") -> None:
+        self.metrics = Metrics(app)
+        try:
+            self._server = self.metrics.serve(port, host)
+        except OSError as exc:
+            raise ConfigError(f"cannot serve metrics on {host}:{port}: {exc.strerror}") from None
+        self.address = f"http://{host}:{self._server.server_port}/metrics"
+        log.info("metrics at %s", self.address)
+
+    async def run(self, beside: Beside) -> None:
+        try:
+            await until_cancelled()
+        finally:
+            self.metrics.unsubscribe()
+            await asyncio.to_thread(self._server.shutdown)
 
 
 class StoreGauges(Collector):

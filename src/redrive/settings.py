@@ -1,4 +1,7 @@
-"""One settings object: code first, then the environment, then the documented defaults.
+"""One settings object: code first, then the environment, then the documented
+defaults. Every ``REDRIVE_`` variable redrive reads is a field here, read
+through ``Settings.load`` and checked when it is loaded; nothing reads the
+environment on its own.
 
 Every setting has a ``REDRIVE_`` environment name; the converter's names
 (``WORKER_CONCURRENCY``, ``RETRY_MAX_ATTEMPTS``, ...) still work as aliases,
@@ -18,8 +21,12 @@ from redrive.core.durations import parse_duration
 from redrive.errors import ConfigError
 
 
-def _setting(default: Any, env: str, doc: str, *, alias: str | None = None) -> Any:
-    return field(default=default, metadata={"env": env, "alias": alias, "doc": doc})
+def _setting(default: Any, env: str, doc: str, *, alias: str | None = None, secret: bool = False) -> Any:
+    """A secret is left out of the settings' repr: a logged ``Settings`` shows none."""
+    return field(default=default, repr=not secret, metadata={"env": env, "alias": alias, "doc": doc})
+
+
+LOG_FORMATS = ("text", "json")
 
 
 MAX_CONCURRENCY = 1000
@@ -32,6 +39,7 @@ class Settings:
         "REDRIVE_DATABASE_URL",
         "Where jobs live: sqlite:///relative.db, sqlite:////absolute.db, "
         "postgresql://user@host/db or memory://. Default: the file redrive.db here.",
+        secret=True,  # it may hold a password
     )
     worker_concurrency: int = _setting(
         10, "REDRIVE_WORKER_CONCURRENCY",
@@ -75,6 +83,62 @@ class Settings:
         alias="RETRY_MAX_ATTEMPTS",
     )
 
+    app: str = _setting(
+        "", "REDRIVE_APP",
+        "The application the CLI loads, as module:attribute (myapp.tasks:app), when a command names none. "
+        "Default: none.",
+    )
+    log_format: str = _setting(
+        "text", "REDRIVE_LOG_FORMAT", "How a process logs: text, or json (one object per line). Default text.",
+    )
+    api_tokens: str = _setting(
+        "", "REDRIVE_API_TOKENS",
+        "The HTTP API's tokens, comma-separated TOKEN=operator:NAME or TOKEN=owner:NAME (docs/http.md). "
+        "Default: none.", secret=True,
+    )
+    api_tokens_file: str = _setting(
+        "", "REDRIVE_API_TOKENS_FILE", "A file of API tokens, one per line, as above. Default: none.",
+    )
+    api_rate_limit: str = _setting(
+        "6000/minute", "REDRIVE_API_RATE_LIMIT",
+        "Requests one caller may make to the HTTP API (several joined by ';', or off). Default 6000/minute.",
+    )
+    dashboard_secret: str = _setting(
+        "", "REDRIVE_DASHBOARD_SECRET",
+        "Signs the dashboard's session cookies; set it when several processes serve the dashboard. "
+        "Default: a random one per process.", secret=True,
+    )
+    dashboard_url: str = _setting(
+        "", "REDRIVE_DASHBOARD_URL", "Where the dashboard is served: links in notifications start here. "
+        "Default: none (messages carry no links).",
+    )
+    slack_webhook_url: str = _setting(
+        "", "REDRIVE_SLACK_WEBHOOK_URL", "A Slack incoming webhook: set, it sends notifications. Default: none.",
+        secret=True,
+    )
+    smtp_host: str = _setting(
+        "", "REDRIVE_SMTP_HOST", "An SMTP server: set, it sends notifications by email. Default: none.",
+    )
+    smtp_port: int = _setting(587, "REDRIVE_SMTP_PORT", "The SMTP server's port. Default 587.")
+    smtp_starttls: bool = _setting(
+        True, "REDRIVE_SMTP_STARTTLS", "Whether SMTP upgrades to TLS (false for a local relay). Default true.",
+    )
+    smtp_user: str = _setting("", "REDRIVE_SMTP_USER", "A login for the SMTP server. Default: none.")
+    smtp_password: str = _setting(
+        "", "REDRIVE_SMTP_PASSWORD", "Its password. Default: none.", secret=True,
+    )
+    email_from: str = _setting("", "REDRIVE_EMAIL_FROM", "The sender of notification emails. Default: none.")
+    email_to: str = _setting(
+        "", "REDRIVE_EMAIL_TO", "Who gets notification emails, comma-separated. Default: none.",
+    )
+    notify_window: timedelta = _setting(
+        timedelta(minutes=1), "REDRIVE_NOTIFY_WINDOW",
+        "How long failures of one task are gathered into one notification. Default 60 s.",
+    )
+    alert_interval: timedelta = _setting(
+        timedelta(seconds=15), "REDRIVE_ALERT_INTERVAL", "How often alert rules are checked. Default 15 s.",
+    )
+
     def __post_init__(self) -> None:
         if not 1 <= self.worker_concurrency <= MAX_CONCURRENCY:
             raise ConfigError(f"worker_concurrency must be from 1 to {MAX_CONCURRENCY} (a sync job holds a thread; "
@@ -91,6 +155,14 @@ class Settings:
             raise ConfigError("job_retention cannot be negative")
         if not self.database_url:
             raise ConfigError("database_url is empty")
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(f"log_format is text or json, not {self.log_format!r}")
+        if not 0 < self.smtp_port < 65536:
+            raise ConfigError(f"smtp_port must be a port number, not {self.smtp_port}")
+        if self.notify_window <= timedelta(0):
+            raise ConfigError("notify_window must be positive")
+        if self.alert_interval <= timedelta(0):
+            raise ConfigError("alert_interval must be positive")
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, **in_code: Any) -> Settings:
@@ -112,7 +184,14 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
 def _parse(env: str, raw: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        if raw.strip().lower() in _TRUE + _FALSE:
+            return raw.strip().lower() in _TRUE
+        raise ConfigError(f"{env}={raw!r} is not true or false")
     if isinstance(default, timedelta):
         try:
             return parse_duration(raw)

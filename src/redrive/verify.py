@@ -69,6 +69,7 @@ app = App()  # REDRIVE_DATABASE_URL: the scratch database, set by verify for its
 @app.task
 def record(key: str) -> str:
     time.sleep(0.15)  # long enough that kills land mid-drain, with jobs in flight
+    # REDRIVE_VERIFY_DIR is not a setting: `redrive verify` tells the workers it starts where to write
     with open(os.path.join(os.environ["REDRIVE_VERIFY_DIR"], f"runs-{os.getpid()}.log"), "a") as log:
         log.write(f"{key}\n")
     return key

@@ -37,6 +37,18 @@ def inbox():
         yield box
 
 
+@pytest.fixture
+def workers(slack, inbox):
+    """Killed before the fakes stop (set up after them, torn down before):
+    a worker killed mid-send after the SMTP server stopped would leave it a
+    connection that is never closed, and its warning would fail whichever
+    test the garbage collector happened to run in."""
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.kill()
+
+
 def _worker(url: str, tmp_path, slack: SlackWebhook, inbox: Inbox, *, window: str = "1s",
             options: tuple[str, ...] = ()) -> WorkerProcess:
     env = {"REDRIVE_SLACK_WEBHOOK_URL": slack.url, "REDRIVE_SMTP_HOST": "127.0.0.1",

@@ -1,3 +1,4 @@
+import re
 from datetime import timedelta
 
 import pytest
@@ -57,3 +58,39 @@ def test_every_setting_has_a_redrive_name_and_the_older_names_still_work() -> No
     both = Settings.load({"REDRIVE_WORKER_CONCURRENCY": "4", "WORKER_CONCURRENCY": "9"})
     assert both.worker_concurrency == 4
     assert Settings.load({"JOB_RETENTION_SEC": "7d"}).job_retention == timedelta(days=7)
+
+
+def test_every_variable_redrive_reads_is_a_setting_and_no_secret_is_in_its_repr() -> None:
+    env = {"REDRIVE_SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/sekrit-hook",
+           "REDRIVE_SMTP_PASSWORD": "hunter2-smtp", "REDRIVE_API_TOKENS": "tok-0123456789abcdef=operator:ana",
+           "REDRIVE_DASHBOARD_SECRET": "cookie-signing-sekrit",
+           "REDRIVE_DATABASE_URL": "postgresql://app:db-pass-sekrit@127.0.0.1/app",
+           "REDRIVE_SMTP_STARTTLS": "false", "REDRIVE_SMTP_PORT": "2525", "REDRIVE_NOTIFY_WINDOW": "2m",
+           "REDRIVE_ALERT_INTERVAL": "5s", "REDRIVE_LOG_FORMAT": "json"}
+    settings = Settings.load(env)
+    assert (settings.smtp_starttls, settings.smtp_port, settings.notify_window, settings.alert_interval,
+            settings.log_format) == (False, 2525, timedelta(minutes=2), timedelta(seconds=5), "json")
+    shown = repr(settings)
+    for secret in ("sekrit-hook", "hunter2-smtp", "tok-0123456789abcdef", "cookie-signing-sekrit", "db-pass-sekrit"):
+        assert secret not in shown
+    # Nothing else in the package reads a REDRIVE_ variable of its own
+    import pathlib
+    import re
+
+    import redrive
+    root = pathlib.Path(redrive.__file__).parent
+    read = {name for path in root.rglob("*.py") if path.name != "settings.py"
+            for name in re.findall(r"(?:\.get\(|\[)\"(REDRIVE_[A-Z_]+)\"", path.read_text())}
+    assert read <= {"REDRIVE_VERIFY_DIR"}  # verify's message to its own workers, not a setting
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [({"REDRIVE_SMTP_STARTTLS": "maybe"}, "REDRIVE_SMTP_STARTTLS='maybe' is not true or false"),
+     ({"REDRIVE_LOG_FORMAT": "xml"}, "log_format is text or json, not 'xml'"),
+     ({"REDRIVE_SMTP_PORT": "70000"}, "smtp_port must be a port number"),
+     ({"REDRIVE_NOTIFY_WINDOW": "0s"}, "notify_window must be positive")],
+)
+def test_the_other_settings_are_checked_when_loaded(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Settings.load(env)

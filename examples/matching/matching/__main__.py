@@ -64,23 +64,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _work(app: App, notifications: Notifications | None, settings: Settings, *, alerts: bool) -> int:
-    from redrive import Worker
+    from redrive import Plugin, Worker
+    from redrive.alerts import AlertEvaluator
     from redrive.logs import configure, log_events
 
     configure(level="info", fmt="json")
     log_events(app)
-    evaluator = None
+    plugins: list[Plugin] = [notifications] if notifications else []
     if alerts:
-        from redrive.alerts import AlertEvaluator
-
-        evaluator = AlertEvaluator(app, notifications=notifications)
-        evaluator.start()
+        plugins.append(AlertEvaluator(app, notifications=notifications))
     Worker(app.client, concurrency=settings.worker_concurrency,
-           lease_ttl=timedelta(seconds=settings.worker_lease_ttl_sec)).run_until_stopped()
-    if evaluator is not None:
-        evaluator.stop()
-    if notifications is not None:
-        notifications.flush()
+           lease_ttl=timedelta(seconds=settings.worker_lease_ttl_sec), plugins=plugins).run_until_stopped()
     return 0
 
 

@@ -76,24 +76,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _work(app: App, settings: Settings, *, alerts: bool) -> int:
-    from redrive import Worker
+    from redrive import Plugin, Worker
+    from redrive.alerts import AlertEvaluator
     from redrive.logs import configure, log_events
     from redrive.notify import Notifications
 
     configure(level=settings.log_level, fmt="json")
     log_events(app)
     notifications = Notifications.from_env(app)  # on-call hears of dead letters and alerts
-    evaluator = None
+    plugins: list[Plugin] = [notifications] if notifications else []
     if alerts:
-        from redrive.alerts import AlertEvaluator
-
-        evaluator = AlertEvaluator(app, notifications=notifications)
-        evaluator.start()
-    Worker(app.client, concurrency=settings.worker_concurrency).run_until_stopped()
-    if evaluator is not None:
-        evaluator.stop()
-    if notifications is not None:
-        notifications.flush()
+        plugins.append(AlertEvaluator(app, notifications=notifications))
+    Worker(app.client, concurrency=settings.worker_concurrency, plugins=plugins).run_until_stopped()
     return 0
 
 

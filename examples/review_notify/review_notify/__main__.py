@@ -53,9 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         # failed for good and of rows found marked sent without the provider's id (§8.2, second row).
         notifications = Notifications.from_env(app)
         Worker(app.client, concurrency=settings.worker_concurrency,
-               lease_ttl=timedelta(seconds=settings.worker_lease_ttl_sec)).run_until_stopped()
-        if notifications is not None:
-            notifications.flush()
+               lease_ttl=timedelta(seconds=settings.worker_lease_ttl_sec),
+               plugins=[notifications] if notifications else []).run_until_stopped()
     return 0
 
 

@@ -11,7 +11,6 @@ appears in a log, an error or a response.
 from __future__ import annotations
 
 import hmac
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from starlette.requests import Request
 
 from redrive.admin import Actor
 from redrive.errors import ConfigError
+from redrive.settings import Settings
 
 Auth = Callable[[Request], Actor | None]
 
@@ -49,9 +49,9 @@ def parse_tokens(lines: list[str]) -> dict[str, Actor]:
 
 
 def tokens_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Actor]:
-    env = os.environ if environ is None else environ
-    lines = env.get("REDRIVE_API_TOKENS", "").split(",")
-    if path := env.get("REDRIVE_API_TOKENS_FILE"):
+    settings = Settings.load(environ)
+    lines = settings.api_tokens.split(",")
+    if path := settings.api_tokens_file:
         try:
             lines += Path(path).read_text().splitlines()
         except OSError as exc:

@@ -14,7 +14,6 @@ inline script and framing (``SECURITY_HEADERS``). docs/dashboard.md.
 import hashlib
 import hmac
 import json
-import os
 import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -34,6 +33,7 @@ from redrive.errors import ConfigError, Forbidden, RedriveError
 from redrive.http.auth import Auth, TokenAuth
 from redrive.http.errors import status_of
 from redrive.http.throttle import Throttle
+from redrive.settings import Settings
 from redrive.store.reads import MinuteCount, page_size
 from redrive.views import (
     breaker_event_view,
@@ -86,7 +86,7 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     router = APIRouter(include_in_schema=False)
     # CSRF tokens are HMACs under this secret: set REDRIVE_DASHBOARD_SECRET
     # when several server processes share the users (else each has its own).
-    secret = os.environ.get("REDRIVE_DASHBOARD_SECRET", "").encode() or secrets.token_bytes(32)
+    secret = Settings.load().dashboard_secret.encode() or secrets.token_bytes(32)
     tokens = auth if isinstance(auth, TokenAuth) else None
 
     def who(request: Request) -> Actor | None:

@@ -12,7 +12,6 @@ several behind a balancer, a caller gets up to that many times the limit.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Mapping
 
@@ -20,13 +19,11 @@ from limits import RateLimitItem, parse_many, storage, strategies
 from starlette.exceptions import HTTPException
 
 from redrive.errors import ConfigError
-
-DEFAULT_RATE_LIMIT = "6000/minute"
+from redrive.settings import Settings
 
 
 def rate_limit_from_env(environ: Mapping[str, str] | None = None) -> str:
-    env = os.environ if environ is None else environ
-    return env.get("REDRIVE_API_RATE_LIMIT", DEFAULT_RATE_LIMIT)
+    return Settings.load(environ).api_rate_limit
 
 
 class Throttle:

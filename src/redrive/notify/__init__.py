@@ -3,13 +3,15 @@ escalates, a breaker opens or closes, an outbox row is found marked sent
 without the provider's id, or an alert rule fires or resolves.
 
     from redrive.notify import Email, Notifications, Slack
-    Notifications(app, [Slack(webhook_url)], base_url="https://ops.example.com/redrive")
+    notifications = Notifications(app, [Slack(webhook_url)], base_url="https://ops.example.com/redrive")
+    Worker(app.client, plugins=[notifications]).run_until_stopped()
 
 ``redrive worker`` and ``redrive serve`` set them up from the environment
 (``from_env``): a channel configured is a channel enabled.
 
-Each notification is a job of redrive's own task on its own queue (every
-worker of the app serves it), with a key made from what it is about, and it
+Each notification is a job of redrive's own task on its own queue (a worker
+given the plugin serves it, two at a time in slots of their own besides its
+concurrency), with a key made from what it is about, and it
 sends through the outbox: a worker killed mid-send is neither lost nor
 repeated (see ``channels`` for the one window a webhook leaves), and a
 webhook that answers 500 or hangs is retried like any job, in a slot of
@@ -21,19 +23,19 @@ count by error code. docs/notifications.md has the rest.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
-import os
 import queue
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from redrive.admin import Actor
 from redrive.app import App
-from redrive.core.durations import parse_duration
 from redrive.core.job import DeadLetter
 from redrive.core.redact import redact_text
 from redrive.errors import ConfigError, RedriveError
@@ -41,6 +43,8 @@ from redrive.events import Event
 from redrive.notify.channels import CannotAsk, Channel, Email, Message, Slack
 from redrive.runtime.context import current_job
 from redrive.runtime.outbox import Intent, deliver
+from redrive.runtime.plugins import Beside, Plugin, until_cancelled
+from redrive.settings import Settings
 
 __all__ = ["CannotAsk", "Channel", "Email", "Message", "Notifications", "Slack"]
 
@@ -52,7 +56,10 @@ _READ_AT_MOST = 10_000  # dead letters read for one digest; past this the count 
 _GRACE = timedelta(seconds=5)  # a failure written just before a window closes is committed by then
 
 
-class Notifications:
+class Notifications(Plugin):
+    name = "notifications"
+    queues = MappingProxyType({QUEUE: 2})  # sends at once, besides the worker's jobs
+
     def __init__(self, app: App, channels: Sequence[Channel], *, base_url: str | None = None,
                  window: timedelta = timedelta(minutes=1), failures: bool = True) -> None:
         """``failures=False``: jobs failing for good are not told (an app that
@@ -72,30 +79,26 @@ class Notifications:
         self._lock = threading.Lock()
         app.task(name=TASK, queue=QUEUE, max_attempts=12, timeout=timedelta(seconds=30 * len(channels) + 30))(
             self._send)
-        app.registry.own_queues[QUEUE] = 2
         app.events.subscribe(self._heard, names=["job.dead_lettered", "breaker.changed", "outbox.unconfirmed"])
 
     @classmethod
     def from_env(cls, app: App, environ: Mapping[str, str] | None = None) -> Notifications | None:
-        """The channels the environment configures (docs/notifications.md), or None."""
-        env = os.environ if environ is None else environ
+        """The channels the settings configure (``Settings``, from the environment:
+        docs/notifications.md), or None when none is."""
+        settings = Settings.load(environ)
         channels: list[Channel] = []
-        if url := env.get("REDRIVE_SLACK_WEBHOOK_URL"):
-            channels.append(Slack(url))
-        if host := env.get("REDRIVE_SMTP_HOST"):
-            port = env.get("REDRIVE_SMTP_PORT", "587")
-            if not port.isdigit():
-                raise ConfigError(f"REDRIVE_SMTP_PORT must be a port number, not {port!r}")
+        if settings.slack_webhook_url:
+            channels.append(Slack(settings.slack_webhook_url))
+        if settings.smtp_host:
             channels.append(Email(
-                host=host, port=int(port), sender=env.get("REDRIVE_EMAIL_FROM", ""),
-                recipients=[r.strip() for r in env.get("REDRIVE_EMAIL_TO", "").split(",") if r.strip()],
-                username=env.get("REDRIVE_SMTP_USER") or None, password=env.get("REDRIVE_SMTP_PASSWORD") or None,
-                starttls=env.get("REDRIVE_SMTP_STARTTLS", "true").lower() not in ("0", "false", "no"),
+                host=settings.smtp_host, port=settings.smtp_port, sender=settings.email_from,
+                recipients=[r.strip() for r in settings.email_to.split(",") if r.strip()],
+                username=settings.smtp_user or None, password=settings.smtp_password or None,
+                starttls=settings.smtp_starttls,
             ))
         if not channels:
             return None
-        window = parse_duration(env.get("REDRIVE_NOTIFY_WINDOW", "60s"))
-        return cls(app, channels, base_url=env.get("REDRIVE_DASHBOARD_URL"), window=window)
+        return cls(app, channels, base_url=settings.dashboard_url or None, window=settings.notify_window)
 
     # -- what to notify: enqueued off the thread that emitted ------------------------
 
@@ -109,6 +112,14 @@ class Notifications:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._enqueue_all, name="redrive-notify", daemon=True)
                 self._thread.start()
+
+    async def run(self, beside: Beside) -> None:
+        """Beside a worker: serve the queue; when the worker stops, every
+        notification heard so far is enqueued before it exits."""
+        try:
+            await until_cancelled()
+        finally:
+            await asyncio.to_thread(self.flush)
 
     def flush(self, timeout_s: float = 10.0) -> None:
         """Wait until every notification heard so far is enqueued (a stopping process calls it)."""

@@ -18,13 +18,14 @@ from redrive.client import Client, JobRequest
 from redrive.core.job import EnqueueResult
 from redrive.core.schedule import Firing, Schedule, missed, next_firing
 from redrive.errors import RedriveError
+from redrive.runtime.plugins import Beside, Plugin
 
 log = logging.getLogger("redrive.scheduler")
 
 _BATCH = 500
 
 
-class Scheduler:
+class Scheduler(Plugin):
     def __init__(
         self,
         client: Client,
@@ -98,8 +99,10 @@ class Scheduler:
         kwargs = schedule.kwargs(firing) if callable(schedule.kwargs) else schedule.kwargs
         return JobRequest(schedule.task, kwargs=dict(kwargs), idempotency_key=firing.key)
 
-    async def run(self) -> None:
-        """Tick every ``interval`` until ``stop()``."""
+    name = "scheduler"
+
+    async def run(self, beside: Beside | None = None) -> None:
+        """Tick every ``interval`` until ``stop()`` (or, beside a worker, until it stops)."""
         log.info("scheduler started with %d schedule(s)", len(self.schedules))
         while not self._stopping.is_set():
             await asyncio.to_thread(self.tick)

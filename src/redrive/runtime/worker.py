@@ -51,6 +51,7 @@ from redrive.runtime.executor import execute, stages_of
 from redrive.runtime.interrupts import Interrupt
 from redrive.runtime.maintenance import Pruner, Reclaimer
 from redrive.runtime.outage import OutageLog
+from redrive.runtime.plugins import Beside, Plugin
 from redrive.runtime.presence import Presence, installed_version
 from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.threads import DaemonThreadPool
@@ -92,16 +93,19 @@ class Worker:
         rng: Random | None = None,
         schedules: bool = False,
         retention: timedelta | None = None,
+        plugins: Sequence[Plugin] = (),
     ) -> None:
         """A worker on ``client``'s store, running the tasks its registry
         declares (``Worker(app.client)``). ``queues`` may give some queues
         their own limit of jobs at once (``{"email": 5, "default": None}``);
         ``concurrency`` is the worker's total (default: the sum of the limits
         when every queue has one, else the ``worker_concurrency`` setting).
-        ``schedules=True`` also runs the registry's schedules (see
-        ``Scheduler``). With a ``retention`` (default: the ``job_retention``
-        setting) the worker also prunes history older than that, a batch at
-        a time."""
+        ``plugins`` run beside the claim loop (``runtime/plugins.py``:
+        notifications, alert rules, metrics, your own), each started once
+        the worker runs and stopped once it has drained. ``schedules=True``
+        adds the registry's schedules (a ``Scheduler``); a ``retention``
+        (default: the ``job_retention`` setting) adds a ``Pruner`` of
+        history older than that. Every worker runs a ``Reclaimer``."""
         if not queues:
             raise ConfigError("a worker needs at least one queue")
         limits = dict(queues) if isinstance(queues, Mapping) else dict.fromkeys(queues)
@@ -111,9 +115,9 @@ class Worker:
                 raise ConfigError(f"queue {queue!r}: its limit must be a whole number of at least 1, not {limit!r}")
         if concurrency is None and None not in limits.values():
             concurrency = sum(limit for limit in limits.values() if limit is not None)
-        # redrive's own queues (notifications) run in slots of their own,
+        # Plugins' own queues (notifications) run in slots of their own,
         # besides ``concurrency``: a webhook that hangs holds none of the jobs'.
-        own = {queue: limit for queue, limit in client.registry.own_queues.items() if queue not in limits}
+        own = {queue: limit for plugin in plugins for queue, limit in plugin.queues.items() if queue not in limits}
         limits.update(own)
         settings = client.settings.with_(
             worker_concurrency=concurrency, worker_lease_ttl=lease_ttl,
@@ -153,7 +157,11 @@ class Worker:
         self._store: Store | None = None  # opened on the database threads when the worker starts
         self._completer = Completer(self._call, lambda: self.store)
         self._gate = BreakerGate(self.registry.dependencies, lambda: self.store, self._call, events=self.events)
-        self._scheduler = Scheduler(client) if schedules and self.registry.schedules else None
+        self.plugins: list[Plugin] = [Reclaimer(), *plugins]
+        if schedules and self.registry.schedules:
+            self.plugins.append(Scheduler(client))
+        if self.retention > timedelta(0):
+            self.plugins.append(Pruner(self.retention))
         self._watchdog: Watchdog | None = None
         self._presence = Presence(lambda: self.store, self._call, self._registration)
 
@@ -228,14 +236,10 @@ class Worker:
             asyncio.create_task(self._presence.run(), name="presence"),
             asyncio.create_task(self._completer.run(), name="completer"),
             asyncio.create_task(self._control(), name="control"),
-            asyncio.create_task(Reclaimer(store, self._call, lease_ttl=self.lease_ttl, rng=self._rng,
-                                          events=self.events, found=self._wake.set).run(), name="reclaimer"),
         ]
-        if self._scheduler is not None:
-            services.append(asyncio.create_task(self._scheduler.run(), name="scheduler"))
-        if self.retention > timedelta(0):
-            services.append(asyncio.create_task(
-                Pruner(store, self._call, retention=self.retention, rng=self._rng).run(), name="pruner"))
+        beside = Beside(self._client, store, self._call, self.events, self.id, self.lease_ttl, self._rng,
+                        self._wake.set)
+        services += [asyncio.create_task(plugin.run(beside), name=plugin.name) for plugin in self.plugins]
         if self._gate.active:
             await self._gate.refresh()
             services.append(asyncio.create_task(self._gate.run(), name="breakers"))
