@@ -386,7 +386,7 @@ class Admin:
 
         breaker = self.store.breaker_update(name=name, change=apply, by=self.actor.name)
         for before, after, reason in breaker.changes:
-            self.events.emit("breaker.changed", name=name, from_state=before.value, to_state=after.value,
+            self.events.emit("breaker.changed", dependency=name, from_state=before.value, to_state=after.value,
                              reason=reason)
         return BreakerStatus(name, breaker, now[0])
 

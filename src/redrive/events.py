@@ -3,9 +3,10 @@
 Metrics, notifiers, structured logs and tests subscribe to an application's
 stream (``app.events``) instead of reading log text. The worker, the
 scheduler, the outbox sender and the operator API all emit on it. Every
-event has a name and a payload whose keys are fixed by ``CATALOGUE`` below;
-payloads hold ids, names, codes, counts and durations, never job arguments
-or results.
+event is a small class below (``JobFailed``: ``event.task``,
+``event.error_code``), with a name and a payload whose keys are its fields
+(``CATALOGUE``); a handler subscribes by class or by name. Payloads hold
+ids, names, codes, counts and durations, never job arguments or results.
 
 Handlers run synchronously on the thread that emits (the worker's event
 loop, a handler thread, a database thread): keep them quick and
@@ -24,57 +25,296 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
 
 from redrive.errors import ConfigError
 
 log = logging.getLogger("redrive.events")
 
-# The payload keys of each event, exactly: a test holds every emitted event to them.
-CATALOGUE: Mapping[str, frozenset[str]] = {
-    name: frozenset(keys.split())
-    for name, keys in {
-        "worker.started": "worker queues concurrency",
-        "worker.stopped": "worker",
-        "job.enqueued": "job_id task queue",
-        "job.claimed": "job_id task queue attempt worker lease_token wait_s",
-        "job.succeeded": "job_id task queue attempt duration_s wait_s",
-        "job.retry_scheduled": "job_id task queue attempt stage error_code upstream_status delay_s duration_s wait_s",
-        "job.failed": "job_id task queue attempt stage error_code upstream_status error_class retryable duration_s "
-                      "wait_s",
-        "job.dead_lettered": "job_id task queue stage error_class dead_letter_id escalated",
-        "job.escalated": "job_id task queue error_class dead_letter_id",
-        "job.held": "job_id task queue dependency",
-        "job.lease_lost": "job_id task queue lease_token worker",
-        "job.reclaimed": "job_id task queue attempt status",
-        "job.retried": "job_id task queue by",
-        "job.replayed": "job_id task queue by dead_letter_id replay_from",
-        "job.cancel_requested": "job_id task queue by",
-        "job.cancelled": "job_id task queue by",
-        "job.revealed": "job_id task queue by",
-        "queue.paused": "queue by",
-        "queue.resumed": "queue by",
-        "breaker.changed": "name from_state to_state reason",
-        "outbox.sent": "job_id task queue key provider_id",
-        "outbox.reconciled": "job_id task queue key provider_id found",
-        "outbox.unconfirmed": "job_id task queue key",
-        "schedule.fired": "schedule firings created duplicates",
-        "alert.changed": "rule state detail incident",
-    }.items()
-}
-
-
-# Not frozen: a frozen dataclass is made three times slower, and a worker
+# Not frozen: a frozen dataclass is three times slower to make, and a worker
 # makes one a job. Handlers read events; none changes one.
 @dataclass(slots=True)
 class Event:
-    name: str
-    data: Mapping[str, Any]
-    at: float = field(default_factory=time.time)  # this process's wall clock, epoch seconds
+    """What happened: ``name`` (the catalogue's), the payload as attributes
+    (``event.task``) or as a mapping (``event.data``), and ``at``, this
+    process's wall clock, epoch seconds. One small class per kind below."""
+
+    name: ClassVar[str] = ""
+    keys: ClassVar[tuple[str, ...]] = ()  # the payload's, in order
+    at: float = field(default_factory=time.time, kw_only=True)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.keys}
 
 
-Handler = Callable[[Event], None]
+EVENTS: dict[str, type[Event]] = {}
+_E = TypeVar("_E", bound=type[Event])
+
+
+def _kind(name: str) -> Callable[[_E], _E]:
+    """Register an event class under its catalogue name."""
+
+    def register(cls: _E) -> _E:
+        cls.name = name
+        cls.keys = tuple(f.name for f in fields(cls) if f.name != "at")
+        EVENTS[name] = cls
+        return cls
+
+    return register
+
+
+@_kind("worker.started")
+@dataclass(slots=True)
+class WorkerStarted(Event):
+    worker: str
+    queues: list[str]
+    concurrency: int
+
+
+@_kind("worker.stopped")
+@dataclass(slots=True)
+class WorkerStopped(Event):
+    worker: str
+
+
+@_kind("job.enqueued")
+@dataclass(slots=True)
+class JobEnqueued(Event):
+    job_id: str
+    task: str
+    queue: str
+
+
+@_kind("job.claimed")
+@dataclass(slots=True)
+class JobClaimed(Event):
+    job_id: str
+    task: str
+    queue: str
+    attempt: int
+    worker: str
+    lease_token: str
+    wait_s: float
+
+
+@_kind("job.succeeded")
+@dataclass(slots=True)
+class JobSucceeded(Event):
+    job_id: str
+    task: str
+    queue: str
+    attempt: int
+    duration_s: float | None
+    wait_s: float | None
+
+
+@_kind("job.retry_scheduled")
+@dataclass(slots=True)
+class JobRetryScheduled(Event):
+    job_id: str
+    task: str
+    queue: str
+    attempt: int
+    stage: str | None
+    error_code: str
+    upstream_status: int | None
+    delay_s: float
+    duration_s: float | None
+    wait_s: float | None
+
+
+@_kind("job.failed")
+@dataclass(slots=True)
+class JobFailed(Event):
+    job_id: str
+    task: str
+    queue: str
+    attempt: int
+    stage: str | None
+    error_code: str
+    upstream_status: int | None
+    error_class: str
+    retryable: bool
+    duration_s: float | None  # None: no run of this process timed it (the reclaim failed it)
+    wait_s: float | None
+
+
+@_kind("job.dead_lettered")
+@dataclass(slots=True)
+class JobDeadLettered(Event):
+    job_id: str
+    task: str
+    queue: str
+    stage: str | None
+    error_class: str
+    dead_letter_id: int | None
+    escalated: bool
+
+
+@_kind("job.escalated")
+@dataclass(slots=True)
+class JobEscalated(Event):
+    job_id: str
+    task: str
+    queue: str
+    error_class: str
+    dead_letter_id: int | None
+
+
+@_kind("job.held")
+@dataclass(slots=True)
+class JobHeld(Event):
+    job_id: str
+    task: str
+    queue: str
+    dependency: str
+
+
+@_kind("job.lease_lost")
+@dataclass(slots=True)
+class JobLeaseLost(Event):
+    job_id: str
+    task: str
+    queue: str
+    lease_token: str
+    worker: str
+
+
+@_kind("job.reclaimed")
+@dataclass(slots=True)
+class JobReclaimed(Event):
+    job_id: str
+    task: str
+    queue: str
+    attempt: int
+    status: str  # queued, or failed when no attempt was left
+
+
+@_kind("job.retried")
+@dataclass(slots=True)
+class JobRetried(Event):
+    job_id: str
+    task: str
+    queue: str
+    by: str | None
+
+
+@_kind("job.replayed")
+@dataclass(slots=True)
+class JobReplayed(Event):
+    job_id: str
+    task: str
+    queue: str
+    by: str | None
+    dead_letter_id: int
+    replay_from: str
+
+
+@_kind("job.cancel_requested")
+@dataclass(slots=True)
+class JobCancelRequested(Event):
+    job_id: str
+    task: str
+    queue: str
+    by: str | None
+
+
+@_kind("job.cancelled")
+@dataclass(slots=True)
+class JobCancelled(Event):
+    job_id: str
+    task: str
+    queue: str
+    by: str | None
+
+
+@_kind("job.revealed")
+@dataclass(slots=True)
+class JobRevealed(Event):
+    job_id: str
+    task: str
+    queue: str
+    by: str | None
+
+
+@_kind("queue.paused")
+@dataclass(slots=True)
+class QueuePaused(Event):
+    queue: str
+    by: str | None
+
+
+@_kind("queue.resumed")
+@dataclass(slots=True)
+class QueueResumed(Event):
+    queue: str
+    by: str | None
+
+
+@_kind("breaker.changed")
+@dataclass(slots=True)
+class BreakerChanged(Event):
+    dependency: str
+    from_state: str
+    to_state: str
+    reason: str
+
+
+@_kind("outbox.sent")
+@dataclass(slots=True)
+class OutboxSent(Event):
+    job_id: str
+    task: str
+    queue: str
+    key: str
+    provider_id: str | None
+
+
+@_kind("outbox.reconciled")
+@dataclass(slots=True)
+class OutboxReconciled(Event):
+    job_id: str
+    task: str
+    queue: str
+    key: str
+    provider_id: str | None
+    found: bool
+
+
+@_kind("outbox.unconfirmed")
+@dataclass(slots=True)
+class OutboxUnconfirmed(Event):
+    job_id: str
+    task: str
+    queue: str
+    key: str
+
+
+@_kind("schedule.fired")
+@dataclass(slots=True)
+class ScheduleFired(Event):
+    schedule: str
+    firings: int
+    created: int
+    duplicates: int
+
+
+@_kind("alert.changed")
+@dataclass(slots=True)
+class AlertChanged(Event):
+    rule: str
+    state: str  # firing or resolved
+    detail: str
+    incident: str
+
+
+# The payload keys of each event, exactly: a test holds every emitted event to them.
+CATALOGUE: Mapping[str, frozenset[str]] = {name: frozenset(cls.keys) for name, cls in EVENTS.items()}
+
+
+Handler = Callable[[Any], None]
 
 
 class EventStream:
@@ -85,10 +325,11 @@ class EventStream:
         # handler wants is not here.
         self._routes: dict[str, tuple[Handler, ...]] = {}
 
-    def subscribe(self, handler: Handler, *, names: Iterable[str] | None = None) -> Callable[[], None]:
-        """Call ``handler(event)`` for every event (or those ``names``);
-        returns the function that unsubscribes it."""
-        wanted = None if names is None else frozenset(names)
+    def subscribe(self, handler: Handler, *, names: Iterable[str | type[Event]] | None = None) -> Callable[[], None]:
+        """Call ``handler(event)`` for every event, or those ``names`` (event
+        names or classes: ``names=[JobFailed]``); returns the function that
+        unsubscribes it."""
+        wanted = None if names is None else frozenset(n if isinstance(n, str) else n.name for n in names)
         if wanted is not None and not wanted <= set(CATALOGUE):
             raise ConfigError(f"no such event: {', '.join(sorted(wanted - set(CATALOGUE)))}")
         entry = (handler, wanted)
@@ -118,11 +359,15 @@ class EventStream:
         """Whether anyone listens: emitters skip building payloads when nobody does."""
         return bool(self._handlers)
 
-    def emit(self, name: str, /, **data: Any) -> None:
+    def emit(self, event: Event | str, /, **data: Any) -> None:
+        """Tell ``event`` (an ``Event``, or a catalogue name and its payload)
+        to the handlers that want it."""
+        name = event if isinstance(event, str) else event.name
         handlers = self._routes.get(name)  # a snapshot: subscribing meanwhile is safe
         if handlers is None:
             return
-        event = Event(name, data)
+        if isinstance(event, str):
+            event = EVENTS[name](**data)
         for handler in handlers:
             try:
                 handler(event)

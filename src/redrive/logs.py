@@ -62,7 +62,8 @@ def event_fields(event: Event) -> dict[str, Any]:
 
 
 def _with_event(fields: dict[str, Any], event: Event) -> dict[str, Any]:
-    for key, value in event.data.items():
+    for key in event.keys:
+        value = getattr(event, key)
         if key in _NEVER:
             continue
         if key in _MILLIS:
@@ -72,7 +73,7 @@ def _with_event(fields: dict[str, Any], event: Event) -> dict[str, Any]:
     if status := _STATUS.get(event.name):
         fields["status"] = status
     if event.name == "breaker.changed":
-        fields["breaker_state"] = event.data["to_state"]
+        fields["breaker_state"] = event.to_state  # type: ignore[attr-defined]
     elif event.name == "job.held":
         fields["breaker_state"] = "open"
     return fields
@@ -82,10 +83,9 @@ def _event_line(event: Event, level: str, logger: str) -> str:
     """An event's JSON line, as ``JsonFormatter`` would write its record, from
     a template made once per event shape: a worker writes one per job, and the
     JSON encoder over a dict of the fields cost more than twice as much."""
-    data = event.data
-    shape = (event.name, level, logger, tuple(data))
+    shape = (event.name, level, logger, event.keys)
     template, plan = _SHAPES.get(shape) or _shape(*shape)
-    return template % (_ts(event.at), *[convert(data[key]) for key, convert in plan])
+    return template % (_ts(event.at), *[convert(getattr(event, key)) for key, convert in plan])
 
 
 _Plan = tuple[tuple[str, Callable[[Any], str]], ...]

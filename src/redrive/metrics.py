@@ -46,7 +46,7 @@ from redrive.core.breaker import State, failure_percent, time_open
 from redrive.core.redact import redact_text
 from redrive.core.states import Status
 from redrive.errors import RedriveError
-from redrive.events import Event
+from redrive.events import Event, JobFailed, JobRetryScheduled, JobSucceeded
 from redrive.runtime.plugins import Beside, Plugin, until_cancelled
 
 log = logging.getLogger("redrive.metrics")
@@ -94,6 +94,7 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
 _ENDS = {"job.succeeded": ("succeeded", "redrive_jobs_completed"),
          "job.retry_scheduled": ("retried", "redrive_job_retries_scheduled"),
          "job.failed": ("failed", "redrive_jobs_completed")}
+Ended = JobSucceeded | JobRetryScheduled | JobFailed
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "redrive_job_duration_seconds": ("How long attempts ran, by how they ended.", (*_JOB, "outcome")),
     "redrive_job_queue_wait_seconds": ("From when a job was due to when a worker took it.", _JOB),
@@ -117,7 +118,7 @@ class Tally(Collector):
         self._ends: dict[tuple[str, tuple[Any, ...], str], tuple[list[float], list[float], list[float]]] = {}
         # Attempts' ends not counted yet: a worker hands one over per job and
         # they are counted in batches (``_count_ended``), before every scrape.
-        self.ends: deque[Event] = deque()
+        self.ends: deque[Ended] = deque()
 
     def inc(self, name: str, labels: tuple[Any, ...], by: float = 1) -> None:
         with self._lock:
@@ -131,7 +132,7 @@ class Tally(Collector):
 
     BATCH = 1024
 
-    def ended(self, event: Event) -> None:
+    def ended(self, event: Ended) -> None:
         """An attempt's end (``job.succeeded``, ``job.retry_scheduled`` or
         ``job.failed``): its duration, its queue wait and a counter, counted
         with others a batch at a time, and before every scrape."""
@@ -147,20 +148,20 @@ class Tally(Collector):
         wait for the next count."""
         take, bounds = self.ends.popleft, self.bounds
         for _ in range(len(self.ends)):
-            name, d = (event := take()).name, event.data
-            task, queue = d["task"], d["queue"]
+            event = take()
+            name, task, queue = event.name, event.task, event.queue
             outcome, counter = _ENDS[name]
-            labels = (task, queue, d["error_code"]) if outcome == "retried" else \
-                (task, queue, outcome, d.get("error_code") or "")
+            labels = (task, queue, getattr(event, "error_code", "")) if outcome == "retried" else \
+                (task, queue, outcome, getattr(event, "error_code", None) or "")
             rows = self._ends.get((counter, labels, outcome))
             if rows is None:
                 rows = self._ends[counter, labels, outcome] = (
                     self._row("redrive_job_duration_seconds", (task, queue, outcome)),
                     self._row("redrive_job_queue_wait_seconds", (task, queue)), self._cell(counter, labels))
             durations, waits, cell = rows
-            duration_s, wait_s = d["duration_s"], d["wait_s"]
+            duration_s, wait_s = event.duration_s, event.wait_s
             cell[0] += 1
-            if duration_s is None:  # ended by the reclaim: no run of this process to time
+            if duration_s is None or wait_s is None:  # ended by the reclaim: no run of this process to time
                 continue
             durations[bisect_left(bounds, duration_s)] += 1
             durations[-1] += duration_s
@@ -199,23 +200,23 @@ class Metrics:
         if gauges:
             self.registry.register(StoreGauges(app))
         inc = t.inc
-        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
-            "job.enqueued": lambda d: inc("redrive_jobs_enqueued", (d["task"], d["queue"])),
-            "job.cancelled": lambda d: inc("redrive_jobs_completed", (d["task"], d["queue"], "cancelled", "")),
-            "job.dead_lettered": lambda d: inc("redrive_dead_letters_opened", (d["task"], d["queue"], d["error_class"])),
-            "job.escalated": lambda d: inc("redrive_dead_letters_escalated", (d["task"], d["queue"], d["error_class"])),
-            "job.lease_lost": lambda d: inc("redrive_lease_losses", (d["task"], d["queue"])),
-            "job.reclaimed": lambda d: inc("redrive_jobs_reclaimed", ()),
-            "job.held": lambda d: inc("redrive_jobs_held", (d["task"], d["queue"], d["dependency"])),
-            "job.retried": lambda d: inc("redrive_jobs_manually_retried", (d["task"], d["queue"])),
-            "job.replayed": lambda d: inc("redrive_jobs_replayed", (d["task"], d["queue"], d["replay_from"])),
-            "job.cancel_requested": lambda d: inc("redrive_cancels_requested", (d["task"], d["queue"])),
-            "outbox.sent": lambda d: inc("redrive_outbox_sends", (d["task"], d["queue"])),
-            "outbox.reconciled": lambda d: inc("redrive_outbox_reconciliations",
-                                               (d["task"], d["queue"], "true" if d["found"] else "false")),
-            "outbox.unconfirmed": lambda d: inc("redrive_outbox_unconfirmed", (d["task"], d["queue"])),
-            "breaker.changed": lambda d: inc("redrive_breaker_transitions", (d["name"], d["to_state"])),
-            "schedule.fired": lambda d: inc("redrive_schedule_firings", (d["schedule"],), d["firings"]),
+        self._handlers: dict[str, Callable[[Any], None]] = {
+            "job.enqueued": lambda e: inc("redrive_jobs_enqueued", (e.task, e.queue)),
+            "job.cancelled": lambda e: inc("redrive_jobs_completed", (e.task, e.queue, "cancelled", "")),
+            "job.dead_lettered": lambda e: inc("redrive_dead_letters_opened", (e.task, e.queue, e.error_class)),
+            "job.escalated": lambda e: inc("redrive_dead_letters_escalated", (e.task, e.queue, e.error_class)),
+            "job.lease_lost": lambda e: inc("redrive_lease_losses", (e.task, e.queue)),
+            "job.reclaimed": lambda e: inc("redrive_jobs_reclaimed", ()),
+            "job.held": lambda e: inc("redrive_jobs_held", (e.task, e.queue, e.dependency)),
+            "job.retried": lambda e: inc("redrive_jobs_manually_retried", (e.task, e.queue)),
+            "job.replayed": lambda e: inc("redrive_jobs_replayed", (e.task, e.queue, e.replay_from)),
+            "job.cancel_requested": lambda e: inc("redrive_cancels_requested", (e.task, e.queue)),
+            "outbox.sent": lambda e: inc("redrive_outbox_sends", (e.task, e.queue)),
+            "outbox.reconciled": lambda e: inc("redrive_outbox_reconciliations",
+                                               (e.task, e.queue, "true" if e.found else "false")),
+            "outbox.unconfirmed": lambda e: inc("redrive_outbox_unconfirmed", (e.task, e.queue)),
+            "breaker.changed": lambda e: inc("redrive_breaker_transitions", (e.dependency, e.to_state)),
+            "schedule.fired": lambda e: inc("redrive_schedule_firings", (e.schedule,), e.firings),
         }
         # An attempt's end goes straight to the tally: a worker has one a job.
         self._stops = [app.events.subscribe(self._on_event, names=self._handlers),
@@ -235,7 +236,7 @@ class Metrics:
         return server
 
     def _on_event(self, event: Event) -> None:
-        self._handlers[event.name](event.data)  # type: ignore[arg-type]
+        self._handlers[event.name](event)
 
 
 class MetricsEndpoint(Plugin):

@@ -27,7 +27,8 @@ PRELUDE = """
     logs.configure(level="info", fmt="json")
     logs.log_events(app)
     def succeeded(i):
-        app.events.emit("job.succeeded", job_id=f"job-{{i}}", task="t", queue="q", attempt=1, duration_s=0.5)
+        app.events.emit("job.succeeded", job_id=f"job-{{i}}", task="t", queue="q", attempt=1, duration_s=0.5,
+                           wait_s=0.0)
 """
 
 
@@ -81,7 +82,7 @@ def test_an_event_line_says_what_its_record_would_say() -> None:
     path (a record through JsonFormatter) write the same JSON for every event."""
     import logging
 
-    from redrive.events import CATALOGUE, Event
+    from redrive.events import CATALOGUE, EVENTS
     from redrive.logs import _OURS, JsonFormatter, _event_line, event_fields
     from tests.canaries import CANARIES, leaked
 
@@ -93,7 +94,7 @@ def test_an_event_line_says_what_its_record_would_say() -> None:
         data |= {k: 0.25 for k in ("duration_s", "wait_s") if k in keys}
         if name == "breaker.changed":
             data["to_state"] = "open"
-        event = Event(name, data, at=1_700_000_000.123)
+        event = EVENTS[name](**data, at=1_700_000_000.123)
         quick = json.loads(_event_line(event, "info", "redrive.event"))
         record = logging.LogRecord("redrive.event", logging.INFO, __file__, 1, "x", None, None)
         record.created, record.redrive = event.at, event_fields(event)

@@ -39,7 +39,7 @@ from redrive.app import App
 from redrive.core.job import DeadLetter
 from redrive.core.redact import redact_text
 from redrive.errors import ConfigError, RedriveError
-from redrive.events import Event
+from redrive.events import BreakerChanged, Event, JobDeadLettered, OutboxUnconfirmed
 from redrive.notify.channels import CannotAsk, Channel, Email, Message, Slack
 from redrive.runtime.context import current_job
 from redrive.runtime.outbox import Intent, deliver
@@ -74,12 +74,12 @@ class Notifications(Plugin):
         self.base_url = base_url.rstrip("/") if base_url else None
         self.failures = failures
         self._admin = app.admin(Actor.operator("notifications"))
-        self._todo: queue.Queue[Event] = queue.Queue()
+        self._todo: queue.Queue[Event | threading.Event] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         app.task(name=TASK, queue=QUEUE, max_attempts=12, timeout=timedelta(seconds=30 * len(channels) + 30))(
             self._send)
-        app.events.subscribe(self._heard, names=["job.dead_lettered", "breaker.changed", "outbox.unconfirmed"])
+        app.events.subscribe(self._heard, names=[JobDeadLettered, BreakerChanged, OutboxUnconfirmed])
 
     @classmethod
     def from_env(cls, app: App, environ: Mapping[str, str] | None = None) -> Notifications | None:
@@ -103,9 +103,9 @@ class Notifications(Plugin):
     # -- what to notify: enqueued off the thread that emitted ------------------------
 
     def _heard(self, event: Event) -> None:
-        if event.data.get("task") == TASK:
+        if getattr(event, "task", None) == TASK:
             return  # a notification that failed is logged, not notified (no loops)
-        if event.name == "breaker.changed" and event.data["to_state"] not in ("open", "closed"):
+        if isinstance(event, BreakerChanged) and event.to_state not in ("open", "closed"):
             return
         self._todo.put(event)
         with self._lock:
@@ -124,7 +124,7 @@ class Notifications(Plugin):
     def flush(self, timeout_s: float = 10.0) -> None:
         """Wait until every notification heard so far is enqueued (a stopping process calls it)."""
         done = threading.Event()
-        self._todo.put(Event("flush", {"done": done}))
+        self._todo.put(done)
         with self._lock:
             if self._thread is None:
                 return
@@ -133,8 +133,8 @@ class Notifications(Plugin):
     def _enqueue_all(self) -> None:
         while True:
             event = self._todo.get()
-            if event.name == "flush":
-                event.data["done"].set()
+            if isinstance(event, threading.Event):  # a flush: everything before it is enqueued
+                event.set()
                 continue
             for attempt in range(5):
                 try:
@@ -145,26 +145,26 @@ class Notifications(Plugin):
                     threading.Event().wait(2 ** attempt)
 
     def _enqueue(self, event: Event) -> None:
-        d = event.data
-        if event.name == "job.dead_lettered" and d["dead_letter_id"] is None:
-            return
-        if event.name == "job.dead_lettered" and not d["escalated"]:
-            if not self.failures:
+        match event:
+            case JobDeadLettered(dead_letter_id=None):
                 return
-            # One notification per task and window, sent when the window closes.
-            failed_at = self._admin.dead_letter(d["dead_letter_id"]).last_failure_at.timestamp()
-            width = self.window.total_seconds()
-            start = math.floor(failed_at / width) * width
-            end = datetime.fromtimestamp(start + width, UTC)
-            self._notify(["failed", d["task"], start, start + width], f"failed:{d['task']}:{start:.0f}",
-                         run_at=end + _GRACE)
-        elif event.name == "job.dead_lettered":
-            self._notify(["escalated", d["task"], d["dead_letter_id"]], f"escalated:{d['dead_letter_id']}")
-        elif event.name == "breaker.changed":
-            self._notify(["breaker", d["name"], d["to_state"], d["reason"], event.at],
-                         f"breaker:{d['name']}:{d['to_state']}:{event.at:.3f}")
-        elif event.name == "outbox.unconfirmed":
-            self._notify(["outbox", d["task"], d["job_id"], d["key"]], f"outbox:{d['job_id']}:{d['key']}")
+            case JobDeadLettered(escalated=False, task=task, dead_letter_id=int() as letter_id):
+                if not self.failures:
+                    return
+                # One notification per task and window, sent when the window closes.
+                failed_at = self._admin.dead_letter(letter_id).last_failure_at.timestamp()
+                width = self.window.total_seconds()
+                start = math.floor(failed_at / width) * width
+                end = datetime.fromtimestamp(start + width, UTC)
+                self._notify(["failed", task, start, start + width], f"failed:{task}:{start:.0f}",
+                             run_at=end + _GRACE)
+            case JobDeadLettered(task=task, dead_letter_id=letter_id):
+                self._notify(["escalated", task, letter_id], f"escalated:{letter_id}")
+            case BreakerChanged():
+                self._notify(["breaker", event.dependency, event.to_state, event.reason, event.at],
+                             f"breaker:{event.dependency}:{event.to_state}:{event.at:.3f}")
+            case OutboxUnconfirmed():
+                self._notify(["outbox", event.task, event.job_id, event.key], f"outbox:{event.job_id}:{event.key}")
 
     def alert(self, rule: str, state: str, detail: str, incident: str) -> None:
         """An alert rule fired or resolved (``redrive.alerts``)."""

@@ -255,7 +255,7 @@ class BreakerGate:
     def _logged(self, name: str, b: Breaker) -> Breaker:
         for before, after, reason in b.changes:
             log.warning("breaker %s: %s -> %s (%s)", name, before, after, reason)
-            self._events.emit("breaker.changed", name=name, from_state=before.value, to_state=after.value,
+            self._events.emit("breaker.changed", dependency=name, from_state=before.value, to_state=after.value,
                               reason=reason)
         return b
 
