@@ -192,13 +192,20 @@ class JobReclaimed(Event):
     status: str  # queued, or failed when no attempt was left
 
 
-@_kind("job.retried")
 @dataclass(slots=True)
-class JobRetried(Event):
+class _JobBy(Event):
+    """An operator's (or owner's) action on a job: who did it."""
+
     job_id: str
     task: str
     queue: str
     by: str | None
+
+
+@_kind("job.retried")
+@dataclass(slots=True)
+class JobRetried(_JobBy):
+    pass
 
 
 @_kind("job.replayed")
@@ -214,29 +221,20 @@ class JobReplayed(Event):
 
 @_kind("job.cancel_requested")
 @dataclass(slots=True)
-class JobCancelRequested(Event):
-    job_id: str
-    task: str
-    queue: str
-    by: str | None
+class JobCancelRequested(_JobBy):
+    pass
 
 
 @_kind("job.cancelled")
 @dataclass(slots=True)
-class JobCancelled(Event):
-    job_id: str
-    task: str
-    queue: str
-    by: str | None
+class JobCancelled(_JobBy):
+    pass
 
 
 @_kind("job.revealed")
 @dataclass(slots=True)
-class JobRevealed(Event):
-    job_id: str
-    task: str
-    queue: str
-    by: str | None
+class JobRevealed(_JobBy):
+    pass
 
 
 @_kind("queue.paused")
