@@ -178,10 +178,10 @@ def test_a_failing_or_hanging_webhook_is_retried_and_blocks_no_job(tmp_path, wor
     client.close()
 
 
-def test_a_hanging_webhook_holds_none_of_a_one_slot_workers_jobs(tmp_path, workers, slack, inbox) -> None:
+def test_a_hanging_webhook_holds_none_of_a_one_slot_workers_jobs(db_url, tmp_path, workers, slack, inbox) -> None:
     """Notifications run in slots of their own, besides the worker's
     concurrency: with ``-c 1``, jobs keep completing while a send hangs."""
-    url = f"sqlite:///{tmp_path / 'redrive.db'}"
+    url = db_url
     slack.hang_next(1, 20)  # past the channel's 10 s timeout
     workers.append(_worker(url, tmp_path, slack, inbox, options=("-c", "1")))
     client = _client(url)
@@ -195,8 +195,8 @@ def test_a_hanging_webhook_holds_none_of_a_one_slot_workers_jobs(tmp_path, worke
     client.close()
 
 
-def test_an_alert_on_queue_depth_fires_once_and_resolves_once(tmp_path, workers, slack, inbox) -> None:
-    url = f"sqlite:///{tmp_path / 'redrive.db'}"
+def test_an_alert_on_queue_depth_fires_once_and_resolves_once(db_url, tmp_path, workers, slack, inbox) -> None:
+    url = db_url
     watcher = _worker(url, tmp_path, slack, inbox, options=("--alerts",))  # serves default, not bulk
     workers.append(watcher)
     wait_for(lambda: "alerts on: bulk_backlog" in watcher.log, timeout=30)
@@ -222,9 +222,9 @@ def test_an_alert_on_queue_depth_fires_once_and_resolves_once(tmp_path, workers,
     client.close()
 
 
-def test_a_failure_rate_alert_sees_the_jobs_other_workers_ran(tmp_path, workers, slack, inbox) -> None:
+def test_a_failure_rate_alert_sees_the_jobs_other_workers_ran(db_url, tmp_path, workers, slack, inbox) -> None:
     """The evaluator reads the endings from the store: it runs none of the jobs itself."""
-    url = f"sqlite:///{tmp_path / 'redrive.db'}"
+    url = db_url
     watcher = _worker(url, tmp_path, slack, inbox, options=("--alerts", "-q", "bulk"))
     workers.append(watcher)
     wait_for(lambda: "alerts on: bulk_backlog, doomed_failing" in watcher.log, timeout=30)
