@@ -86,9 +86,31 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
 
 
 def redact_text(text: str) -> str:
+    """``text`` with every secret shape replaced. A secret percent-encoded
+    (a URL's query as an HTTP client sends it: ``user%40example.org``,
+    ``password%3Dhunter2``) is found in the decoded text, and then the
+    decoded text is what comes back, redacted."""
+    redacted = _redact(text)
+    if "%" in text:
+        decoded = _PERCENT.sub(_decode, text)
+        if decoded != text:
+            clean = _redact(decoded)
+            if clean != decoded:  # decoding showed a secret: the encoded text hides it from the patterns
+                return clean
+    return redacted
+
+
+def _redact(text: str) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+_PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+
+
+def _decode(match: re.Match[str]) -> str:
+    return bytes.fromhex(match.group(0).replace("%", "")).decode("utf-8", "replace")
 
 
 def is_secret_key(key: str) -> bool:
