@@ -321,6 +321,7 @@ class Admin:
         self._operator_only("annotate dead letters")
         if not isinstance(text, str) or not text.strip() or len(text) > _NOTE_LIMIT:
             raise ConfigError(f"a note must be non-empty text of at most {_NOTE_LIMIT} characters")
+        checks.text(text, "a note")
         return self.store.dead_letter_note(id=checks.letter_id(dead_letter_id), text=text.strip(),
                                            by=self.actor.name)
 
@@ -438,4 +439,7 @@ class Admin:
 def _letter_filter(*, state: str | None, **fields: Any) -> DeadLetterFilter:
     if state not in (None, "open", "replayed", "escalated"):
         raise ConfigError(f"state must be open, replayed or escalated, not {state!r}")
+    for name, value in fields.items():
+        if isinstance(value, str):
+            checks.text(value, name)
     return DeadLetterFilter(state=state, **fields)

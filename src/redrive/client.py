@@ -159,14 +159,6 @@ class Client:
         task = self.registry.task(request.task)
         if request.run_at is not None and request.delay is not None:
             raise ConfigError("give run_at or delay, not both")
-        if request.run_at is not None and not isinstance(request.run_at, datetime):
-            raise ConfigError(f"run_at is a datetime, not {type(request.run_at).__name__}")
-        if request.run_at is not None and request.run_at.tzinfo is None:
-            raise ConfigError("run_at must be timezone-aware (for example datetime.now(timezone.utc))")
-        if request.delay is not None and not isinstance(request.delay, timedelta):
-            raise ConfigError(f"delay is a timedelta, such as timedelta(seconds=30), not {request.delay!r}")
-        if request.delay is not None and request.delay < timedelta(0):
-            raise ConfigError("delay cannot be negative")
         # None means "not given"; a given 0 or "" is an error, never a default
         max_attempts = (checks.max_attempts(request.max_attempts) or task.max_attempts
                         or self.settings.retry_max_attempts)
@@ -184,9 +176,9 @@ class Client:
             kwargs=kwargs,
             priority=checks.priority(task.priority if request.priority is None else request.priority),
             max_attempts=checks.max_attempts(max_attempts) or 1,
-            owner=request.owner,
-            run_at=request.run_at,
-            delay=request.delay,
+            owner=checks.owner(request.owner),
+            run_at=checks.run_at(request.run_at),
+            delay=checks.delay(request.delay),
             stage=task.first_stage,
             dependencies=task.dependencies,
             key=key,
@@ -279,6 +271,11 @@ def job_filter(
     for when in (created_after, created_before):
         if when is not None and (not isinstance(when, datetime) or when.tzinfo is None):
             raise ConfigError("created_after and created_before are timezone-aware datetimes")
+        if when is not None:
+            checks.utc(when, "created_after and created_before")
+    for name, value in equal.items():
+        if value is not None:
+            checks.text(value, name)
     return JobFilter(statuses=wanted, created_after=created_after, created_before=created_before, **equal)
 
 

@@ -4,6 +4,8 @@ errors with a one-line message."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -16,7 +18,95 @@ SMALLINT = range(-32768, 32768)
 def queue_name(queue: Any) -> str:
     if not isinstance(queue, str) or not queue.strip():
         raise ConfigError("a queue name must be a non-empty string")
-    return queue
+    return text(queue, "a queue name")
+
+
+# One rule for every store: a value is accepted only if each store can keep
+# it and give it back equal. PostgreSQL refuses NUL in text and lone
+# surrogates in JSON, and nothing can send a lone surrogate as UTF-8 (a page,
+# an API answer, a log line), so both are refused where they enter.
+def text_problem(value: str) -> str | None:
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate, which is not valid Unicode"
+    return None
+
+
+def text(value: str, what: str) -> str:
+    """``value`` unchanged, or ConfigError if a store could not keep it."""
+    problem = text_problem(value)
+    if problem is not None:
+        raise ConfigError(f"{what} {problem}")
+    return value
+
+
+def owner(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError("an owner must be a non-empty string")
+    return text(value, "an owner")
+
+
+# Times a job may be due at: what Python's datetime, PostgreSQL's timestamptz
+# and SQLite's epoch seconds (a float: exact to the microsecond until 2242)
+# all keep exactly. A time before 1970 is a mistake (a default of
+# datetime.min), not a schedule.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+LONGEST_DELAY = timedelta(days=365 * 100)
+
+
+def run_at(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ConfigError(f"run_at is a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ConfigError("run_at must be timezone-aware (give it a tzinfo, such as timezone.utc)")
+    if not EARLIEST <= utc(value, "run_at") < LATEST:
+        raise ConfigError(f"run_at must fall between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)")
+    return value
+
+
+# What a store answers for a stored time Python cannot hold (one written
+# before these checks refused it, or by hand in SQL): the nearest time it
+# can, so a list still shows the row, and a claim sets its job aside.
+TIME_FLOOR = datetime.min.replace(tzinfo=UTC)
+TIME_CEILING = datetime.max.replace(tzinfo=UTC)
+
+
+def stored_problem(job_run_at: datetime, payload_text: str | None, payload: Any) -> str | None:
+    """Why a claimed job cannot be run as stored, or None. ``payload_text``
+    (the stored JSON, where a store has it) lets the common case skip the walk."""
+    if job_run_at in (TIME_FLOOR, TIME_CEILING):
+        return "its run_at is outside the years 1 to 9999"
+    if payload_text is None or "\\u" in payload_text:
+        return _unkept(payload, "its arguments")
+    return None
+
+
+def utc(value: datetime, what: str) -> datetime:
+    """An aware time in UTC, or ConfigError if UTC has no such time (year 1 at +14:00)."""
+    try:
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ConfigError(f"{what} must fall between the years 1 and 9999 in UTC") from None
+
+
+def delay(value: Any) -> timedelta | None:
+    if value is None:
+        return None
+    if not isinstance(value, timedelta):
+        raise ConfigError(f"delay is a timedelta, such as timedelta(seconds=30), not {value!r}")
+    if value < timedelta(0):
+        raise ConfigError("delay cannot be negative")
+    if value > LONGEST_DELAY:
+        raise ConfigError(f"delay must be at most {LONGEST_DELAY.days:,} days")
+    return value
 
 
 def priority(value: Any) -> int:
@@ -52,6 +142,33 @@ def payload_problem(value: Any, what: str) -> str | None:
     # brackets are counted only when there are enough of them to matter
     if text.count("[") + text.count("{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
         return f"{what}: nested deeper than {MAX_DEPTH} levels"
+    # Only an escape (non-ASCII or control characters) or an exponent can
+    # hide a value a store would not keep; plain ASCII text is walked never.
+    if "\\u" in text or "e+" in text:
+        return _unkept(value, what)
+    return None
+
+
+def _unkept(value: Any, what: str) -> str | None:
+    """The first string or number in ``value`` some store would not give back equal."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem is not None:
+                return f"{what}: a string {problem}"
+        elif isinstance(item, float):
+            # PostgreSQL keeps a number's decimal digits: 1e+23 reads back as
+            # the integer 10**23, which is not the float 1e23
+            if abs(item) >= 1e16 and Decimal(int(item)) != Decimal(repr(item)):
+                return (f"{what}: the number {item!r} would not read back exactly on every store;"
+                        " send it as a string")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
     return None
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID, uuid5
 
+from redrive.core import checks
 from redrive.errors import ConfigError
 
 # Fixed forever: changing it would change every deterministic id already stored.
@@ -32,7 +33,7 @@ def idempotency_key(key: Any) -> str:
         raise ConfigError("an idempotency key must be a non-empty string")
     if len(key) > MAX_KEY_LENGTH:
         raise ConfigError(f"an idempotency key must be at most {MAX_KEY_LENGTH} characters, not {len(key)}")
-    return key
+    return checks.text(key, "an idempotency key")
 
 
 def version(value: Any) -> int:
@@ -55,6 +56,9 @@ def content_key(parts: Sequence[Any]) -> str:
     """The key of a content tuple such as (owner, sha256, mapping, size)."""
     if isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence) or not parts:
         raise ConfigError("dedupe takes a non-empty tuple of JSON values, such as (owner, sha256, size)")
+    problem = checks.payload_problem(list(parts), "dedupe values must be JSON")
+    if problem is not None:
+        raise ConfigError(problem)
     try:
         return "content:" + _sha256(canonical(list(parts)))
     except (TypeError, ValueError) as exc:

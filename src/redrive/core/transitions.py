@@ -31,6 +31,11 @@ from redrive.core.states import Status
 LEASE_EXPIRED = "LEASE_EXPIRED"
 LEASE_EXPIRED_MESSAGE = "its worker stopped renewing the lease and no attempt was left"
 
+# The code of a job whose stored row a claim could not use as written (a
+# value from before the enqueue checks refused it, or written by hand): it
+# fails alone, its dead letter says why, and the rest of its batch runs.
+JOB_UNREADABLE = "JOB_UNREADABLE"
+
 # Why a job went back to the queue when nobody says otherwise.
 SHUTDOWN: Mapping[str, JSON] = {"reason": "shutdown"}
 
@@ -162,6 +167,12 @@ def lease_expired(lease: Lease, worker: str | None) -> FailNow:
         meta={"reason": "lease_expired", "worker": worker},
         context={"worker": worker},
     )
+
+
+def set_aside(lease: Lease, problem: str) -> FailNow:
+    """How every store fails a claimed job it cannot run as stored."""
+    return FailNow(lease=lease, error_code=JOB_UNREADABLE, error_message=f"the stored job cannot be run: {problem}",
+                   error_class=JOB_UNREADABLE, retryable=False, meta={"reason": "unreadable"})
 
 
 def reclaimed(lease: Lease, worker: str | None) -> Requeue:

@@ -94,6 +94,9 @@ def cancelled() -> bool:
 def add_context(**values: JSON) -> None:
     """Attach operational context (request ids, upstream ids) to the running
     job; it is redacted and kept in the job's dead letter if it fails for good."""
+    problem = payload_problem(values, "add_context")
+    if problem is not None:
+        raise ConfigError(problem)
     handler_run().context.update(values)
 
 

@@ -26,9 +26,12 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import RowFactory, dict_row, tuple_row
+from psycopg.abc import Buffer
+from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from redrive.core import checks
 from redrive.core.breaker import Breaker, from_json, to_json
 from redrive.core.dead_letters import RevivePlan
 from redrive.core.job import (
@@ -58,6 +61,7 @@ from redrive.core.transitions import (
     RetryLater,
     lease_expired,
     reclaimed,
+    set_aside,
 )
 from redrive.errors import (
     ConfigError,
@@ -150,6 +154,7 @@ class PostgresStore:
             open=True,
             name="redrive",
             check=_check_if_stirred,
+            configure=_lenient_times,
         )
 
     def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
@@ -192,10 +197,12 @@ class PostgresStore:
 
     def _connect(self) -> psycopg.Connection[dict[str, Any]]:
         try:
-            return psycopg.connect(
+            conn = psycopg.connect(
                 self.url, autocommit=True, row_factory=dict_row,
                 connect_timeout=_CONNECT_TIMEOUT_S,
             )
+            _lenient_times(conn)
+            return conn
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(
                 f"cannot connect to PostgreSQL at {self._where}: {_reason(exc)}"
@@ -362,7 +369,19 @@ class PostgresStore:
         if limits:
             return self._claim_within(params, limits)
         rows = self._run("jobs_claim", params, rows=tuple_row)  # positional: no dict per row, no 32 keywords per job
-        return [_claimed(row) for row in rows]
+        return self._runnable(rows)
+
+    def _runnable(self, rows: Sequence[tuple]) -> list[Job]:
+        """The claimed jobs that can run; the others fail alone (``set_aside``)."""
+        jobs = [_claimed(row) for row in rows]
+        # jsonb cannot hold NUL or a lone surrogate: only the time can be wrong
+        aside = [set_aside(job.lease, problem) for job in jobs
+                 if (problem := checks.stored_problem(job.run_at, "", None))]
+        if not aside:
+            return jobs
+        self.jobs_finish(aside)
+        failed = {item.lease for item in aside}
+        return [job for job in jobs if job.lease not in failed]
 
     def _claim_within(self, params: dict[str, Any], limits: Limits) -> list[Job]:
         """A claim with limits: under the limits' lock, the due jobs that fit,
@@ -385,7 +404,7 @@ class PostgresStore:
                 **params, "ids": [c.id for c in chosen],
                 "keys": Jsonb([{"id": c.id, "key": key} for c in chosen for key in keys[c.id]]),
             }, conn=conn, rows=tuple_row)
-        return [_claimed(row) for row in rows]
+        return self._runnable(rows)
 
     def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:
         if not leases:
@@ -728,6 +747,23 @@ def _lent(pool: ConnectionPool[Any], conn: psycopg.Connection[Any]) -> Iterator[
         yield conn
     finally:
         pool.putconn(conn)
+
+
+class _LenientTimestamptz(TimestamptzLoader):
+    """A time PostgreSQL keeps but Python cannot (before year 1 or after 9999
+    in UTC) reads as the nearest one Python can, so one such row cannot make
+    a list or a claim batch fail; the claim then sets its job aside."""
+
+    def load(self, data: Buffer) -> datetime:
+        try:
+            return super().load(data)
+        except psycopg.DataError:
+            text = bytes(data)
+            return checks.TIME_FLOOR if b"BC" in text or text.startswith(b"0001-") else checks.TIME_CEILING
+
+
+def _lenient_times(conn: psycopg.Connection[Any]) -> None:
+    conn.adapters.register_loader("timestamptz", _LenientTimestamptz)
 
 
 def _check_if_stirred(conn: psycopg.Connection[Any]) -> None:

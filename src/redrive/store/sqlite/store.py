@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, overload
 from uuid import UUID
 
+from redrive.core import checks
 from redrive.core.breaker import Breaker, from_json, to_json
 from redrive.core.dead_letters import RevivePlan, cancel_meta, escalates, fail_meta, retry_meta
 from redrive.core.job import (
@@ -49,6 +50,7 @@ from redrive.core.transitions import (
     RetryLater,
     lease_expired,
     reclaimed,
+    set_aside,
 )
 from redrive.errors import (
     ConfigError,
@@ -329,7 +331,14 @@ class SQLiteStore:
                     [key, job_id, rows[job_id][8]] for job_id, _ in due for key in keys[job_id]])})
             return [_claimed(rows[job_id]) for job_id, _ in due]
 
-        return self._write(body)
+        return self._runnable(self._write(body))
+
+    def _runnable(self, claimed: list[tuple[Job, str | None]]) -> list[Job]:
+        """The claimed jobs that can run; the others fail alone (``set_aside``)."""
+        aside = [set_aside(job.lease, problem) for job, problem in claimed if problem]
+        if aside:
+            self.jobs_finish(aside)
+        return [job for job, problem in claimed if not problem]
 
     def _within(self, conn: sqlite3.Connection, where: dict[str, Any], limits: Limits, limit: int,
                 now: float) -> tuple[list[list[Any]], dict[str, list[str]]]:
@@ -907,7 +916,12 @@ def _time(value: float) -> datetime: ...
 @overload
 def _time(value: None) -> None: ...
 def _time(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
+    if value is None:
+        return None
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError):  # outside the years 1 to 9999
+        return checks.TIME_FLOOR if value < 0 else checks.TIME_CEILING
 
 
 def _audit(row: sqlite3.Row) -> AuditEntry:
@@ -951,19 +965,20 @@ def _outbox_row(row: sqlite3.Row) -> OutboxRow:
     return OutboxRow(**values)
 
 
-def _claimed(row: sqlite3.Row) -> Job:
-    """A row of ``jobs_claim``, in its column order."""
+def _claimed(row: sqlite3.Row) -> tuple[Job, str | None]:
+    """A row of ``jobs_claim``, in its column order, and why it cannot run (or None)."""
     (id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
      lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
      stage, manual_retry_count, first_failed_at, idempotency_key, version, payload) = row
     args, kwargs, stage_attempts, checkpoint, dependencies = json.loads(payload)
-    return Job(
+    job = Job(
         UUID(id), task, queue, args, kwargs, Status.RUNNING, priority, _time(run_at), attempts,
         max_attempts, owner, UUID(lease_token), lease_owner, _time(lease_expires_at),
         last_error_code, last_error_message, None, None, None, _time(created_at),
         _time(updated_at), _time(started_at), None, None, stage, stage_attempts, checkpoint,
         manual_retry_count, _time(first_failed_at), dependencies, idempotency_key, version,
     )
+    return job, checks.stored_problem(job.run_at, payload, [args, kwargs, checkpoint])
 
 
 def _job(row: sqlite3.Row) -> Job:
