@@ -132,6 +132,34 @@ def test_bad_requests_get_one_line_errors_with_their_status(api) -> None:
             assert "/work" not in answer.text and "site-packages" not in answer.text
 
 
+def test_the_caller_is_settled_before_the_body_is_read(api) -> None:
+    """Every POST route of the served document, with bodies that are not JSON
+    or not JSON at all: nobody gets 401 and an owner on an operator's route
+    403, whatever the body; an allowed caller then gets 415 or 422."""
+    spec = as_("alice", api).get("/api/v1/openapi.json").json()
+    scheme = spec["components"]["securitySchemes"]["HTTPBearer"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+    posts = {path.replace("{job_id}", "01a20000-0000-7000-8000-000000000000").replace("{letter_id}", "1")
+             .replace("{name}", "mailer").replace("{queue}", "default"): op
+             for path, ops in spec["paths"].items() if (op := ops.get("post"))}
+    assert len(posts) >= 10, sorted(posts)
+    bodies = [(b"{not json", "application/json"), (b"task=greet", "text/plain"), (b"\xff\xfe", "application/xml")]
+    for path, op in posts.items():
+        assert op.get("security") == [{"HTTPBearer": []}], path
+        operators_only = "/jobs" not in path
+        for body, media in bodies:
+            headers = {"Content-Type": media}
+            anonymous = as_(None, api).post(path, content=body, headers=headers)
+            assert (anonymous.status_code, _error(anonymous)["code"]) == (401, "UNAUTHORIZED"), (path, media)
+            owner = as_("alice", api).post(path, content=body, headers=headers)
+            if operators_only:
+                assert (owner.status_code, _error(owner)["code"]) == (403, "FORBIDDEN"), (path, media, owner.text)
+            else:
+                assert owner.status_code == (422 if media == "application/json" else 415), (path, media, owner.text)
+        operator = as_("operator", api).post(path, content=b"x=1", headers={"Content-Type": "text/plain"})
+        assert (operator.status_code, _error(operator)["code"]) == (415, "UNSUPPORTED_MEDIA_TYPE"), path
+
+
 def test_page_size_is_clamped_and_pages_follow_the_cursor(api) -> None:
     alice = as_("alice", api)
     for n in range(5):

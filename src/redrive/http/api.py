@@ -4,11 +4,16 @@ function: store calls block, and FastAPI runs them on its threads."""
 
 # No ``from __future__ import annotations``: FastAPI reads the routes'
 # annotations, and ``Depends(actor)`` names a function local to ``routes``.
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, Security
+from fastapi.concurrency import run_in_threadpool
+from fastapi.dependencies.models import Dependant
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPBearer
 
 from redrive.admin import Actor, Admin
 from redrive.app import App
@@ -38,13 +43,17 @@ from redrive.views import (
 )
 
 JSON = dict[str, Any]
+_BEARER = HTTPBearer(auto_error=False, bearerFormat="redrive API token",
+                     description="A token from REDRIVE_API_TOKENS: `Authorization: Bearer <token>`")
 _MAX_AGE_S = 100 * 366 * 86400  # a century: more is a typo, and overflows timedelta
 
 
 def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
-    router = APIRouter(prefix="/api/v1")
-
-    def actor(request: Request) -> Actor:
+    def actor(request: Request, _: Annotated[Any, Security(_BEARER)] = None) -> Actor:
+        # _BEARER only declares the scheme in the OpenAPI document (Swagger's
+        # Authorize button, generated clients); ``auth`` reads the request.
+        if (known := getattr(request.state, "redrive_actor", None)) is not None:
+            return known  # settled by the route before its body was read: counted once
         found = auth(request)
         # A caller without a valid token is counted by its address: guessing
         # tokens is throttled too.
@@ -62,6 +71,30 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         if not who.is_operator:
             raise Forbidden("only an operator may do this")
         return app.admin(who)
+
+    class CallerFirst(APIRoute):
+        """FastAPI reads and checks a body before it runs a route's
+        dependencies, so an anonymous caller's malformed JSON would get 422
+        and an owner's post to an operator route 415. This route settles who
+        is calling, and whether they may call it, before the body is read."""
+
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handle = super().get_route_handler()
+            named = _depends_on(self.dependant, actor)
+            operators_only = _depends_on(self.dependant, operator)
+
+            async def caller_first(request: Request) -> Response:
+                if named:
+                    request.state.redrive_actor = who = await run_in_threadpool(actor, request)
+                    if operators_only and not who.is_operator:
+                        raise Forbidden("only an operator may do this")
+                    if request.method == "POST" and _has_body(request) and _media(request) != "application/json":
+                        raise HTTPException(415, "send the request body as application/json")
+                return await handle(request)
+
+            return caller_first
+
+    router = APIRouter(prefix="/api/v1", route_class=CallerFirst)
 
     # -- jobs ------------------------------------------------------------------
 
@@ -268,6 +301,18 @@ def health(app: App) -> APIRouter:
         return {"status": "ready"}
 
     return router
+
+
+def _depends_on(dependant: Dependant, fn: Callable[..., Any]) -> bool:
+    return any(d.call is fn or _depends_on(d, fn) for d in dependant.dependencies)
+
+
+def _has_body(request: Request) -> bool:
+    return request.headers.get("content-length", "") not in ("", "0") or "transfer-encoding" in request.headers
+
+
+def _media(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
 def _request(body: EnqueueBody, who: Actor, idempotency_key: str | None) -> JobRequest:
