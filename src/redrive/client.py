@@ -133,6 +133,10 @@ class Client:
         request is refused, none."""
         # Checked as the store takes them: PostgreSQL inserts a big batch in
         # pipelined parts while the rest is still being checked.
+        if self._store is None and conn is not None:
+            # Opened through the caller's connection: a SQLite store set up on
+            # a connection of its own would wait on the caller's write lock.
+            self._store = open_store(self.settings.database_url, joining=conn)
         with tracing.sending(lambda: [r.queue or self.registry.task(r.task).queue for r in requests]) as carrier:
             done = self.store.jobs_insert(jobs=self._new_jobs(requests, carrier), conn=conn)
         if self.events.wants("job.enqueued"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import closing
+from typing import Any
 from urllib.parse import urlsplit
 
 from redrive.errors import ConfigError
@@ -13,13 +14,14 @@ from redrive.store.reads import Reads
 SCHEMES = ("sqlite", "postgresql", "postgres", "memory")
 
 
-def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False) -> Reads:
+def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False, joining: Any = None) -> Reads:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``postgresql://…``, ``memory://``.
 
     SQLite migrates itself on open; PostgreSQL refuses a schema older than the
     code unless ``check_schema`` is off (for ``redrive migrate``). With
     ``must_exist`` (operators reading a database) a SQLite file that does not
-    exist is an error rather than a new, empty database.
+    exist is an error rather than a new, empty database. ``joining``: the
+    caller's connection when the store opens to enqueue in its transaction.
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
@@ -35,7 +37,7 @@ def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False)
                               "check the path, or --database-url")
         from redrive.store.sqlite.store import SQLiteStore
 
-        return SQLiteStore(path)
+        return SQLiteStore(path, joining=joining if isinstance(joining, sqlite3.Connection) else None)
     if scheme in ("postgresql", "postgres"):
         from redrive.store.postgres.store import PostgresStore
 

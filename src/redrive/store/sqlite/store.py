@@ -101,9 +101,13 @@ _NO_LEASE = {"lease_token": None, "lease_owner": None, "lease_expires_at": None}
 class SQLiteStore:
     dialect = "sqlite"
 
-    def __init__(self, path: str = "redrive.db", *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, path: str = "redrive.db", *, clock: Callable[[], datetime] | None = None,
+                 joining: sqlite3.Connection | None = None) -> None:
         """``clock`` stands in for the database's clock in every transaction,
-        so tests can move time instead of sleeping."""
+        so tests can move time instead of sleeping. ``joining``: the caller's
+        connection, when the store is first opened to enqueue in its
+        transaction (``enqueue(conn=...)``): that transaction may hold the
+        write lock, so the store sets itself up through it, never waiting on it."""
         self.path = path
         self._clock = clock
         self._file_clock: FileClock | None = None
@@ -114,25 +118,73 @@ class SQLiteStore:
         self._watcher: threading.Thread | None = None
         self._finish_listeners: dict[UUID, list[Callable[[], None]]] = {}
         self._closed = threading.Event()
+        held = joining is not None and joining.in_transaction
+        # the caller's connection until what waited on its transaction is done
+        self._joined: sqlite3.Connection | None = None
+        self._wal_later = False  # WAL could not be switched on without waiting
         try:
             self._conn = sqlite3.connect(
                 path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
             self._conn.row_factory = sqlite3.Row
-            self._retrying(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
+            self._wal_later = held and not self._try_wal()
+            if not held:
+                self._retrying(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
             self._conn.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite database {path}: {exc}") from exc
         if clock is None and _on_disk(path):
             self._file_clock = FileClock(path)
-        # The embedded store migrates itself: there is no operator step to forget.
-        self.migrate()
+        # The embedded store migrates itself: there is no operator step to
+        # forget. Inside a caller's transaction, in it: the schema commits
+        # with the caller's first job (and is made again should it roll back).
+        if held and not self.schema_current():
+            self._migrate_in(joining)
+        else:
+            self.migrate()
+
+    def _settle_joined(self) -> None:
+        """After the transaction the store was set up in has ended: make the
+        schema again if it rolled back, and switch to WAL if that had to wait."""
+        if self._wal_later:
+            with self._lock:
+                self._wal_later = not self._try_wal()
+        if self._joined is not None and not _in_transaction(self._joined):
+            self._joined = None
+            self.migrate()
+
+    def _try_wal(self) -> bool:
+        """Switch to WAL if nobody holds a lock now; never wait for it."""
+        self._conn.execute("PRAGMA busy_timeout=0")
+        try:
+            return self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            return False
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
+
+    def _migrate_in(self, conn: sqlite3.Connection) -> None:
+        cur = conn.cursor()
+        cur.row_factory = sqlite3.Row
+        cur.execute("SAVEPOINT redrive_migrate")
+        try:
+            self._apply_migrations(cur)
+        except BaseException:
+            cur.execute("ROLLBACK TO redrive_migrate")
+            raise
+        finally:
+            cur.execute("RELEASE redrive_migrate")
+        self._joined = conn
 
     # -- transactions ----------------------------------------------------------
 
     def _retrying(self, fn: Callable[[], T]) -> T:
         deadline = time.monotonic() + _BUSY_DEADLINE_S
         pause = 0.005
+        if self._wal_later or self._joined is not None:
+            self._settle_joined()
         while True:
             try:
                 return fn()
@@ -200,19 +252,19 @@ class SQLiteStore:
             # in its own transaction (enqueue with conn=) opens the store too.
             return []
 
-        def body(conn: sqlite3.Connection, _: float) -> list[int]:
-            conn.execute(self._queries["migration_table_create"])
-            current = conn.execute(self._queries["migration_version"]).fetchone()["version"]
-            applied = []
-            for m in self._migrations:
-                if m.version > current:
-                    for statement in _statements(m.sql):
-                        conn.execute(statement)
-                    conn.execute(self._queries["migration_record"], {"version": m.version, "name": m.name})
-                    applied.append(m.version)
-            return applied
+        return self._write(lambda conn, _: self._apply_migrations(conn))
 
-        return self._write(body)
+    def _apply_migrations(self, conn: sqlite3.Connection | sqlite3.Cursor) -> list[int]:
+        conn.execute(self._queries["migration_table_create"])
+        current = conn.execute(self._queries["migration_version"]).fetchone()["version"]
+        applied = []
+        for m in self._migrations:
+            if m.version > current:
+                for statement in _statements(m.sql):
+                    conn.execute(statement)
+                conn.execute(self._queries["migration_record"], {"version": m.version, "name": m.name})
+                applied.append(m.version)
+        return applied
 
     def schema_current(self) -> bool:
         if not self._read("migration_table_exists")[0]["present"]:
@@ -898,6 +950,13 @@ def _is_full(exc: sqlite3.OperationalError) -> bool:
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc)
     return "locked" in text or "busy" in text
+
+
+def _in_transaction(conn: sqlite3.Connection) -> bool:
+    try:
+        return conn.in_transaction
+    except sqlite3.ProgrammingError:  # closed
+        return False
 
 
 def _statements(script: str) -> Iterator[str]:
