@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import getpass
 import importlib
+import inspect
 import json
 import logging
 import os
@@ -68,8 +69,8 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     subcommands they default to nothing, so the top-level value stands."""
     unset = None if top else argparse.SUPPRESS
     parser.add_argument("--app", default=unset,
-                        help="import path of your App, such as myapp.tasks:app: its tasks and its database "
-                             "(REDRIVE_APP)")
+                        help="import path of your App, such as myapp.tasks:app, or myapp.tasks:make_app() "
+                             "for a function that builds it: its tasks and its database (REDRIVE_APP)")
     parser.add_argument("--database-url", default=unset,
                         help="the database, over the app's and REDRIVE_DATABASE_URL")
     parser.add_argument("--log-level", default="info" if top else unset,
@@ -97,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def with_app(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("app_path", nargs="?", metavar="APP",
-                         help="import path of your App, such as myapp.tasks:app (or --app, REDRIVE_APP)")
+                         help="import path of your App, such as myapp.tasks:app, or myapp.tasks:make_app() for a function that builds it (or --app, REDRIVE_APP)")
 
     worker = command("worker", _worker, "Run a worker until SIGTERM or SIGINT.")
     with_app(worker)
@@ -293,11 +294,15 @@ def _datetime_arg(text: str) -> datetime:
 
 
 def load_app(path: str | None, database_url: str | None = None) -> App:
+    """``package.module:app``, or ``package.module:make_app()`` for an app a
+    function builds (called with no arguments, as uvicorn's ``--factory``)."""
     if not path:
         raise ConfigError("this command needs your app: redrive COMMAND myapp.tasks:app, --app, or REDRIVE_APP")
     module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"the app path {path!r} must look like package.module:app")
+    factory = attr.endswith("()")
+    attr = attr.removesuffix("()")
+    if not module_name or not attr.isidentifier():
+        raise ConfigError(f"the app path {path!r} must look like package.module:app or package.module:make_app()")
     # Like uvicorn and celery: the current directory is importable.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -305,13 +310,24 @@ def load_app(path: str | None, database_url: str | None = None) -> App:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import {module_name!r}: {exc}") from None
-    app = getattr(module, attr, None)
-    if not isinstance(app, App):
-        raise ConfigError(f"{path!r} is not a redrive App")
+    found = getattr(module, attr, None)
+    if factory:
+        if not callable(found):
+            raise ConfigError(f"{module_name}:{attr} is not a function that builds an app")
+        try:
+            inspect.signature(found).bind()
+        except TypeError as exc:
+            raise ConfigError(f"{module_name}:{attr}() must build the app with no arguments ({exc})") from None
+        found = found()
+    elif callable(found) and not isinstance(found, App):
+        raise ConfigError(f"{path!r} is a function: to have redrive call it, write {module_name}:{attr}()")
+    if not isinstance(found, App):
+        raise ConfigError(f"{path!r} is not a redrive App" + (" (the function returned something else)" if factory
+                                                                   else ""))
     if database_url:
-        app.use_database(database_url)
-    _lasting(app.settings.database_url)
-    return app
+        found.use_database(database_url)
+    _lasting(found.settings.database_url)
+    return found
 
 
 def _store_url(args: argparse.Namespace) -> str:

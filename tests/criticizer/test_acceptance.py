@@ -6,6 +6,7 @@ letter's payload and its safety constraints, and the operator workflow of
 from __future__ import annotations
 
 import json
+import sys
 
 from redrive.testing import wait_for
 from tests.criticizer.conftest import OPERATOR_TOKEN, TOKENS, Criticizer, csrf
@@ -159,6 +160,31 @@ def test_the_operator_workflow_in_the_dashboard_escalates_a_repeat_and_a_fix_com
     assert job.stage_attempts["notify"] == 1
     assert len(criticizer.messages("c4")) == 1
     assert "source token rotated" in ops.get(f"/dead-letters/{escalated.id}").text
+
+
+def test_an_escalation_pages_the_operator_through_redrives_worker_and_its_slack_channel(
+        criticizer: Criticizer, tmp_path) -> None:
+    """§8.1's "page operator", with the README's configuration: the worker
+    run as ``redrive worker criticizer.pipeline:make_app()`` (an app a
+    function builds) with a Slack webhook in the environment. A replay that
+    fails again the same way reaches the (local, fake) Slack channel."""
+    from tests.fakes.slack import slack_webhook
+
+    with slack_webhook() as slack:
+        criticizer.services()
+        criticizer.start("redrive-worker", "worker", "criticizer.pipeline:make_app()",
+                         command=[sys.executable, "-m", "redrive"],
+                         env={"REDRIVE_SLACK_WEBHOOK_URL": slack.url})
+        criticizer.script("source", "c6", always="401")
+        job_id = criticizer.submit("c6")
+        criticizer.wait(job_id, "failed")
+        letter, = criticizer.admin.dead_letters(task="criticize")
+        criticizer.admin.replay([letter.id])
+        wait_for(lambda: any("escalated" in m.lower() for m in slack.messages), timeout=30,
+                 what="the escalation on Slack")
+        page = next(m for m in slack.messages if "escalated" in m.lower())
+        assert "criticize" in page and "AUTH_DENIED" in page, page
+        assert not any(token in m for m in slack.messages for token in TOKENS.values())
 
 
 SECRET_DIFF = ('+OPENAI_API_KEY = "sk-proj-PlantedInTheDiff0123456789abcdefghij"\n'

@@ -57,6 +57,19 @@ def test_enqueue_with_an_idempotency_key_is_safe_to_repeat(sqlite_url: str) -> N
     assert rerun.returncode == 0 and "already" not in rerun.stdout
 
 
+def test_an_app_a_function_builds_is_named_by_its_call(sqlite_url: str) -> None:
+    made = redrive("enqueue", "tests.apps.factory:make_app()", "built", "--args", '["x"]', url=sqlite_url)
+    assert made.returncode == 0, made.stderr
+    listed = redrive("jobs", "list", "--json", "--app", "tests.apps.factory:make_app()", url=sqlite_url)
+    assert [json.loads(line)["task"] for line in listed.stdout.splitlines()] == ["built"]
+    assert_clean_error(redrive("enqueue", "tests.apps.factory:make_app", "built", url=sqlite_url),
+                       "CONFIG_INVALID", "is a function", "tests.apps.factory:make_app()")
+    assert_clean_error(redrive("enqueue", "tests.apps.factory:needs_settings()", "built", url=sqlite_url),
+                       "CONFIG_INVALID", "with no arguments")
+    assert_clean_error(redrive("enqueue", "tests.apps.factory:make_app(1)", "built", url=sqlite_url),
+                       "CONFIG_INVALID", "must look like")
+
+
 def test_a_scheduler_without_schedules_is_a_clean_error(sqlite_url: str) -> None:
     assert_clean_error(redrive("scheduler", APP, url=sqlite_url), "CONFIG_INVALID", "declares no schedules")
 

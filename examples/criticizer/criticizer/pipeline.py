@@ -37,7 +37,10 @@ def _required(payload: dict[str, Any], *names: str) -> None:
         raise Permanent(f"the change misses required fields: {', '.join(missing)}", code="SCHEMA_INVALID")
 
 
-def make_app(settings: Settings) -> App:
+def make_app(settings: Settings | None = None) -> App:
+    """The criticizer's app; with no settings, from the environment (so
+    ``redrive worker criticizer.pipeline:make_app()`` runs it)."""
+    settings = settings or Settings.from_env()
     app = App(settings.database_url, classifier=CLASSIFIER)
     backoff = FullJitter(initial=timedelta(seconds=settings.backoff_initial_s), multiplier=settings.backoff_multiplier,
                          cap=timedelta(seconds=settings.backoff_max_s))
