@@ -290,6 +290,14 @@ class OutboxUnconfirmed(Event):
     key: str
 
 
+@_kind("notification.undelivered")
+@dataclass(slots=True)
+class NotificationUndelivered(Event):
+    job_id: str  # the notification's own job, failed for good
+    about: str  # what it told: failed, escalated, breaker, outbox, alert or message
+    channels: str  # the channels that never took it, comma-separated
+
+
 @_kind("schedule.fired")
 @dataclass(slots=True)
 class ScheduleFired(Event):

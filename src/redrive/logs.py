@@ -46,13 +46,15 @@ _LEVEL = {
     "job.claimed": logging.DEBUG, "job.enqueued": logging.DEBUG,
     "job.failed": logging.WARNING, "job.dead_lettered": logging.WARNING, "job.escalated": logging.WARNING,
     "job.lease_lost": logging.WARNING, "breaker.changed": logging.WARNING,
+    "notification.undelivered": logging.ERROR,
 }
 # A lease token is a worker's credential: it is never written anywhere.
 _NEVER = frozenset({"lease_token"})
 _MILLIS = {"duration_s": "duration_ms", "wait_s": "wait_ms"}  # a log reader's unit
 
 EVENT_LOGGER = "redrive.event"
-_LEVEL_NAME = {level: logging.getLevelName(level).lower() for level in (logging.DEBUG, logging.INFO, logging.WARNING)}
+_LEVEL_NAME = {level: logging.getLevelName(level).lower()
+               for level in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)}
 
 
 def event_fields(event: Event) -> dict[str, Any]:

@@ -85,6 +85,8 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "redrive_outbox_reconciliations": ("Sends that may have happened, looked up at the provider first.",
                                        (*_JOB, "found")),
     "redrive_outbox_unconfirmed": ("Outbox rows found marked sent without the provider's id.", _JOB),
+    "redrive_notifications_undelivered": ("Notifications given up on: a channel failed for the whole "
+                                          "retry time.", ("channel", "about")),
     "redrive_breaker_transitions": ("Breaker state changes.", ("dependency", "to_state")),
     "redrive_schedule_firings": ("Schedule firings enqueued.", ("schedule",)),
 }
@@ -216,6 +218,8 @@ class Metrics:
                                                (e.task, e.queue, "true" if e.found else "false")),
             "outbox.unconfirmed": lambda e: inc("redrive_outbox_unconfirmed", (e.task, e.queue)),
             "breaker.changed": lambda e: inc("redrive_breaker_transitions", (e.dependency, e.to_state)),
+            "notification.undelivered": lambda e: [inc("redrive_notifications_undelivered", (channel, e.about))
+                                                   for channel in e.channels.split(",")],
             "schedule.fired": lambda e: inc("redrive_schedule_firings", (e.schedule,), e.firings),
         }
         # An attempt's end goes straight to the tally: a worker has one a job.

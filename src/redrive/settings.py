@@ -135,6 +135,10 @@ class Settings:
         timedelta(minutes=1), "REDRIVE_NOTIFY_WINDOW",
         "How long failures of one task are gathered into one notification. Default 60 s.",
     )
+    notify_retry_for: timedelta = _setting(
+        timedelta(hours=6), "REDRIVE_NOTIFY_RETRY_FOR",
+        "How long a notification is retried while its channels fail (backoff capped at 5 min). Default 6 h.",
+    )
     alert_interval: timedelta = _setting(
         timedelta(seconds=15), "REDRIVE_ALERT_INTERVAL", "How often alert rules are checked. Default 15 s.",
     )
@@ -163,6 +167,8 @@ class Settings:
             raise ConfigError("notify_window must be positive")
         if self.alert_interval <= timedelta(0):
             raise ConfigError("alert_interval must be positive")
+        if self.notify_retry_for <= timedelta(0):
+            raise ConfigError("notify_retry_for must be positive")
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, **in_code: Any) -> Settings:

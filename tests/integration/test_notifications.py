@@ -50,8 +50,8 @@ def workers(slack, inbox):
 
 
 def _worker(url: str, tmp_path, slack: SlackWebhook, inbox: Inbox, *, window: str = "1s",
-            options: tuple[str, ...] = ()) -> WorkerProcess:
-    env = {"REDRIVE_SLACK_WEBHOOK_URL": slack.url, "REDRIVE_SMTP_HOST": "127.0.0.1",
+            options: tuple[str, ...] = (), retry_for: str = "6h") -> WorkerProcess:
+    env = {"REDRIVE_NOTIFY_RETRY_FOR": retry_for, "REDRIVE_SLACK_WEBHOOK_URL": slack.url, "REDRIVE_SMTP_HOST": "127.0.0.1",
            "REDRIVE_SMTP_PORT": str(inbox.port), "REDRIVE_SMTP_STARTTLS": "false",
            "REDRIVE_EMAIL_FROM": "redrive@example.com", "REDRIVE_EMAIL_TO": "oncall@example.com",
            "REDRIVE_DASHBOARD_URL": BASE, "REDRIVE_NOTIFY_WINDOW": window, "REDRIVE_ALERT_INTERVAL": "0.3s"}
@@ -175,6 +175,35 @@ def test_a_failing_or_hanging_webhook_is_retried_and_blocks_no_job(tmp_path, wor
     wait_for(lambda: len(slack.messages) == 1, timeout=90)
     _quiet_for(3, slack, inbox)
     assert len(inbox.messages) == 1 and slack.posts == 4
+    client.close()
+
+
+def test_a_channel_down_for_the_whole_retry_time_is_given_up_on_loudly(db_url, tmp_path, workers, slack,
+                                                                      inbox) -> None:
+    """Slack answers 503 for longer than the notification's retry time
+    (REDRIVE_NOTIFY_RETRY_FOR, hours by default; seconds here): the email
+    goes out at once, Slack is retried until the time is spent, and then the
+    give-up is an error in the log, a count of its own, and an email saying
+    which channel never got what."""
+    slack.fail_next(10_000, 503)
+    worker = _worker(db_url, tmp_path, slack, inbox, options=("--metrics-port", "0", "--log-format", "json"),
+                     retry_for="4s")
+    workers.append(worker)
+    client = _client(db_url)
+    client.enqueue("doomed", args=["invoice-8.pdf", "x"], owner="tenant-8")
+    wait_for(lambda: len(inbox.messages) == 2, timeout=60, what="the failure, then the give-up, by email")
+    first, gave_up = (f"{m['Subject']}\n{m.get_payload(decode=True).decode()}" for m in inbox.messages)
+    assert first.startswith("Job failed for good: doomed")
+    assert "not delivered on slack" in gave_up and "Job failed for good: doomed" in gave_up, gave_up
+    assert slack.posts >= 3  # tried on, refused every time
+    lines = [json.loads(line) for line in worker.log.splitlines() if line.startswith("{")]
+    (told,) = [line for line in lines if line.get("event") == "notification.undelivered"]
+    assert (told["level"], told["channels"], told["about"]) == ("error", "slack", "failed")
+    metrics = re.search(r"metrics at (http://127\.0\.0\.1:\d+/metrics)", worker.log).group(1)
+    counted = {(s.name, s.labels.get("channel"), s.labels.get("about")): s.value
+               for family in text_string_to_metric_families(httpx.get(metrics).text) for s in family.samples}
+    assert counted[("redrive_notifications_undelivered_total", "slack", "failed")] == 1
+    _quiet_for(3, slack, inbox)  # the give-up is told once, and never about itself
     client.close()
 
 

@@ -24,6 +24,7 @@ count by error code. docs/notifications.md has the rest.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import queue
@@ -39,7 +40,9 @@ from redrive.app import App
 from redrive.core.job import DeadLetter
 from redrive.core.redact import redact_text
 from redrive.errors import ConfigError, RedriveError
-from redrive.events import BreakerChanged, Event, JobDeadLettered, OutboxUnconfirmed
+from redrive.core.backoff import ProportionalJitter
+from redrive.core.outbox import OutboxStatus
+from redrive.events import BreakerChanged, Event, JobDeadLettered, NotificationUndelivered, OutboxUnconfirmed
 from redrive.notify.channels import CannotAsk, Channel, Email, Message, Slack
 from redrive.runtime.context import current_job
 from redrive.runtime.outbox import Intent, deliver
@@ -54,6 +57,22 @@ TASK = QUEUE = "redrive.notify"
 SHOWN = 5  # jobs detailed in a digest
 _READ_AT_MOST = 10_000  # dead letters read for one digest; past this the count says "at least"
 _GRACE = timedelta(seconds=5)  # a failure written just before a window closes is committed by then
+# A channel's outage may last hours (a Slack incident): retries start at
+# seconds and settle at one every 5 minutes.
+RETRY_BACKOFF = ProportionalJitter(initial=timedelta(seconds=2), multiplier=2.0, spread=0.2,
+                                   cap=timedelta(minutes=5))
+
+
+def attempts_for(retry_for: timedelta) -> int:
+    """Attempts whose backoff adds up to at least ``retry_for`` (the shortest
+    delays the jitter can draw, so the retrying lasts that long at least)."""
+    total, attempts = 0.0, 1
+    floor = 1 - RETRY_BACKOFF.spread
+    cap = RETRY_BACKOFF.cap.total_seconds() if RETRY_BACKOFF.cap else math.inf
+    while total < retry_for.total_seconds():
+        total += floor * min(cap, RETRY_BACKOFF.initial.total_seconds() * RETRY_BACKOFF.multiplier ** (attempts - 1))
+        attempts += 1
+    return attempts
 
 
 class Notifications(Plugin):
@@ -61,15 +80,21 @@ class Notifications(Plugin):
     queues = MappingProxyType({QUEUE: 2})  # sends at once, besides the worker's jobs
 
     def __init__(self, app: App, channels: Sequence[Channel], *, base_url: str | None = None,
-                 window: timedelta = timedelta(minutes=1), failures: bool = True) -> None:
+                 window: timedelta = timedelta(minutes=1), failures: bool = True,
+                 retry_for: timedelta = timedelta(hours=6)) -> None:
         """``failures=False``: jobs failing for good are not told (an app that
         tells its own, with ``tell``); escalations, breakers, outbox repairs
-        and alerts still are."""
+        and alerts still are. ``retry_for``: how long a notification is
+        retried while a channel fails (the backoff grows to 5 minutes); one
+        given up on is logged as an error, counted, and told on the channels
+        that still work."""
         names = [c.name for c in channels]
         if not channels or len(set(names)) < len(names):
             raise ConfigError("notifications need at least one channel, each with its own name")
         if window <= timedelta(0):
             raise ConfigError("the notification window must be positive")
+        if retry_for <= timedelta(0):
+            raise ConfigError("the notification retry time must be positive")
         self.app, self.channels, self.window = app, list(channels), window
         self.base_url = base_url.rstrip("/") if base_url else None
         self.failures = failures
@@ -77,8 +102,9 @@ class Notifications(Plugin):
         self._todo: queue.Queue[Event | threading.Event] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        app.task(name=TASK, queue=QUEUE, max_attempts=12, timeout=timedelta(seconds=30 * len(channels) + 30))(
-            self._send)
+        self.retry_for = retry_for
+        app.task(name=TASK, queue=QUEUE, max_attempts=attempts_for(retry_for), backoff=RETRY_BACKOFF,
+                 timeout=timedelta(seconds=30 * len(channels) + 30))(self._send)
         app.events.subscribe(self._heard, names=[JobDeadLettered, BreakerChanged, OutboxUnconfirmed])
 
     @classmethod
@@ -98,13 +124,14 @@ class Notifications(Plugin):
             ))
         if not channels:
             return None
-        return cls(app, channels, base_url=settings.dashboard_url or None, window=settings.notify_window)
+        return cls(app, channels, base_url=settings.dashboard_url or None, window=settings.notify_window,
+                   retry_for=settings.notify_retry_for)
 
     # -- what to notify: enqueued off the thread that emitted ------------------------
 
     def _heard(self, event: Event) -> None:
-        if getattr(event, "task", None) == TASK:
-            return  # a notification that failed is logged, not notified (no loops)
+        if getattr(event, "task", None) == TASK and not isinstance(event, JobDeadLettered):
+            return  # of its own jobs, only one given up on is told (_undelivered)
         if isinstance(event, BreakerChanged) and event.to_state not in ("open", "closed"):
             return
         self._todo.put(event)
@@ -146,6 +173,8 @@ class Notifications(Plugin):
 
     def _enqueue(self, event: Event) -> None:
         match event:
+            case JobDeadLettered(task=task, job_id=job_id) if task == TASK:
+                self._undelivered(job_id)
             case JobDeadLettered(dead_letter_id=None):
                 return
             case JobDeadLettered(escalated=False, task=task, dead_letter_id=int() as letter_id):
@@ -165,6 +194,20 @@ class Notifications(Plugin):
                              f"breaker:{event.dependency}:{event.to_state}:{event.at:.3f}")
             case OutboxUnconfirmed():
                 self._notify(["outbox", event.task, event.job_id, event.key], f"outbox:{event.job_id}:{event.key}")
+
+    def _undelivered(self, job_id: str) -> None:
+        """A notification failed for good: loud in the log and the metrics,
+        and told on the channels that took it (never about itself: no loops)."""
+        job = self._admin.job(job_id)
+        about = str(job.args[0]) if job.args else "?"
+        taken = {json.loads(row.key)[2] for row in self._admin.outbox(job_id=job_id, limit=100)
+                 if row.status is OutboxStatus.SENT}
+        failed = [c.name for c in self.channels if c.name not in taken] or [c.name for c in self.channels]
+        self.app.events.emit(NotificationUndelivered(job_id=job_id, about=about, channels=",".join(failed)))
+        log.error("gave up on a notification (%s) after %s: %s never took it (%s: %s)", about, self.retry_for,
+                  ", ".join(failed), job.error_code, job.error_message)
+        if about != "undelivered" and len(failed) < len(self.channels):
+            self._notify(["undelivered", about, job_id, failed, job.args], f"undelivered:{job_id}")
 
     def alert(self, rule: str, state: str, detail: str, incident: str) -> None:
         """An alert rule fired or resolved (``redrive.alerts``)."""
@@ -190,10 +233,11 @@ class Notifications(Plugin):
         if message is None:
             return {"sent": 0}
         job = current_job()
+        failed = rest[1] if kind == "undelivered" else ()  # told on the others only
         intents = [Intent(key=("notify", str(job.id), channel.name),
                           send=lambda token, c=channel: c.send(message, token),  # type: ignore[misc]
                           lookup=channel.lookup)
-                   for channel in self.channels]
+                   for channel in self.channels if channel.name not in failed]
         return {"sent": len(deliver(intents))}
 
     def _message(self, kind: str, subject: str, *rest: Any) -> Message | None:
@@ -219,6 +263,12 @@ class Notifications(Plugin):
                            self._link(f"/jobs/{job_id}")])
         if kind == "message":
             return _clean(subject, rest[0])
+        if kind == "undelivered":
+            job_id, failed, original = rest
+            told = self._message(*original)
+            lines = [f"redrive tried for {self.retry_for} and gave up (job {job_id}).",
+                     *([f"It said: {told.subject}", told.body] if told else [])]
+            return _clean(f"A notification was not delivered on {', '.join(failed)}", lines)
         if kind == "alert":
             state, detail = rest
             verb = "firing" if state == "firing" else "resolved"
