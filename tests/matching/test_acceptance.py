@@ -66,6 +66,11 @@ def test_each_row_of_the_classification_table(matching: Matching) -> None:
             assert matching.edges(second) == set(), row  # no silent "no matches"
             letters = [x for x in admin.dead_letters(task="match_document") if x.error_code == code]
             assert letters and all(x.attempts == 1 for x in letters), row
+            if answers == ["context"]:  # why, in the provider's words: the code, never its free text
+                assert "context_length_exceeded" in doc["matching_error"], doc["matching_error"]
+                assert any("context_length_exceeded" in x.error_message for x in letters)
+                wait_for(lambda: any(f"Document: {second}" in m and "context_length_exceeded" in m
+                                     for m in matching.slack.messages), timeout=30, what="the admins told why")
 
 
 def test_a_document_failing_transiently_is_delivered_three_times_then_failed_and_admins_told(

@@ -186,3 +186,19 @@ def test_a_tasks_own_transient_and_permanent_go_through_the_taxonomy_aliases() -
     assert (transient.code, transient.retryable, transient.retry_after) == ("GW_5XX", True, timedelta(seconds=3))
     permanent = GATEWAY.exception(Permanent("mapping v2 unknown", code="INVALID_MAPPING"), now=NOW)
     assert (permanent.code, permanent.retryable, permanent.message) == ("GW_4XX", False, "mapping v2 unknown")
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [('{"error": {"message": "This model\'s maximum context length is 8192 tokens", '
+      '"type": "invalid_request_error", "code": "context_length_exceeded"}}', "context_length_exceeded"),
+     ('{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}', "overloaded_error"),
+     ('{"code": "quota_exceeded"}', "quota_exceeded"),
+     ('{"error": {"code": "the prompt was: secret stuff"}}', None),  # free text, not an identifier
+     ("<html>bad request</html>", None), ("{not json", None), ("[1, 2]", None), (None, None)],
+)
+def test_a_providers_error_code_says_why_but_never_its_free_text(body, said) -> None:
+    failure = DEFAULT_CLASSIFIER.response(400, body=body, now=NOW)
+    assert failure is not None and not failure.retryable
+    assert failure.message == "upstream answered HTTP 400" + (f" ({said})" if said else "")
+    assert "secret" not in failure.message and "8192" not in failure.message

@@ -10,6 +10,9 @@ recognised by their class names, so the core imports neither.
 
 from __future__ import annotations
 
+import json
+import re
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -79,6 +82,29 @@ def kind_of_status(status: int, body: str | None = None) -> Kind | None:
     if status >= 500:
         return Kind.SERVER_ERROR
     return Kind.BAD_REQUEST
+
+
+_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,63}")
+
+
+def provider_code(body: str | None) -> str | None:
+    """The error code a provider put in a JSON answer (OpenAI's and
+    Anthropic's ``{"error": {"code"|"type": ...}}``, or a top-level
+    ``code``), so a failure says why: ``context_length_exceeded``, not just
+    400. Only an identifier is taken, never the provider's free text, which
+    may quote the request (a prompt) back."""
+    if not body or not body.lstrip().startswith("{"):
+        return None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    for holder, key in ((error, "code"), (error, "type"), (answer, "code")):
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(value, str) and _CODE.fullmatch(value):
+            return value
+    return None
 
 
 # (module prefix, class name) -> kind; the first match along the MRO wins.
@@ -219,7 +245,8 @@ class Classifier:
         if headers is not None:
             lowered = {k.lower(): v for k, v in headers.items()}
             retry_after = parse_retry_after(lowered.get("retry-after"), now=now)
-        return self._failure(code, f"upstream answered HTTP {status}",
+        reason = provider_code(body)
+        return self._failure(code, f"upstream answered HTTP {status}" + (f" ({reason})" if reason else ""),
                              retry_after=retry_after, upstream_status=status)
 
     def exception(self, exc: BaseException, *, now: datetime) -> Failure:
