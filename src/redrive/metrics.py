@@ -218,8 +218,7 @@ class Metrics:
                                                (e.task, e.queue, "true" if e.found else "false")),
             "outbox.unconfirmed": lambda e: inc("redrive_outbox_unconfirmed", (e.task, e.queue)),
             "breaker.changed": lambda e: inc("redrive_breaker_transitions", (e.dependency, e.to_state)),
-            "notification.undelivered": lambda e: [inc("redrive_notifications_undelivered", (channel, e.about))
-                                                   for channel in e.channels.split(",")],
+            "notification.undelivered": self._undelivered,
             "schedule.fired": lambda e: inc("redrive_schedule_firings", (e.schedule,), e.firings),
         }
         # An attempt's end goes straight to the tally: a worker has one a job.
@@ -241,6 +240,10 @@ class Metrics:
 
     def _on_event(self, event: Event) -> None:
         self._handlers[event.name](event)
+
+    def _undelivered(self, event: Any) -> None:
+        for channel in event.channels.split(","):  # one count for each channel that gave up
+            self.tally.inc("redrive_notifications_undelivered", (channel, event.about))
 
 
 class MetricsEndpoint(Plugin):

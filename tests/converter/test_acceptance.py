@@ -166,6 +166,26 @@ def test_an_io_write_failure_is_retried_once_then_fails_with_IO_ERROR(converter:
     assert len(converter.calls(job)) == 2
 
 
+@pytest.mark.parametrize("mode", ["hold", "fail_fast"])
+def test_a_local_disk_error_does_not_count_against_the_gateways_breaker(tmp_path, example_db, mode: str) -> None:
+    # Given a healthy gateway and a results folder that cannot be written
+    converter = Converter(tmp_path, example_db, CIRCUIT_MODE=mode)
+    try:
+        (converter.tmp / "results").write_text("a file where the results folder should be")
+        user = _started(converter)
+        converter.worker()
+        # When more jobs than the breaker's window fail with IO_ERROR
+        jobs = [upload(user, make_pdf(f"doc {n}")).json()["job"]["id"] for n in range(6)]
+        done = [wait_status(user, j, "failed") for j in jobs]
+        # Then each failed for its own reason, every call reached the gateway, and its breaker stayed closed
+        assert {(d["error_code"], d["attempts"]) for d in done} == {("IO_ERROR", 2)}
+        assert len(converter.calls()) == 12
+        assert "Converter busy" not in user.get("/").text
+        assert "breaker gateway" not in converter.log("worker")
+    finally:
+        converter.stop()
+
+
 def test_download_before_complete_is_409_NOT_READY_and_after_retention_404_EXPIRED(converter: Converter) -> None:
     user = _started(converter)
     job = upload(user, PDF).json()["job"]["id"]

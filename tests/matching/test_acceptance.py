@@ -69,7 +69,7 @@ def test_each_row_of_the_classification_table(matching: Matching) -> None:
             if answers == ["context"]:  # why, in the provider's words: the code, never its free text
                 assert "context_length_exceeded" in doc["matching_error"], doc["matching_error"]
                 assert any("context_length_exceeded" in x.error_message for x in letters)
-                wait_for(lambda: any(f"Document: {second}" in m and "context_length_exceeded" in m
+                wait_for(lambda second=second: any(f"Document: {second}" in m and "context_length_exceeded" in m
                                      for m in matching.slack.messages), timeout=30, what="the admins told why")
 
 

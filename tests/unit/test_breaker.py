@@ -3,7 +3,7 @@ plus the configuration errors users meet first."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +17,7 @@ from redrive.core.breaker import (
     State,
     _record_one,
     admit,
+    failed_call,
     force_closed,
     force_open,
     probe_passed,
@@ -24,7 +25,9 @@ from redrive.core.breaker import (
     time_open,
     trial_returned,
 )
-from redrive.errors import ConfigError
+from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Kind
+from redrive.core.taxonomy import ErrorCode, Taxonomy
+from redrive.errors import ConfigError, Permanent, Transient
 
 
 class Model:
@@ -202,6 +205,9 @@ def test_seed_003_defaults_open_at_half_of_the_last_twenty_with_ten_calls() -> N
     ({"wait": timedelta(0)}, "wait"),
     ({"trial_calls": 0}, "trial_calls"),
     ({"min_calls": 30}, "never open"),
+    ({"failure_codes": "GW_5XX"}, "failure_codes"),
+    ({"failure_codes": set()}, "failure_codes"),
+    ({"failure_codes": {"GW_5XX", 5}}, "failure_codes"),
 ])
 def test_bad_policies_are_refused_when_declared(kwargs: dict, phrase: str) -> None:
     with pytest.raises(ConfigError, match=phrase):
@@ -256,3 +262,40 @@ def test_a_trial_whose_holder_died_is_handed_out_again_after_the_wait() -> None:
     assert allowed
     b = record(b, POLICY_ONE_TRIAL, [Call(71, True)], 71)
     assert b.state is State.CLOSED  # it reached an ending by itself
+
+
+NOW_DT = datetime(2026, 11, 26, tzinfo=UTC)
+GATEWAY = Classifier(
+    taxonomy=Taxonomy([ErrorCode("GW_5XX", True, "busy"), ErrorCode("GW_TIMEOUT", True, "slow"),
+                       ErrorCode("IO_ERROR", True, "disk"), ErrorCode("UNKNOWN", False, "bug")],
+                      aliases={"GW_UNAVAILABLE": "GW_5XX"}),
+    kinds={**{k: "GW_5XX" for k in Kind}, Kind.TIMEOUT: "GW_TIMEOUT"}, statuses={503: "GW_UNAVAILABLE"},
+    unclassified="UNKNOWN")
+
+
+@pytest.mark.parametrize(("classifier", "exc", "counts"), [
+    # A failed call, as the classifier recognises it: a refused connection, a timeout, 5xx, 429
+    (DEFAULT_CLASSIFIER, ConnectionRefusedError("refused"), True),
+    (DEFAULT_CLASSIFIER, TimeoutError("slow"), True),
+    (DEFAULT_CLASSIFIER, Transient("upstream busy", code="UPSTREAM_5XX"), True),
+    (DEFAULT_CLASSIFIER, Transient("slow down", code="RATE_LIMITED"), True),
+    (GATEWAY, Transient("gateway down", code="GW_UNAVAILABLE"), True),  # an alias of a call's code
+    (GATEWAY, TimeoutError("slow"), True),
+    # The job's own doing: a local disk error, a bug, a task's own transient code
+    (GATEWAY, Transient("cannot write the result", code="IO_ERROR"), False),
+    (GATEWAY, Permanent("cannot write the result", code="IO_ERROR"), False),
+    (DEFAULT_CLASSIFIER, OSError("No space left on device"), False),
+    (DEFAULT_CLASSIFIER, ValueError("bug"), False),
+    (DEFAULT_CLASSIFIER, Transient("try later"), False),
+])
+def test_only_a_failed_call_counts_against_a_dependency(classifier, exc, counts) -> None:
+    failure = classifier.exception(exc, now=NOW_DT)
+    assert failed_call(failure, BreakerPolicy(), classifier) is counts
+
+
+def test_a_policys_own_codes_decide_what_counts() -> None:
+    policy = BreakerPolicy(failure_codes={"GW_TIMEOUT"})
+    assert failed_call(GATEWAY.exception(TimeoutError("slow"), now=NOW_DT), policy, GATEWAY)
+    assert not failed_call(GATEWAY.exception(ConnectionRefusedError("down"), now=NOW_DT), policy, GATEWAY)
+    assert failed_call(GATEWAY.exception(Transient("full", code="IO_ERROR"), now=NOW_DT),
+                       BreakerPolicy(failure_codes=["IO_ERROR"]), GATEWAY)

@@ -22,6 +22,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
+from redrive.core.classify import Classifier, Failure, Kind
 from redrive.errors import ConfigError
 
 
@@ -47,8 +48,16 @@ class BreakerPolicy:
     wait: timedelta = timedelta(seconds=30)
     trial_calls: int = 1
     slow_call: timedelta | None = None  # calls slower than this count as failures
+    # The error codes that are this dependency's failures. None: the codes the
+    # task's classifier gives a failed call (see ``failed_call``).
+    failure_codes: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
+        if self.failure_codes is not None:
+            if isinstance(self.failure_codes, str) or not all(isinstance(c, str) and c for c in self.failure_codes) \
+                    or not self.failure_codes:
+                raise ConfigError("failure_codes is a non-empty set of error codes, such as {'GW_5XX', 'GW_TIMEOUT'}")
+            object.__setattr__(self, "failure_codes", frozenset(self.failure_codes))
         if isinstance(self.failure_rate, bool) or not isinstance(self.failure_rate, (int, float)) \
                 or not 0 < self.failure_rate <= 100:
             raise ConfigError(f"failure_rate must be a percentage above 0 and at most 100, got {self.failure_rate!r}")
@@ -68,6 +77,24 @@ class BreakerPolicy:
             raise ConfigError(f"trial_calls must be a positive integer, got {self.trial_calls!r}")
         if self.slow_call is not None and self.slow_call <= timedelta(0):
             raise ConfigError("slow_call must be longer than zero")
+
+
+# What happened when a call to another service failed, as opposed to the job's
+# own doing (a disk error, a bug, a request we got wrong).
+CALL_KINDS = (Kind.TIMEOUT, Kind.CONNECT, Kind.NETWORK, Kind.RATE_LIMITED, Kind.SERVER_ERROR)
+
+
+def failed_call(failure: Failure, policy: BreakerPolicy, classifier: Classifier) -> bool:
+    """Whether a job's failure is evidence against its dependency: its code is
+    one the policy names or, by default, one the classifier gives a failed
+    call (a timeout, a refused or broken connection, 429, 5xx). Anything else
+    (a local disk error, a bug, a 4xx we caused) says nothing of the
+    dependency's health, so it counts neither way."""
+    codes = policy.failure_codes
+    if codes is None:
+        codes = frozenset(classifier.kinds[k] for k in CALL_KINDS) | frozenset(
+            code for status, code in classifier.statuses.items() if status in (408, 429) or status >= 500)
+    return failure.code in codes or failure.error_class in codes
 
 
 def _positive_int(value: object) -> bool:

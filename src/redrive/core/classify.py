@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta

@@ -37,11 +37,11 @@ from typing import Any
 
 from redrive.admin import Actor
 from redrive.app import App
+from redrive.core.backoff import ProportionalJitter
 from redrive.core.job import DeadLetter
+from redrive.core.outbox import OutboxStatus
 from redrive.core.redact import redact_text
 from redrive.errors import ConfigError, RedriveError
-from redrive.core.backoff import ProportionalJitter
-from redrive.core.outbox import OutboxStatus
 from redrive.events import BreakerChanged, Event, JobDeadLettered, NotificationUndelivered, OutboxUnconfirmed
 from redrive.notify.channels import CannotAsk, Channel, Email, Message, Slack
 from redrive.runtime.context import current_job

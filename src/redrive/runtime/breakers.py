@@ -27,10 +27,12 @@ from redrive.core.breaker import (
     Call,
     State,
     admit,
+    failed_call,
     probe_passed,
     record,
     trial_returned,
 )
+from redrive.core.classify import Classifier, Failure
 from redrive.core.job import Job
 from redrive.core.outcome import Failed, Retry, Succeeded
 from redrive.declarations import Dependency
@@ -133,8 +135,16 @@ class BreakerGate:
         b = self._view.get(name)
         return b is None or b.state is State.CLOSED or self._admit(self.dependencies[name])
 
+    def verdict(self, name: str, failure: Failure | None, classifier: Classifier) -> bool | None:
+        """A call to ``name`` that ended with ``failure`` (None: it worked):
+        True, False, or None when the failure was not the dependency's."""
+        if failure is None:
+            return True
+        return False if failed_call(failure, self.dependencies[name].policy, classifier) else None
+
     def note(self, name: str, ok: bool | None, duration_s: float) -> None:
-        """One guarded call's result (None: it says nothing about the dependency)."""
+        """One call's result (None: it says nothing about the dependency); a
+        success slower than ``slow_call`` counts as a failure."""
         if ok is None:
             return
         slow = self.dependencies[name].policy.slow_call
@@ -155,26 +165,26 @@ class BreakerGate:
             dependency.name, self._store().breaker_update(name=dependency.name, change=change))
         return granted[0]
 
-    async def record(self, job: Job, outcome: Any, duration_s: float,
+    async def record(self, job: Job, outcome: Any, duration_s: float, classifier: Classifier,
                      guarded: frozenset[str] = frozenset()) -> None:
         """A job's outcome counts as a call to each dependency it declared:
-        success, or failure when retryable (or slower than ``slow_call``); a
-        non-retryable failure (a 4xx we caused, a bug) counts for nothing."""
+        success, or failure when its code is the dependency's (``failed_call``),
+        or a success slower than ``slow_call``. Any other failure counts for
+        nothing: it was not the dependency's."""
         trials = self._trials.pop(job.lease_token, set())
         returned = set()
         for name in job.dependencies:
-            dependency = self.dependencies.get(name)
-            if dependency is None or name in guarded:
+            if name not in self.dependencies or name in guarded:
                 continue
-            ok = _verdict(outcome)
+            failure = outcome.failure if isinstance(outcome, (Retry, Failed)) else None
+            if not isinstance(outcome, Succeeded) and failure is None:
+                returned |= trials & {name}  # cancelled: no verdict
+                continue
+            ok = self.verdict(name, failure, classifier)
             if ok is None:
                 returned |= trials & {name}
                 continue
-            slow = dependency.policy.slow_call
-            if slow is not None and duration_s > slow.total_seconds():
-                ok = False
-            with self._pending_lock:
-                self._pending[name].append(Call(self._now(), ok))
+            self.note(name, ok, duration_s)
         for name in returned:  # no verdict: the next job gets the trial
             b = await self._call(self._store().breaker_update, name=name, change=lambda b, now: trial_returned(b))
             self._view[name] = self._logged(name, b)
@@ -263,10 +273,3 @@ class BreakerGate:
 def _fold(b: Breaker, now: float, *, policy: BreakerPolicy, calls: list[Call]) -> Breaker:
     return record(b, policy, calls, now)
 
-
-def _verdict(outcome: Any) -> bool | None:
-    if isinstance(outcome, Succeeded):
-        return True
-    if isinstance(outcome, Retry) or (isinstance(outcome, Failed) and outcome.failure.retryable):
-        return False
-    return None

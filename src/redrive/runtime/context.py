@@ -154,8 +154,8 @@ def guarded(dependency: str) -> Iterator[None]:
 
     If the breaker is open the block does not run: the job is held (or, in
     fail-fast mode, fails with the dependency's code). The call's result is
-    the breaker's evidence (a retryable failure or a slow call counts against
-    it), and the job's own outcome no longer counts for that dependency."""
+    the breaker's evidence (a failure whose code is the dependency's, or a
+    slow call, counts against it), and the job's own outcome no longer counts for that dependency."""
     run = handler_run()
     if run.gate is None:
         raise ConfigError("guarded() needs a worker whose app declares dependencies")
@@ -168,7 +168,7 @@ def guarded(dependency: str) -> Iterator[None]:
         yield
     except Exception as exc:
         failure = run.classifier.exception(exc, now=datetime.now(UTC))
-        run.gate.note(dependency, False if failure.retryable else None, time.monotonic() - started)
+        run.gate.note(dependency, run.gate.verdict(dependency, failure, run.classifier), time.monotonic() - started)
         raise
     run.gate.note(dependency, True, time.monotonic() - started)
 

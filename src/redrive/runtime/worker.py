@@ -349,15 +349,17 @@ class Worker:
         try:
             refusal = await self._admit(job)
             if refusal is None:
+                task = self.registry.tasks.get(job.task)
                 execution = await execute(
-                    self.registry.tasks.get(job.task), job, classifier=self.registry.classifier,
+                    task, job, classifier=self.registry.classifier,
                     threads=self._threads, rng=self._rng, store=self.store, interrupt=running.interrupt,
                     gate=self._gate if self._gate.active else None, events=self.events,
                 )
                 if execution.held_by is not None:  # a guarded call found its breaker open
                     refusal = self._gate.refusal(execution.held_by)
                 elif job.dependencies:
-                    await self._gate.record(job, execution.outcome, loop.time() - started,
+                    classifier = (task.classifier if task else None) or self.registry.classifier
+                    await self._gate.record(job, execution.outcome, loop.time() - started, classifier,
                                             execution.guarded)
             if refusal is not None:
                 if not refusal.fails_fast:

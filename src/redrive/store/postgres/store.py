@@ -23,10 +23,10 @@ from urllib.parse import unquote
 from uuid import UUID, uuid4
 
 import psycopg
+from psycopg.abc import Buffer
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import RowFactory, dict_row, tuple_row
-from psycopg.abc import Buffer
 from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout

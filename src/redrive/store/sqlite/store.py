@@ -138,7 +138,7 @@ class SQLiteStore:
         # The embedded store migrates itself: there is no operator step to
         # forget. Inside a caller's transaction, in it: the schema commits
         # with the caller's first job (and is made again should it roll back).
-        if held and not self.schema_current():
+        if joining is not None and held and not self.schema_current():
             self._migrate_in(joining)
         else:
             self.migrate()
@@ -362,7 +362,7 @@ class SQLiteStore:
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
         blocked: Sequence[str] = (), limits: Limits | None = None,
     ) -> list[Job]:
-        def body(conn: sqlite3.Connection, now: float) -> list[Job]:
+        def body(conn: sqlite3.Connection, now: float) -> list[tuple[Job, str | None]]:
             where = {"now": now, "queues": json.dumps(list(queues)), "limit": limit,
                      "blocked": json.dumps(list(blocked)) if blocked else None}
             if limits:
