@@ -25,7 +25,7 @@ from redrive.core import checks, ids
 from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, JobKey, NewJob
 from redrive.core.states import Status
 from redrive.declarations import Registry, Task
-from redrive.errors import ConfigError, JobCancelled, JobFailed, JobNotFound, ResultTimeout
+from redrive.errors import ConfigError, JobCancelled, JobFailed, JobNotFound, ResultTimeout, StoreTimeout
 from redrive.events import EventStream
 from redrive.settings import Settings
 from redrive.store.reads import JobFilter, Page, Reads
@@ -69,7 +69,7 @@ class Client:
     @property
     def store(self) -> Reads:
         if self._store is None:
-            self._store = open_store(self.settings.database_url)
+            self._store = open_store(self.settings.database_url, deadline=self.settings.store_timeout)
         return self._store
 
     def close(self) -> None:
@@ -136,9 +136,15 @@ class Client:
         if self._store is None and conn is not None:
             # Opened through the caller's connection: a SQLite store set up on
             # a connection of its own would wait on the caller's write lock.
-            self._store = open_store(self.settings.database_url, joining=conn)
+            self._store = open_store(self.settings.database_url, joining=conn,
+                                     deadline=self.settings.store_timeout)
         with tracing.sending(lambda: [r.queue or self.registry.task(r.task).queue for r in requests]) as carrier:
-            done = self.store.jobs_insert(jobs=self._new_jobs(requests, carrier), conn=conn)
+            try:
+                done = self.store.jobs_insert(jobs=self._new_jobs(requests, carrier), conn=conn)
+            except StoreTimeout as exc:
+                raise StoreTimeout(f"{exc.fields.get('silent', exc.message)}: the job may or may not have been created; "
+                                   "enqueue it again with the same idempotency key, which returns the job "
+                                   "if it was") from exc
         if self.events.wants("job.enqueued"):
             for result in done:
                 if not result.duplicate:

@@ -11,6 +11,7 @@ are chained as ``__cause__``, never shown to users.
     │   └── ArgumentsNotSerializable  job arguments or a result are not JSON
     ├── StoreError                    the database could not do what was asked (worth retrying)
     │   ├── StoreUnavailable          the database cannot be reached
+    │   │   └── StoreTimeout          no answer within the deadline: what was asked may or may not be done
     │   ├── StoreBusy                 the database stayed locked past our retries
     │   ├── StoreFull                 the disk (or the database's space) is full: nothing was written
     │   └── SchemaOutdated            migrations are pending: run `redrive migrate`
@@ -60,6 +61,7 @@ __all__ = [
     "StoreBusy",
     "StoreError",
     "StoreFull",
+    "StoreTimeout",
     "StoreUnavailable",
     "Transient",
     "UnknownDependency",
@@ -117,6 +119,14 @@ class StoreUnavailable(StoreError):
     """The database cannot be reached."""
 
     code = "STORE_UNAVAILABLE"
+
+
+class StoreTimeout(StoreUnavailable):
+    """The database did not answer within the store's deadline, and the
+    connection was dropped: what was asked may or may not have been done.
+    Repeat it only where repeating is safe (an enqueue with an idempotency key)."""
+
+    code = "STORE_TIMEOUT"
 
 
 class StoreBusy(StoreError):

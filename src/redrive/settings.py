@@ -41,6 +41,14 @@ class Settings:
         "postgresql://user@host/db or memory://. Default: the file redrive.db here.",
         secret=True,  # it may hold a password
     )
+    store_timeout: timedelta = _setting(
+        timedelta(seconds=10),
+        "REDRIVE_STORE_TIMEOUT",
+        "How long one call to PostgreSQL may take before redrive gives up on it "
+        "and drops its connection (a partition would otherwise hold it for "
+        "minutes): an enqueue past it fails with STORE_TIMEOUT, its outcome "
+        "unknown. A worker uses at most half its lease TTL. Default 10 s.",
+    )
     worker_concurrency: int = _setting(
         10, "REDRIVE_WORKER_CONCURRENCY",
         "Jobs one worker process runs at once, and the most one claim takes. "
@@ -151,6 +159,8 @@ class Settings:
             raise ConfigError("retry_max_attempts must be at least 1")
         if self.worker_lease_ttl < timedelta(milliseconds=300):
             raise ConfigError("worker_lease_ttl must be at least 0.3 s")
+        if self.store_timeout <= timedelta(0):
+            raise ConfigError("store_timeout must be longer than zero")
         if self.worker_shutdown_grace < timedelta(0):
             raise ConfigError("worker_shutdown_grace cannot be negative")
         if self.worker_poll_interval <= timedelta(0):

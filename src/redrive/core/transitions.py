@@ -133,7 +133,15 @@ class Finished:
     @property
     def by_reclaim(self) -> bool:
         """The store ended this run itself: its lease expired."""
-        return self.item.meta.get("reason") == "lease_expired"
+        return by_reclaim(self.item)
+
+
+def by_reclaim(item: Finish) -> bool:
+    """Whether ``item`` is the reclaim's own ending of an expired lease
+    (``lease_expired``, ``reclaimed``). Only these end a lease past its
+    expiry: every store refuses a holder's write once its lease has run
+    out, whether or not the reclaim has taken the job yet."""
+    return item.meta.get("reason") == "lease_expired"
 
 
 KINDS: Mapping[type, str] = {Completion: "complete", RetryLater: "retry", FailNow: "fail",

@@ -236,19 +236,25 @@ class MemoryStore:
             return job
         return None
 
+    def _live(self, lease: Lease) -> Job | None:
+        """The job while ``lease`` holds it and has not expired: a holder past
+        its lease writes nothing, even before the reclaim takes the job."""
+        job = self._held(lease)
+        return job if job and job.lease_expires_at is not None and job.lease_expires_at > self._clock() else None
+
     def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:
         with self._lock:
             now = self._clock()
             held = set()
             for lease in leases:
-                if job := self._held(lease):
+                if job := self._live(lease):
                     self._jobs[job.id] = replace(job, lease_expires_at=now + lease_ttl)
                     held.add(lease)
             return held
 
     def lease_check(self, *, lease: Lease, conn: Any = None) -> bool:
         with self._lock:
-            return self._held(lease) is not None
+            return self._live(lease) is not None
 
     _NO_LEASE: ClassVar[Mapping[str, None]] = {"lease_token": None, "lease_owner": None, "lease_expires_at": None}
 
@@ -257,7 +263,7 @@ class MemoryStore:
             now = self._clock()
             written = []
             for item in items:
-                if job := self._held(item.lease):
+                if job := self._live(item.lease):
                     written.append(self._finish(job, item, now))
             return written
 
@@ -334,7 +340,7 @@ class MemoryStore:
             now = self._clock()
             saved = set()
             for item in items:
-                if job := self._held(item.lease):
+                if job := self._live(item.lease):
                     self._jobs[job.id] = replace(
                         job, checkpoint={**job.checkpoint, item.stage: item.output},
                         stage_attempts=dict(item.stage_attempts), stage=item.next_stage or item.stage,
@@ -345,7 +351,7 @@ class MemoryStore:
 
     def outbox_open(self, *, lease: Lease, key: str, token: str) -> OutboxRow | None:
         with self._lock:
-            if not self._held(lease):
+            if not self._live(lease):
                 return None
             if key not in self._outbox:
                 now = self._clock()
@@ -358,7 +364,7 @@ class MemoryStore:
     def outbox_update(self, *, lease: Lease, key: str, change: OutboxChange) -> OutboxRow | None:
         with self._lock:
             row = self._outbox.get(key)
-            if row is None or not self._held(lease):
+            if row is None or not self._live(lease):
                 return None
             now = self._clock()
             provider_id = row.provider_id if change.provider_id is None else (change.provider_id or None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import closing
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,7 +15,8 @@ from redrive.store.reads import Reads
 SCHEMES = ("sqlite", "postgresql", "postgres", "memory")
 
 
-def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False, joining: Any = None) -> Reads:
+def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False, joining: Any = None,
+               deadline: timedelta | None = None) -> Reads:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``postgresql://…``, ``memory://``.
 
     SQLite migrates itself on open; PostgreSQL refuses a schema older than the
@@ -22,6 +24,7 @@ def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False,
     ``must_exist`` (operators reading a database) a SQLite file that does not
     exist is an error rather than a new, empty database. ``joining``: the
     caller's connection when the store opens to enqueue in its transaction.
+    ``deadline``: how long one call to PostgreSQL may take (``Settings.store_timeout``).
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
@@ -41,7 +44,9 @@ def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False,
     if scheme in ("postgresql", "postgres"):
         from redrive.store.postgres.store import PostgresStore
 
-        return PostgresStore(url, check_schema=check_schema)
+        if deadline is None:
+            return PostgresStore(url, check_schema=check_schema)
+        return PostgresStore(url, check_schema=check_schema, deadline=deadline)
     if scheme == "memory":
         from redrive.store.memory import MemoryStore
 

@@ -216,13 +216,13 @@ SELECT count(*) AS pruned FROM jobs;
 SELECT to_regclass('redrive_job') IS NOT NULL AS present;
 
 -- name: lease_lock
-SELECT 1 AS held FROM redrive_job WHERE id = %(id)s AND lease_token = %(token)s FOR SHARE;
+SELECT 1 AS held FROM redrive_job WHERE id = %(id)s AND lease_token = %(token)s AND lease_expires_at > now() FOR SHARE;
 
 -- name: leases_extend
 UPDATE redrive_job AS j
 SET lease_expires_at = now() + %(lease_ttl)s
 FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS l(id, token)
-WHERE j.id = l.id AND j.lease_token = l.token
+WHERE j.id = l.id AND j.lease_token = l.token AND j.lease_expires_at > now()
 RETURNING j.id, j.lease_token;
 
 -- name: jobs_finish
@@ -234,7 +234,7 @@ RETURNING j.id, j.lease_token;
 -- letter was replayed and this is the same non-retryable error_class (the
 -- mirror of core/dead_letters.py's escalates). The rows answered say what was
 -- written, each with the place (n) of its item in :items, a JSON array of
--- {n, kind, id, token, meta, result, error, delay_s, by, refund}: a key left
+-- {n, kind, id, token, meta, result, error, delay_s, by, refund, reclaim}: a key left
 -- out reads as NULL, and a retry's or a failure's details are one object,
 -- ``error`` {code, message, class, retryable, stage, stage_attempts, stack,
 -- context}, read only by the rows that have one (a batch is mostly successes).
@@ -244,12 +244,12 @@ WITH asked AS (
         CASE i.kind WHEN 'cancel' THEN i.by ELSE c.by END AS cancelled_by
     FROM jsonb_to_recordset(%(items)s) AS i(
         n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, error jsonb,
-        delay_s double precision, by text, refund int)
+        delay_s double precision, by text, refund int, reclaim boolean)
     -- only a retry looks for a cancel request
     LEFT JOIN redrive_cancel_request AS c ON i.kind = 'retry' AND c.job_id = i.id
 ), moved AS (
     DELETE FROM redrive_job AS j USING asked AS i
-    WHERE j.id = i.id AND j.lease_token = i.token AND i.ends IN ('complete', 'fail', 'cancel')
+    WHERE j.id = i.id AND j.lease_token = i.token AND (j.lease_expires_at > now() OR i.reclaim) AND i.ends IN ('complete', 'fail', 'cancel')
     RETURNING j.*, i.n, i.kind, i.ends, i.cancelled_by, i.result AS new_result, i.meta AS event_meta,
         i.error AS failure, coalesce(i.error->>'stage', j.stage) AS new_stage,
         CASE i.ends WHEN 'complete' THEN 'succeeded' WHEN 'fail' THEN 'failed' ELSE 'cancelled' END AS new_status
@@ -303,7 +303,7 @@ WITH asked AS (
                                ELSE coalesce(j.first_failed_at, now()) END,
         updated_at = now()
     FROM asked AS i
-    WHERE j.id = i.id AND j.lease_token = i.token AND i.ends IN ('retry', 'requeue')
+    WHERE j.id = i.id AND j.lease_token = i.token AND (j.lease_expires_at > now() OR i.reclaim) AND i.ends IN ('retry', 'requeue')
     RETURNING j.id, i.n, i.kind, j.task, j.queue, j.attempts, j.stage,
         coalesce(i.refund, 0) AS refund, i.error->>'code' AS error_code, i.delay_s, i.meta
 ), events AS (
@@ -500,7 +500,7 @@ SET checkpoint = j.checkpoint || jsonb_build_object(i.stage, i.output),
     stage = coalesce(i.next_stage, i.stage),
     updated_at = now()
 FROM input AS i
-WHERE j.id = i.id AND j.lease_token = i.token
+WHERE j.id = i.id AND j.lease_token = i.token AND j.lease_expires_at > now()
 RETURNING j.id, j.lease_token;
 
 -- name: job_revive
@@ -622,7 +622,7 @@ WHERE name = %(name)s ORDER BY id;
 -- Creates the row if it is new and returns it, fenced on the job's lease. The
 -- no-op update makes a row another job just committed come back too.
 WITH fence AS (
-    SELECT id FROM redrive_job WHERE id = %(id)s AND lease_token = %(token)s FOR SHARE
+    SELECT id FROM redrive_job WHERE id = %(id)s AND lease_token = %(token)s AND lease_expires_at > now() FOR SHARE
 )
 INSERT INTO redrive_outbox AS o (key, token, status, job_id, created_at, updated_at)
 SELECT %(key)s, %(outbox_token)s, 'pending', id, now(), now() FROM fence
@@ -631,7 +631,7 @@ RETURNING o.*;
 
 -- name: outbox_update
 WITH fence AS (
-    SELECT id FROM redrive_job WHERE id = %(id)s AND lease_token = %(token)s FOR SHARE
+    SELECT id FROM redrive_job WHERE id = %(id)s AND lease_token = %(token)s AND lease_expires_at > now() FOR SHARE
 )
 UPDATE redrive_outbox AS o
 SET status = %(status)s,

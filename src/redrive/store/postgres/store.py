@@ -59,6 +59,7 @@ from redrive.core.transitions import (
     Finished,
     Requeue,
     RetryLater,
+    by_reclaim,
     lease_expired,
     reclaimed,
     set_aside,
@@ -71,9 +72,11 @@ from redrive.errors import (
     SchemaOutdated,
     StoreError,
     StoreFull,
+    StoreTimeout,
     StoreUnavailable,
 )
 from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport
+from redrive.store.postgres.deadlines import Deadlines, Overran
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -101,6 +104,7 @@ _QUICK_WAIT_S = 1.0  # a wait for a pooled connection past this asks whether the
 
 _PACKAGE = "redrive.store.postgres"
 _CONNECT_TIMEOUT_S = 5
+DEFAULT_DEADLINE = timedelta(seconds=10)
 # Jobs per enqueue statement. A bigger batch goes in several, pipelined in one
 # transaction; for 1,000 jobs, parts of 64, 192, 256 and 500 were all slower.
 _INSERT_CHUNK = 128
@@ -111,13 +115,20 @@ class PostgresStore:
 
     def __init__(
         self, url: str, *, pool_size: int = 4, check_schema: bool = True,
-        clock: Callable[[], datetime] | None = None,
+        clock: Callable[[], datetime] | None = None, deadline: timedelta = DEFAULT_DEADLINE,
     ) -> None:
         """``check_schema=False`` is for ``redrive migrate``, which brings it up
         to date. ``clock`` stands in for the database's ``now()`` in every
-        statement, so tests can move time instead of sleeping."""
+        statement, so tests can move time instead of sleeping. ``deadline``:
+        how long one call may take (``deadlines.py``); a worker shortens it to
+        fit its lease TTL."""
         self.url = url
         self._where = _describe(url)
+        if deadline <= timedelta(0):
+            raise ConfigError("a store's deadline must be longer than zero")
+        self.deadline = deadline
+        self._deadlines = Deadlines()
+        self._link = _link_defaults(url, deadline)
         self._clock = clock
         self._finish_lock = threading.Lock()
         self._finish_listeners: dict[str, list[Callable[[], None]]] = {}
@@ -149,7 +160,7 @@ class PostgresStore:
             self.url,
             min_size=1,
             max_size=self._pool_size,
-            kwargs={"autocommit": True, "row_factory": dict_row},
+            kwargs={"autocommit": True, "row_factory": dict_row, **self._link},
             timeout=_CONNECT_TIMEOUT_S * 2,
             open=True,
             name="redrive",
@@ -171,11 +182,11 @@ class PostgresStore:
                 self._down = self._down or time.monotonic()
                 raise psycopg.OperationalError("the server is not answering") from None
             conn = self._pool.getconn()
-        return _lent(self._pool, conn)
+        return _lent(self._pool, conn, self._deadlines, self.deadline.total_seconds())
 
     def _answers(self) -> bool:
         try:
-            psycopg.connect(self.url, connect_timeout=_PROBE_TIMEOUT_S).close()
+            psycopg.connect(self.url, **{**self._link, "connect_timeout": _PROBE_TIMEOUT_S}).close()
         except psycopg.OperationalError:
             return False
         return True
@@ -197,10 +208,7 @@ class PostgresStore:
 
     def _connect(self) -> psycopg.Connection[dict[str, Any]]:
         try:
-            conn = psycopg.connect(
-                self.url, autocommit=True, row_factory=dict_row,
-                connect_timeout=_CONNECT_TIMEOUT_S,
-            )
+            conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, **self._link)
             _lenient_times(conn)
             return conn
         except psycopg.OperationalError as exc:
@@ -214,6 +222,12 @@ class PostgresStore:
             yield
         except psycopg.errors.DiskFull as exc:  # an OperationalError, but the server is there
             raise StoreFull(f"the disk of PostgreSQL at {self._where} is full: nothing was written") from exc
+        except Overran as exc:
+            if self._down is None:
+                self._down = time.monotonic()
+            silent = f"PostgreSQL at {self._where} did not answer within {self.deadline.total_seconds():g} s"
+            raise StoreTimeout(f"{silent} (its connection was dropped): what was asked may or may not have been done",
+                               silent=silent) from exc
         except (psycopg.OperationalError, PoolTimeout) as exc:
             if self._down is None:
                 self._down = time.monotonic()
@@ -742,11 +756,28 @@ def _savepoint(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
 
 
 @contextmanager
-def _lent(pool: ConnectionPool[Any], conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+def _lent(pool: ConnectionPool[Any], conn: psycopg.Connection[Any], deadlines: Deadlines,
+          seconds: float) -> Iterator[psycopg.Connection[Any]]:
     try:
-        yield conn
+        with deadlines.watch(conn, seconds):
+            yield conn
     finally:
         pool.putconn(conn)
+
+
+def _link_defaults(url: str, deadline: timedelta) -> dict[str, Any]:
+    """libpq settings for every connection, where the URL gives none: a
+    bounded connect, and TCP keepalives and ``tcp_user_timeout`` so that a
+    connection whose peer is gone (a partition, a crashed host) fails at
+    the socket instead of after the kernel's retransmissions (~15 min) or an
+    idle connection's keepalive default (2 h). Unix sockets ignore them."""
+    given = conninfo_to_dict(url)
+    wanted: dict[str, Any] = {
+        "connect_timeout": _CONNECT_TIMEOUT_S, "keepalives": 1, "keepalives_idle": 10,
+        "keepalives_interval": 5, "keepalives_count": 3,
+        "tcp_user_timeout": int(deadline.total_seconds() * 1000),
+    }
+    return {key: value for key, value in wanted.items() if key not in given}
 
 
 class _LenientTimestamptz(TimestamptzLoader):
@@ -893,6 +924,8 @@ def _finish_json(n: int, item: Finish) -> dict[str, Any]:
     lease = item.lease
     out: dict[str, Any] = {"n": n, "kind": KINDS[type(item)], "id": str(lease.job_id), "token": str(lease.token),
                            "meta": item.meta if type(item.meta) is dict else dict(item.meta)}
+    if by_reclaim(item):
+        out["reclaim"] = True  # the only write that may end an expired lease
     match item:
         case Completion():
             out["result"] = item.result

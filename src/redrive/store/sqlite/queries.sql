@@ -106,11 +106,11 @@ FROM json_each(:due) AS d JOIN redrive_job AS j ON j.id = json_extract(d.value, 
 
 -- name: lease_extend
 UPDATE redrive_job SET lease_expires_at = :now + :lease_ttl_s
-WHERE id = :id AND lease_token = :token
+WHERE id = :id AND lease_token = :token AND lease_expires_at > :now
 RETURNING id;
 
 -- name: job_take_running
-DELETE FROM redrive_job WHERE id = :id AND lease_token = :token RETURNING *;
+DELETE FROM redrive_job WHERE id = :id AND lease_token = :token AND lease_expires_at > :fence RETURNING *;
 
 -- name: jobs_complete_copy
 -- The first of three statements of a batch of completions: the jobs whose
@@ -127,14 +127,14 @@ SELECT j.id, j.task, j.queue, j.args, j.kwargs, 'succeeded', j.priority, j.run_a
     j.stage, j.stage_attempts, j.checkpoint, j.manual_retry_count, j.first_failed_at,
     j.dependencies, j.idempotency_key, j.version
 FROM json_each(:items) AS i
-JOIN redrive_job AS j ON j.id = json_extract(i.value, '$.id') AND j.lease_token = json_extract(i.value, '$.token')
+JOIN redrive_job AS j ON j.id = json_extract(i.value, '$.id') AND j.lease_token = json_extract(i.value, '$.token') AND j.lease_expires_at > :now
 RETURNING id;
 
 -- name: jobs_complete_events
 INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
 SELECT j.id, :now, 'running', 'succeeded', j.attempts, json_extract(i.value, '$.meta')
 FROM json_each(:items) AS i
-JOIN redrive_job AS j ON j.id = json_extract(i.value, '$.id') AND j.lease_token = json_extract(i.value, '$.token');
+JOIN redrive_job AS j ON j.id = json_extract(i.value, '$.id') AND j.lease_token = json_extract(i.value, '$.token') AND j.lease_expires_at > :now;
 
 -- name: jobs_remove
 DELETE FROM redrive_job WHERE id IN (SELECT value FROM json_each(:ids))
@@ -186,7 +186,7 @@ SET status = 'queued', run_at = :now + :delay_s,
     stage_attempts = coalesce(:stage_attempts, stage_attempts),
     first_failed_at = coalesce(first_failed_at, :now),
     updated_at = :now
-WHERE id = :id AND lease_token = :token
+WHERE id = :id AND lease_token = :token AND lease_expires_at > :fence
 RETURNING task, queue, attempts, stage;
 
 -- name: stage_save
@@ -195,7 +195,7 @@ SET checkpoint = json_set(checkpoint, '$.' || json_quote(:stage), json(:output))
     stage_attempts = :stage_attempts,
     stage = coalesce(:next_stage, :stage),
     updated_at = :now
-WHERE id = :id AND lease_token = :token
+WHERE id = :id AND lease_token = :token AND lease_expires_at > :now
 RETURNING id;
 
 -- name: dead_letter_previous
@@ -251,7 +251,7 @@ RETURNING *;
 UPDATE redrive_job
 SET status = 'queued', run_at = :now + :delay_s, attempts = attempts - :refund,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
-WHERE id = :id AND lease_token = :token
+WHERE id = :id AND lease_token = :token AND lease_expires_at > :fence
 RETURNING task, queue, attempts, stage;
 
 -- name: jobs_expired
@@ -431,7 +431,7 @@ SELECT name, at, from_state, to_state, reason, by FROM redrive_breaker_event
 WHERE name = :name ORDER BY id;
 
 -- name: lease_held
-SELECT 1 AS held FROM redrive_job WHERE id = :id AND lease_token = :token;
+SELECT 1 AS held FROM redrive_job WHERE id = :id AND lease_token = :token AND lease_expires_at > :now;
 
 -- name: schema_present
 -- Whether a connection of the caller's is to a database redrive uses.

@@ -48,6 +48,7 @@ from redrive.core.transitions import (
     Finished,
     Requeue,
     RetryLater,
+    by_reclaim,
     lease_expired,
     reclaimed,
     set_aside,
@@ -418,11 +419,12 @@ class SQLiteStore:
         return self._write(body) if leases else set()
 
     def lease_check(self, *, lease: Lease, conn: Any = None) -> bool:
-        params = _lease(lease)
         if isinstance(conn, sqlite3.Connection) and conn.execute(self._queries["schema_present"]).fetchone():
             # the caller holds the write lock (BEGIN IMMEDIATE): nobody can take the job until it commits
+            params = {**_lease(lease), "now": self._now(conn)}
             return conn.execute(self._queries["lease_held"], params).fetchone() is not None
-        return bool(self._read("lease_held", params))
+        return self._reading(lambda conn, now: conn.execute(
+            self._queries["lease_held"], {**_lease(lease), "now": now}).fetchone() is not None)
 
     def jobs_finish(self, items: Sequence[Finish]) -> list[Finished]:
         if not items:
@@ -459,11 +461,13 @@ class SQLiteStore:
         return written
 
     def _finish_one(self, conn: sqlite3.Connection, item: Finish, now: float) -> Finished | None:
+        # A holder's lease must not have expired; the reclaim ends exactly those.
+        fence = 0.0 if by_reclaim(item) else now
         match item:
             case FailNow():
-                return self._fail(conn, self._take(conn, item.lease), item, now)
+                return self._fail(conn, self._take(conn, item.lease, fence), item, now)
             case Cancellation():
-                taken = self._take(conn, item.lease)
+                taken = self._take(conn, item.lease, fence)
                 if taken is None:
                     return None
                 conn.execute(self._queries["cancel_request_take"], {"id": str(item.lease.job_id)})
@@ -474,7 +478,7 @@ class SQLiteStore:
                 return self._retry(conn, item, now)
             case Requeue():
                 row = conn.execute(self._queries["job_requeue"], {
-                    **_lease(item.lease), "now": now, "refund": int(item.refund),
+                    **_lease(item.lease), "now": now, "fence": fence, "refund": int(item.refund),
                     "delay_s": item.delay.total_seconds(),
                 }).fetchone()
                 if row is None:
@@ -486,7 +490,7 @@ class SQLiteStore:
 
     def _retry(self, conn: sqlite3.Connection, item: RetryLater, now: float) -> Finished | None:
         row = conn.execute(self._queries["job_retry"], {
-            **_lease(item.lease), "now": now, "delay_s": item.delay.total_seconds(),
+            **_lease(item.lease), "now": now, "fence": now, "delay_s": item.delay.total_seconds(),
             "error_code": item.error_code, "error_message": item.error_message,
             "stage": item.stage,
             "stage_attempts": None if item.stage_attempts is None else json.dumps(dict(item.stage_attempts)),
@@ -520,8 +524,9 @@ class SQLiteStore:
         self._event(conn, row["id"], before or taken["status"], status, row["attempts"], now, meta)
         return True
 
-    def _take(self, conn: sqlite3.Connection, lease: Lease) -> sqlite3.Row | None:
-        return conn.execute(self._queries["job_take_running"], _lease(lease)).fetchone()
+    def _take(self, conn: sqlite3.Connection, lease: Lease, fence: float) -> sqlite3.Row | None:
+        """The running row ``lease`` holds, out of the hot table, if its lease ends after ``fence``."""
+        return conn.execute(self._queries["job_take_running"], {**_lease(lease), "fence": fence}).fetchone()
 
     def _fail(self, conn: sqlite3.Connection, taken: sqlite3.Row | None, item: FailNow, now: float) -> Finished | None:
         if taken is None:

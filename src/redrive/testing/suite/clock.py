@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from redrive.core.job import DeadLetterFilter
 from redrive.core.states import Status
-from redrive.core.transitions import FailNow
+from redrive.core.transitions import Completion, FailNow
 from redrive.store.port import Store
 from redrive.testing import Clock, applied, claim, claim_one, new, reclaim
 
@@ -39,3 +39,21 @@ def test_dead_letter_ages_follow_the_store_clock(timed_store: Store, clock: Cloc
     clock.advance(timedelta(hours=2))
     assert len(timed_store.dead_letters_page(where=DeadLetterFilter(older_than=timedelta(hours=1)))) == 1
     assert len(timed_store.dead_letters_page(where=DeadLetterFilter(newer_than=timedelta(hours=1)))) == 0
+
+
+def test_a_holder_past_its_lease_writes_nothing_even_before_the_reclaim(timed_store: Store, clock: Clock) -> None:
+    # Given a job whose lease ran out, and that no reclaim has taken yet
+    timed_store.jobs_insert(jobs=[new(), new()])
+    late, on_time = claim(timed_store, limit=2, ttl=timedelta(seconds=30))
+    clock.advance(timedelta(seconds=29))
+    assert timed_store.leases_extend(leases=[on_time.lease], lease_ttl=timedelta(seconds=30)) == {on_time.lease}
+    clock.advance(timedelta(seconds=2))
+    # Then its holder can neither extend it, save a stage, check it nor end the job
+    assert timed_store.leases_extend(leases=[late.lease, on_time.lease], lease_ttl=timedelta(seconds=30)) \
+        == {on_time.lease}
+    assert not timed_store.lease_check(lease=late.lease)
+    assert applied(timed_store.jobs_finish([Completion(late.lease, "late"), Completion(on_time.lease, "ok")])) \
+        == {on_time.lease}
+    # And the reclaim takes it back, its attempt spent
+    assert reclaim(timed_store) == [late.id]
+    assert timed_store.job_get(job_id=late.id).status is Status.QUEUED
