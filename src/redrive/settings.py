@@ -47,7 +47,7 @@ class Settings:
         "How long one call to PostgreSQL may take before redrive gives up on it "
         "and drops its connection (a partition would otherwise hold it for "
         "minutes): an enqueue past it fails with STORE_TIMEOUT, its outcome "
-        "unknown. A worker uses at most half its lease TTL. Default 10 s.",
+        "unknown. A worker uses at most half its lease TTL (never under 1 s). Default 10 s.",
     )
     worker_concurrency: int = _setting(
         10, "REDRIVE_WORKER_CONCURRENCY",

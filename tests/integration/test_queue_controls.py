@@ -12,6 +12,7 @@ from redrive import Actor, Admin, Client, JobRequest, Settings, Status
 from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
 from tests.conftest import every_job
+from tests.figures import record
 from tests.integration.processes import WorkerProcess
 
 
@@ -109,6 +110,20 @@ def test_a_rate_and_a_global_concurrency_limit_hold_across_three_workers(
     # each job's start), and the limit was reached, not merely unneeded
     starts = [job.started_at.timestamp() for job in every_job(client, queue="metered")]
     assert _most_in_any_window(starts, 0.5) == 40
+    # And as an upstream would count them, at the tasks (docs/stopping-jobs.md):
+    # each body began its claim's delay after its claim, so no window of half
+    # a second less the spread of those delays saw more than 40 begin
+    claimed = {str(job.id): job.started_at.timestamp() for job in every_job(client, queue="metered")}
+    began = dict(line.split() for path in tmp_path.glob("metered-*.log") for line in path.read_text().splitlines())
+    assert len(began) == 500
+    delays = [float(at) - claimed[job_id] for job_id, at in began.items()]
+    spread = max(delays) - min(delays)
+    at_tasks = sorted(float(at) for at in began.values())
+    record("a rate across three workers", "most starts at the tasks in any 0.5 s (Rate(40, per=0.5 s))",
+           _most_in_any_window(at_tasks, 0.5), "40 + what the spread lets in")
+    record("a rate across three workers", "spread of claim-to-start delays (ms)", f"{spread * 1000:.0f}")
+    assert spread < 0.25
+    assert _most_in_any_window(at_tasks, 0.5 - spread) <= 40
     # And never more than 3 gateway jobs ran at once, across the processes
     spans = []
     for path in tmp_path.glob("span-*.log"):

@@ -51,6 +51,17 @@ class Completer:
         self._pending.append((item, attempt, written))
         self._ready.set()
 
+    def drop(self, lease: Lease) -> None:
+        """Write nothing more for ``lease`` (it was lost): a pending ending is
+        answered None at once; one already being written lands or not."""
+        kept = []
+        for entry in self._pending:
+            if entry[0].lease == lease:
+                entry[2](None)
+            else:
+                kept.append(entry)
+        self._pending = kept
+
     async def run(self) -> None:
         while True:
             await self._ready.wait()

@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +68,7 @@ _HOLD_DELAY = timedelta(seconds=1)  # a held job is looked at again after this
 
 
 CONTROL_INTERVAL_S = 0.5  # how often a worker reads pauses and cancel requests
+_SHORTEST_DEADLINE = timedelta(seconds=1)  # for a store call, however short the lease
 
 
 @dataclass(eq=False)
@@ -75,8 +77,12 @@ class _Running:
     interrupt: Interrupt
     future: asyncio.Future | None = None
     finishing: bool = False  # the handler is done; its write is queued or under way
-    lost: bool = False  # the heartbeat found the lease gone
-    abandoned: bool = False  # requeued on shutdown; any outcome is dropped
+    lost: bool = False  # the lease is gone, or was not extended for a whole TTL
+    abandoned: bool = False  # given up (shutdown, lease lost); any outcome is dropped
+    # When the lease was last known good (monotonic): asked for at claim or
+    # at the last heartbeat that extended it. A whole TTL past it, the
+    # lease may be another worker's.
+    extended_at: float = 0.0
 
 
 class Worker:
@@ -219,6 +225,14 @@ class Worker:
     async def run(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         store = await self._call(lambda: self.store)
+        # A call may take at most half the lease TTL (never under a second,
+        # which a loaded database can take): a partitioned worker hears of it
+        # while its leases may still be good, and stops believing in them
+        # when they may not be (``_leases_watch``).
+        deadline = getattr(store, "deadline", None)
+        fitting = max(self.lease_ttl / 2, _SHORTEST_DEADLINE)
+        if deadline is not None and deadline > fitting:
+            store.deadline = fitting  # type: ignore[attr-defined]
 
         def woken(_queue: str) -> None:  # from the store's listening thread
             loop.call_soon_threadsafe(self._wake.set)
@@ -236,6 +250,7 @@ class Worker:
             asyncio.create_task(self._presence.run(), name="presence"),
             asyncio.create_task(self._completer.run(), name="completer"),
             asyncio.create_task(self._control(), name="control"),
+            asyncio.create_task(self._leases_watch(), name="leases"),
         ]
         beside = Beside(self._client, store, self._call, self.events, self.id, self.lease_ttl, self._rng,
                         self._wake.set)
@@ -290,6 +305,7 @@ class Worker:
                     free = min(self._free_slots(), limit - self._handling(queues[0]))
                 if not open_queues or free <= 0:
                     continue
+                asked = time.monotonic()
                 try:
                     claimed = await self._call(
                         self.store.jobs_claim, queues=open_queues, limit=free,
@@ -304,7 +320,7 @@ class Worker:
                 for job in claimed:
                     if announce:
                         self._announce_claim(job)
-                    self._start(job)
+                    self._start(job, asked)
                 more = more or len(claimed) == free  # the queue may hold more: claim again at once
             if not more:
                 await self._pause(self.poll_interval.total_seconds())
@@ -334,9 +350,9 @@ class Worker:
         except TimeoutError:
             pass
 
-    def _start(self, job: Job) -> None:
+    def _start(self, job: Job, asked: float) -> None:
         assert self._loop is not None
-        running = _Running(job, Interrupt(self._loop))
+        running = _Running(job, Interrupt(self._loop), extended_at=asked)
         self._running[job.lease.token] = running
         running.future = running.interrupt.run = eager.start(self._run_one(running))
 
@@ -484,15 +500,20 @@ class Worker:
         task that holds the event loop must not cost every job its lease."""
         store = self.store
         while not done.wait(self.lease_ttl.total_seconds() / 3):
-            # list() copies in one step under the GIL: safe beside the loop's changes
-            live = [r for r in list(self._running.values()) if not (r.finishing or r.lost or r.abandoned)]
+            # list() copies in one step under the GIL: safe beside the loop's changes.
+            # A finishing run's lease is kept too: its outcome is written under it.
+            live = [r for r in list(self._running.values()) if not (r.lost or r.abandoned)]
             if not live:
                 continue
+            asked = time.monotonic()
             try:
                 held = store.leases_extend(leases=[r.job.lease for r in live], lease_ttl=self.lease_ttl)
             except StoreError as exc:
                 log.warning("heartbeat failed, retrying: %s", exc)
                 continue
+            for r in live:
+                if r.job.lease in held:
+                    r.extended_at = asked
             gone = [r for r in live if r.job.lease not in held]
             if gone and self._loop is not None:
                 self._loop.call_soon_threadsafe(self._leases_gone, gone)
@@ -503,6 +524,33 @@ class Worker:
                 self._lost(r)
                 log.warning("lost the lease on job %s (%s): another worker may run it", r.job.id, r.job.task)
 
+    async def _leases_watch(self) -> None:
+        """A lease not extended for a whole TTL (the database did not answer
+        the heartbeats) may be another worker's by now: its run is given up
+        at once, its handler told to stop and its outcome dropped, rather
+        than found out when the database answers again."""
+        ttl = self.lease_ttl.total_seconds()
+        while True:
+            await asyncio.sleep(min(0.5, ttl / 10))
+            now = time.monotonic()
+            for r in [r for r in self._running.values() if not r.lost and now - r.extended_at >= ttl]:
+                log.warning("lost the lease on job %s (%s): it was not extended for %gs (the database did not "
+                            "answer), so another worker may run it now: dropping this run", r.job.id, r.job.task, ttl)
+                self._give_up(r)
+
+    def _give_up(self, r: _Running) -> None:
+        """This run's lease is gone: announce it, stop its handler (an async
+        one is cancelled, a sync one told through ``redrive.cancelled()``)
+        and wait for none of its writes."""
+        self._lost(r)
+        if r.finishing:
+            self._completer.drop(r.job.lease)
+            return
+        r.abandoned = True
+        r.interrupt.shutdown()
+        if r.future is not None:
+            r.future.cancel()
+
     def _give_back(self) -> int:
         """For the watchdog, from its thread: requeue every job held, straight to the store."""
         items = [Requeue(r.job.lease) for r in list(self._running.values()) if not r.lost]
@@ -511,39 +559,52 @@ class Worker:
     # -- shutdown ----------------------------------------------------------------
 
     async def _drain(self) -> None:
+        """After the grace, at most half a lease TTL more to give the rest back
+        and let the last writes land, whatever the database does: a worker
+        asked to stop during a partition stops."""
         in_flight = [r.future for r in self._running.values() if r.future is not None]
         if in_flight:
             log.info("waiting up to %ss for %d in-flight jobs",
                      self.shutdown_grace.total_seconds(), len(in_flight))
             await asyncio.wait(in_flight, timeout=self.shutdown_grace.total_seconds())
+        until = time.monotonic() + self.lease_ttl.total_seconds() / 2
         unfinished = [r for r in self._running.values() if not r.finishing]
         if unfinished:
             for r in unfinished:
                 r.abandoned = True
                 r.interrupt.shutdown()  # a sync handler polling redrive.cancelled() may stop
-            requeued = await self._requeue([Requeue(r.job.lease) for r in unfinished if not r.lost])
+            requeued = await self._requeue([Requeue(r.job.lease) for r in unfinished if not r.lost], until=until)
             log.info("requeued %d unfinished jobs: %s", len(requeued),
                      ", ".join(str(done.lease.job_id) for done in requeued))
             for r in unfinished:
                 if r.future is not None:
                     r.future.cancel()
         # Jobs already finishing are writing their outcome: let the writes land
-        # while their leases last (after that the writes would be refused anyway).
+        # while there is time (after their leases the writes would be refused anyway).
         if self._running:
             self._idle.clear()
             try:
-                await asyncio.wait_for(self._idle.wait(), timeout=self.lease_ttl.total_seconds())
+                await asyncio.wait_for(self._idle.wait(), timeout=max(0.0, until - time.monotonic()))
             except TimeoutError:
-                log.warning("%d outcomes were not written before their leases ran out", len(self._running))
+                log.warning("%d outcomes were not written before the worker had to stop: their jobs "
+                            "return to the queue when their leases expire", len(self._running))
 
-    async def _requeue(self, items: list[Requeue]) -> list[Finished]:
+    async def _requeue(self, items: list[Requeue], *, until: float | None = None) -> list[Finished]:
+        """Give jobs back; retried while the leases may still be ours (and,
+        on shutdown, ``until`` then). Past that the reclaim takes them."""
+        leases = {item.lease for item in items}
         while True:
             try:
                 return await self._call(self.store.jobs_finish, items)
             except StoreError as exc:
-                # Without this write the jobs wait for their leases to expire:
-                # keep trying while the leases are still ours to give back.
-                log.warning("requeue on shutdown failed, retrying: %s", exc)
+                runs = [r for r in self._running.values() if r.job.lease in leases]
+                expires = min((r.extended_at for r in runs), default=0.0) + self.lease_ttl.total_seconds()
+                if time.monotonic() + STORE_RETRY_PAUSE_S >= min(expires, until or expires):
+                    # the error as text: an outage's repeats are muted (OutageLog), this line is not
+                    log.warning("could not give back %d jobs (%s): they return to the queue when their "
+                                "leases expire", len(items), str(exc))
+                    return []
+                log.warning("giving back %d jobs failed, retrying: %s", len(items), exc)
                 await asyncio.sleep(STORE_RETRY_PAUSE_S)
 
 

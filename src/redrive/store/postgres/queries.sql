@@ -148,7 +148,10 @@ WHERE p.at < now() - %(keep)s
   AND NOT EXISTS (SELECT 1 FROM redrive_job AS j WHERE j.id = p.job_id AND j.lease_token = p.lease_token);
 
 -- name: permits_read
-SELECT p.key, extract(epoch FROM now() - p.at)::float8 AS age_s, j.id IS NOT NULL AS running
+-- clock_timestamp(), here and where permits are written: now() is when the
+-- transaction began, before it waited for the limits' lock, and a start
+-- stamped that early leaves its window early (a burst at the window's edge).
+SELECT p.key, extract(epoch FROM clock_timestamp() - p.at)::float8 AS age_s, j.id IS NOT NULL AS running
 FROM redrive_permit AS p
 LEFT JOIN redrive_job AS j ON j.id = p.job_id AND j.lease_token = p.lease_token
 WHERE p.key = ANY(%(keys)s);
@@ -164,7 +167,7 @@ WITH picked AS (
         lease_token = gen_random_uuid(),
         lease_owner = %(worker_id)s,
         lease_expires_at = now() + %(lease_ttl)s,
-        started_at = coalesce(j.started_at, now()),
+        started_at = coalesce(j.started_at, clock_timestamp()),  -- as its permits
         updated_at = now()
     FROM picked
     WHERE j.id = picked.id
@@ -175,7 +178,7 @@ WITH picked AS (
     FROM claimed
 ), permits AS (
     INSERT INTO redrive_permit (key, job_id, lease_token, at)
-    SELECT k.key, c.id, c.lease_token, now()
+    SELECT k.key, c.id, c.lease_token, clock_timestamp()
     FROM claimed AS c
     JOIN jsonb_to_recordset(%(keys)s) AS k(id uuid, key text) ON k.id = c.id
 )

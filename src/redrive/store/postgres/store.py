@@ -100,6 +100,7 @@ log = logging.getLogger("redrive.store.postgres")
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 _PROBE_TIMEOUT_S = 2
 _QUICK_WAIT_S = 1.0  # a wait for a pooled connection past this asks whether the server is there
+_PROBE_EVERY_S = 0.2  # while the server is down, how often a caller may ask whether it is back
 
 
 _PACKAGE = "redrive.store.postgres"
@@ -144,6 +145,7 @@ class PostgresStore:
         self._pool_size = pool_size
         self._pool = self._new_pool()
         self._down: float | None = None  # when the server stopped answering, while it does not
+        self._probed = 0.0  # when _revive last asked the server (monotonic)
         self._revive_lock = threading.Lock()
         if check_schema:
             # The first connection is made in the background; a request made
@@ -192,17 +194,29 @@ class PostgresStore:
         return True
 
     def _revive(self) -> bool:
-        """After an outage, a fresh pool as soon as the server answers. The
-        pool's own reconnection backs off, doubling: after a minute's outage
-        its next try could come half a minute after the server is back."""
-        with self._revive_lock:
+        """After an outage (or a call that overran its deadline: the old
+        pool's connections may all lead into a partition), a fresh pool as
+        soon as the server answers. The pool's own reconnection backs off,
+        doubling: after a minute's outage its next try could come half a
+        minute after the server is back. One caller asks the server at a
+        time, at most every ``_PROBE_EVERY_S``; the others fail at once
+        rather than queue behind a probe that may take its whole timeout."""
+        if not self._revive_lock.acquire(blocking=False):
+            return False
+        try:
             if self._down is None:
                 return True
-            if not self._answers():
+            if time.monotonic() - self._probed < _PROBE_EVERY_S:
+                return False
+            answers = self._answers()
+            self._probed = time.monotonic()
+            if not answers:
                 return False
             old, self._pool = self._pool, self._new_pool()
             log.warning("PostgreSQL at %s answers again after %.1f s", self._where, time.monotonic() - self._down)
             self._down = None
+        finally:
+            self._revive_lock.release()
         old.close(timeout=0)
         return True
 
@@ -735,14 +749,15 @@ class PostgresStore:
 
     def close(self) -> None:
         self._closing.set()
-        self._pool.close()
+        # Its threads may be connecting into a partition: do not wait them out.
+        self._pool.close(timeout=0)
 
 
 def _on_clock(name: str, sql: str) -> str:
     """A query that reads the given clock instead of the database's."""
     if name.startswith("migration") or name == "wakeups_listen":
         return sql  # run outside _run, on the database's own clock
-    return re.sub(r"\bnow\(\)", "%(now)s::timestamptz", sql)
+    return re.sub(r"\b(?:clock_timestamp|now)\(\)", "%(now)s::timestamptz", sql)
 
 
 def _savepoint(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
