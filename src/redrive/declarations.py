@@ -37,7 +37,9 @@ class Dependency:
     """A downstream service behind a circuit breaker shared by every worker.
 
     ``mode``: HOLD keeps jobs that need it queued while it is open (no attempt
-    spent); FAIL_FAST fails them at once with ``fail_code``. ``probe``, called
+    spent); FAIL_FAST fails them at once with ``fail_code``, retried as that
+    code says unless ``fail_for_good`` (then the job fails at once, for good:
+    "immediately mark new dispatches as failed"). ``probe``, called
     by the workers while it is open (one worker per ``probe_interval``), returns
     True when the service looks healthy; without one, the policy's wait decides."""
 
@@ -45,6 +47,7 @@ class Dependency:
     policy: BreakerPolicy = field(default_factory=BreakerPolicy)
     mode: BreakerMode = BreakerMode.HOLD
     fail_code: str | None = None
+    fail_for_good: bool = False
     probe: Callable[[], Any] | None = None
     probe_interval: timedelta = timedelta(seconds=5)
     rate: Rate | None = None  # at most this many starts of jobs that need it, across every worker

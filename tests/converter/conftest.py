@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from redrive import Actor, Admin
 from redrive.testing import wait_for
 from tests.examples import REPO, Example
 
@@ -62,6 +63,14 @@ class Converter(Example):
 
     def mode(self, mode: str, **extra: Any) -> None:
         httpx.post(f"{self.env['GATEWAY_URL']}/admin/mode", json={"mode": mode, **extra}, timeout=5)
+
+    def operator(self) -> Admin:
+        """An operator of this converter's redrive (its own app, so its gateway breaker is known)."""
+        from converter.settings import Settings
+        from converter.tasks import make_app
+
+        app = self.keep(make_app(Settings(database_url=self.env["DATABASE_URL"])))
+        return app.admin(Actor.operator("test"))
 
     def calls(self, key: str | None = None) -> list[dict]:
         found = httpx.get(f"{self.env['GATEWAY_URL']}/admin/calls", timeout=5).json()

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from converter.samples import make_pdf
 
+from redrive import Status
 from redrive.testing import wait_for
 from tests.converter.conftest import Converter, job_of, upload, wait_status
 from tests.examples import BOTH_STORES, refusing_port
@@ -31,7 +32,17 @@ def test_upload_a_bad_type_fails_the_job_with_NOT_PDF_and_400(converter: Convert
                        data={"mapping": "invoice"})
     assert answer.status_code == 400
     assert answer.json()["error"] == {"code": "NOT_PDF", "message": "Only PDF files are supported."}
-    converter.worker()  # the refused upload is on record as a failed job, as the user's queue shows it
+    # The refused upload is on record as a failed job at once, no worker needed
+    job = job_of(user, answer.json()["job"]["id"])
+    assert (job["status"], job["error_code"]) == ("failed", "NOT_PDF")
+    # Nor can it be retried, and a worker writes it down failed, whatever the gateway's breaker does
+    retried = user.post(f"/api/jobs/{job['id']}/retry")
+    assert retried.status_code == 409 and retried.json()["error"]["code"] == "NOT_PDF"
+    operator = converter.operator()
+    operator.open_breaker("gateway")
+    converter.worker()
+    wait_for(lambda: operator.job(job["id"]).status is Status.FAILED, timeout=30, what="the record written failed")
+    assert operator.job(job["id"]).error_code == "NOT_PDF"
     job = wait_status(user, answer.json()["job"]["id"], "failed")
     assert (job["error_code"], job["error_message"]) == ("NOT_PDF", "Only PDF files are supported.")
     assert job["filename"] == "report.pdf"
@@ -110,6 +121,8 @@ def test_gateway_down_keeps_jobs_queued_and_processing_resumes_when_it_recovers(
         # The breaker opens after the window's failures; the rest are held, not failed
         wait_for(lambda: 'Converter busy — jobs will resume automatically' in user.get("/").text, timeout=30,
                  what="the busy banner")
+        assert user.get("/api/status").json() == {"gateway_busy": True,
+                                                  "message": "Converter busy — jobs will resume automatically"}
         statuses: list[str] = []
 
         def held() -> bool:  # none running: the open breaker holds them all, retried ones included
@@ -122,6 +135,24 @@ def test_gateway_down_keeps_jobs_queued_and_processing_resumes_when_it_recovers(
     for job in jobs:
         assert wait_status(user, job, "complete", "failed")["status"] == "complete"
     assert "Converter busy" not in user.get("/").text
+    assert user.get("/api/status").json() == {"gateway_busy": False, "message": None}
+
+
+def test_fail_fast_marks_a_new_dispatch_failed_at_once(tmp_path, example_db) -> None:
+    converter = Converter(tmp_path, example_db, CIRCUIT_MODE="fail_fast")
+    try:
+        user = _started(converter)
+        converter.operator().open_breaker("gateway")  # as after a run of GW_5XX
+        converter.worker()
+        began = time.monotonic()
+        job = upload(user, PDF).json()["job"]["id"]
+        done = wait_status(user, job, "failed", timeout=30)
+        # Then it failed on its first dispatch, without waiting out the retries (15 to 25 s by default)
+        assert (done["error_code"], done["attempts"]) == ("GW_5XX", 1)
+        assert time.monotonic() - began < 10
+        assert converter.calls() == []
+    finally:
+        converter.stop()
 
 
 def test_gateway_down_fails_jobs_fast_when_configured(tmp_path, example_db) -> None:
@@ -204,6 +235,17 @@ def test_download_before_complete_is_409_NOT_READY_and_after_retention_404_EXPIR
     late = user.get(f"/api/jobs/{job}/download")
     assert late.status_code == 404 and late.json()["error"] == {
         "code": "EXPIRED", "message": "File was removed by retention. Re-upload to regenerate."}
+    # And re-uploading regenerates it: a new job, not the twin whose file is gone
+    again = upload(user, PDF)
+    assert again.status_code == 201 and again.json()["duplicate"] is False, again.text
+    fresh = again.json()["job"]["id"]
+    assert fresh != job
+    wait_status(user, fresh, "complete")
+    assert user.get(f"/api/jobs/{fresh}/download").status_code == 200
+    # while the file lasts, another re-upload is a twin whose XML is there
+    twin = upload(user, PDF)
+    assert twin.status_code == 200 and twin.json()["job"]["status"] == "complete"
+    assert user.get(f"/api/jobs/{twin.json()['job']['id']}/download").status_code == 200
 
 
 def test_manual_retry_requeues_a_failed_job_which_then_completes(converter: Converter) -> None:
@@ -216,6 +258,12 @@ def test_manual_retry_requeues_a_failed_job_which_then_completes(converter: Conv
     again = user.post(f"/api/jobs/{job}/retry")
     assert again.status_code == 200 and again.json()["status"] in ("queued", "processing", "complete")
     assert wait_status(user, job, "complete")["error_code"] is None
+    twice = user.post(f"/api/jobs/{job}/retry")
+    assert twice.status_code == 409 and twice.json()["error"] == {
+        "code": "NOT_FAILED", "message": "Only a failed job can be retried."}
+    # The gateway's status is on the success's event, as the design's job events ask
+    (ended,) = [e for e in converter.operator().job_events(job) if e.to_status is Status.SUCCEEDED]
+    assert ended.meta["context"]["gateway_http_status"] == 200 and "duration_ms" in ended.meta
 
 
 def test_manual_retry_is_only_for_the_owner_and_only_while_the_source_exists(converter: Converter) -> None:
@@ -234,6 +282,8 @@ def test_manual_retry_is_only_for_the_owner_and_only_while_the_source_exists(con
         source.unlink()
     gone = user.post(f"/api/jobs/{job}/retry")
     assert gone.status_code == 410 and gone.json()["error"]["code"] == "EXPIRED"
+    nothing = user.post("/api/jobs/0190a0b1-0000-7000-8000-000000000000/retry")
+    assert nothing.status_code == 404 and nothing.json()["error"] == {"code": "NOT_FOUND", "message": "No such job."}
     assert job_of(user, job)["status"] == "failed"
     page = user.get("/").text
     assert "disabled" in page  # the queue page's Retry is disabled too
@@ -370,3 +420,16 @@ def test_a_retry_that_finds_the_xml_already_written_succeeds_without_calling_the
     assert wait_status(user, job, "complete")["status"] == "complete"
     assert converter.calls(job) == []  # found done: the gateway was not called
     assert user.get(f"/api/jobs/{job}/download").text == written.read_text()
+
+
+@pytest.mark.postgres
+def test_a_worker_on_an_unmigrated_database_says_so_in_one_line(tmp_path, pg_empty_url) -> None:
+    converter = Converter(tmp_path, pg_empty_url)
+    try:
+        worker = converter.worker()
+        assert worker.wait(30) == 2
+        said = converter.log("worker").strip()
+        assert said.startswith("converter: ") and "redrive migrate" in said and "\n" not in said, said
+        assert "Traceback" not in said
+    finally:
+        converter.stop()

@@ -96,3 +96,7 @@ def test_the_breaker_opens_at_its_threshold_and_closes_after_the_probe_and_a_tri
     assert allowed and b.state is State.HALF_OPEN
     assert record(b, policy, [Call(41.0, ok=True)], 41.0).state is State.CLOSED
     app.close()
+
+
+def test_retention_takes_part_of_an_hour() -> None:
+    assert Settings.from_env({"RETENTION_HOURS": "0.5"}).retention_hours == 0.5

@@ -9,7 +9,7 @@ import time
 from datetime import timedelta
 
 from converter.settings import Settings
-from redrive import ConfigError
+from redrive import RedriveError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,9 +35,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         settings = Settings.from_env()
-    except ConfigError as exc:
+        return _run(args, settings)
+    except RedriveError as exc:  # a bad knob, an unmigrated database: one line, no traceback
         print(f"converter: {exc}", file=sys.stderr)
         return 2
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.part == "worker":
         from converter.tasks import make_app
         from redrive import Worker
@@ -45,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
         configure(level="info", fmt=settings.log_format)
         app = make_app(settings)
+        _ = app.store  # opened now: an unmigrated database is one line (redrive migrate), before any work
         log_events(app)
         if settings.metrics_port >= 0:
             from converter.tasks import serve_metrics
@@ -59,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
 
         # uvicorn says which port it listens on (--port 0: one the system picks);
         # requests are not logged.
-        uvicorn.run(create_app(settings), host="127.0.0.1", port=args.port, log_level="info", access_log=False)
+        web = create_app(settings)
+        _ = web.state.redrive.store  # opened now, as the worker's
+        uvicorn.run(web, host="127.0.0.1", port=args.port, log_level="info", access_log=False)
     else:
         from converter.storage import remove_expired
 

@@ -27,7 +27,7 @@ class Settings:
     circuit_fail_threshold: int = 50  # percent of them failing opens the breaker
     circuit_cooldown_ms: int = 30_000  # open this long before a trial call
     circuit_mode: str = "hold"  # hold: jobs wait queued; fail_fast: they fail with GW_5XX
-    retention_hours: float = 24 * 7  # sources and results older than this are removed
+    retention_hours: float = 24.0 * 7  # sources and results older than this are removed (0.5: half an hour)
     max_upload_mb: int = 50
     log_format: str = "json"  # the worker's log lines: json (one object a line) or text
     metrics_port: int = -1  # the worker's Prometheus metrics: -1 none, 0 any free port (its log says which)

@@ -59,7 +59,8 @@ def make_app(settings: Settings) -> App:
                              min_calls=min(10, settings.circuit_window),
                              wait=timedelta(milliseconds=settings.circuit_cooldown_ms)),
         mode=BreakerMode.HOLD if settings.circuit_mode == "hold" else BreakerMode.FAIL_FAST,
-        fail_code="GW_5XX", probe=gateway_healthy,
+        # fail-fast marks a dispatch failed at once (GW_5XX), not retried later
+        fail_code="GW_5XX", fail_for_good=True, probe=gateway_healthy,
         probe_interval=timedelta(milliseconds=min(5000, settings.circuit_cooldown_ms)),
     )
     app = App(settings.database_url, dependencies=[gateway], classifier=CLASSIFIER)
@@ -72,9 +73,7 @@ def make_app(settings: Settings) -> App:
               backoff=AdditiveJitter(initial=timedelta(milliseconds=settings.retry_base_delay_ms), multiplier=2.0,
                                      jitter=timedelta(milliseconds=settings.retry_jitter_max_ms)),
               already_done=already_converted)
-    def convert(source: str, mapping: str, filename: str = "", rejected: str | None = None) -> dict[str, Any]:
-        if rejected is not None:  # refused at upload (NOT_PDF): recorded as a failed job, as users see it
-            raise Permanent(message(rejected), code=rejected)
+    def convert(source: str, mapping: str, filename: str = "") -> dict[str, Any]:
         try:
             pdf = storage.source_path(settings, source).read_bytes()
         except OSError as exc:
@@ -84,7 +83,7 @@ def make_app(settings: Settings) -> App:
             answer = httpx.post(f"{settings.gateway_url}/convert", content=pdf,
                                 params={"mapping": mapping, "key": str(current_job().id)},
                                 timeout=settings.gateway_timeout_ms / 1000)
-        add_context(gateway_status=answer.status_code)
+        add_context(gateway_http_status=answer.status_code)  # on the job's event, success or not
         answer.raise_for_status()  # the classifier reads the status
         try:
             storage.write_atomically(storage.result_path(settings, source, mapping), answer.text)
@@ -94,5 +93,12 @@ def make_app(settings: Settings) -> App:
             raise (Permanent(why, code="IO_ERROR") if current_job().last_error_code == "IO_ERROR"
                    else Transient(why, code="IO_ERROR")) from None
         return {"result": storage.result_name(source, mapping), "pages": answer.text.count("<page ")}
+
+    @app.task(max_attempts=1)
+    def refused(filename: str, code: str) -> None:
+        """An upload refused at the door (NOT_PDF), on record as the user's failed
+        job. It needs no gateway, so no breaker holds it; the service shows it
+        failed from the start (web.py), and a worker writes that down."""
+        raise Permanent(message(code), code=code)
 
     return app

@@ -28,6 +28,7 @@ from converter.uploads import Refused, receive
 from redrive import Actor, App, BreakerMode, IllegalTransition, Job, RedriveError, Status
 
 COOKIE = "converter_session"
+BUSY = "Converter busy — jobs will resume automatically"
 STATUS = {Status.SCHEDULED: "queued", Status.QUEUED: "queued", Status.RUNNING: "processing",
           Status.SUCCEEDED: "complete", Status.FAILED: "failed", Status.CANCELLED: "failed"}
 _PAGES = Environment(loader=PackageLoader("converter", "templates"), autoescape=True)
@@ -59,14 +60,17 @@ def create_app(settings: Settings, app: App | None = None) -> FastAPI:
         return response
 
     def view(job: Any) -> dict[str, Any]:
-        code = public(job.error_code or (job.last_error_code if job.status is not Status.SUCCEEDED else None))
+        refused = job.task == "refused"  # failed at the door: so from the start, whether or not a worker ran it
+        status = Status.FAILED if refused else job.status
+        code = public(job.kwargs["code"] if refused else
+                      job.error_code or (job.last_error_code if job.status is not Status.SUCCEEDED else None))
         source = job.kwargs.get("source") or ""
         return {
-            "id": str(job.id), "status": STATUS[job.status], "filename": job.kwargs.get("filename", ""),
+            "id": str(job.id), "status": STATUS[status], "filename": job.kwargs.get("filename", ""),
             "mapping": job.kwargs.get("mapping"), "attempts": job.attempts,
-            "error_code": code if job.status is Status.FAILED else None,
-            "error_message": message(code) if job.status is Status.FAILED else None,
-            "retrying": code if job.status in (Status.QUEUED, Status.SCHEDULED) and job.attempts else None,
+            "error_code": code if status is Status.FAILED else None,
+            "error_message": message(code) if status is Status.FAILED else None,
+            "retrying": code if status in (Status.QUEUED, Status.SCHEDULED) and job.attempts else None,
             "created_at": job.created_at.isoformat(),
             "finished_at": job.finished_at.isoformat() if job.finished_at else None,
             "source_exists": bool(source) and _exists(settings, source),
@@ -77,7 +81,7 @@ def create_app(settings: Settings, app: App | None = None) -> FastAPI:
         try:
             found = app.admin(Actor.operator("converter")).job(job_id)
         except RedriveError:  # no such job, or not a job id at all
-            return error("UNKNOWN", 404, "No such job.")
+            return error("NOT_FOUND", 404)
         if found.owner != owner_of(request):
             return error("FORBIDDEN", 403)
         return found
@@ -89,8 +93,8 @@ def create_app(settings: Settings, app: App | None = None) -> FastAPI:
             got = await receive(request.headers.get("content-type", ""), request.stream(), settings.uploads_dir, limit)
         except Refused as refused:
             if refused.code == "NOT_PDF":  # the job is recorded failed, as the user's queue shows it
-                job = app.enqueue("convert", kwargs={"source": "", "mapping": "", "filename": refused.filename,
-                                                     "rejected": "NOT_PDF"}, owner=owner).job
+                job = app.enqueue("refused", kwargs={"filename": refused.filename, "code": "NOT_PDF"},
+                                  owner=owner).job
                 return error("NOT_PDF", 400, job={"id": str(job.id)})
             return error(refused.code, refused.status)
         except MultipartParseError:
@@ -104,8 +108,13 @@ def create_app(settings: Settings, app: App | None = None) -> FastAPI:
         except OSError:
             got.path.unlink(missing_ok=True)  # type: ignore[union-attr]
             return error("IO_ERROR", 500)
-        done = app.enqueue("convert", kwargs={"source": name, "mapping": mapping, "filename": got.filename},
-                           owner=owner, dedupe=(owner, got.sha256, mapping, got.size))
+        work = {"source": name, "mapping": mapping, "filename": got.filename}
+        twin = (owner, got.sha256, mapping, got.size)
+        done = app.enqueue("convert", kwargs=work, owner=owner, dedupe=twin)
+        while done.duplicate and done.job.status is Status.SUCCEEDED and not _converted(settings, done.job):
+            # Its XML went with retention: re-uploading regenerates it, as a run
+            # keyed after the one whose file expired (a later re-upload finds it).
+            done = app.enqueue("convert", kwargs=work, owner=owner, dedupe=(*twin, f"after:{done.job.id}"))
         return JSONResponse({"job": view(done.job), "duplicate": done.duplicate},
                             status_code=200 if done.duplicate else 201)
 
@@ -138,21 +147,30 @@ def create_app(settings: Settings, app: App | None = None) -> FastAPI:
         found = mine(request, job_id)
         if isinstance(found, Response):
             return found
+        if found.task == "refused":  # not a PDF: another try would be refused the same way
+            return error(found.kwargs["code"], 409)
         if found.status is not Status.FAILED:
-            return error("UNKNOWN", 409, "Only a failed job can be retried.")
+            return error("NOT_FAILED", 409)
         if not found.kwargs.get("source") or not _exists(settings, found.kwargs["source"]):
             return error("EXPIRED", 410)
         try:
             again = app.admin(Actor.acting_for(found.owner)).retry(found.id)
         except IllegalTransition:  # retried meanwhile
-            return error("UNKNOWN", 409, "Only a failed job can be retried.")
+            return error("NOT_FAILED", 409)
         return JSONResponse(view(again))
+
+    @web.get("/api/status")
+    def service_status() -> dict[str, Any]:
+        """What the queue page's banner says, for API clients: whether the
+        gateway's breaker holds new jobs (they resume by themselves)."""
+        busy = _gateway_busy(app)
+        return {"gateway_busy": busy, "message": BUSY if busy else None}
 
     @web.get("/", response_class=HTMLResponse)
     def queue_page(request: Request) -> HTMLResponse:
         owner = owner_of(request)
         found: list[Job] = list(app.admin(Actor.acting_for(owner)).jobs(limit=100)) if owner else []
-        html = _PAGES.get_template("queue.html").render(jobs=[view(j) for j in found], busy=_gateway_busy(app))
+        html = _PAGES.get_template("queue.html").render(jobs=[view(j) for j in found], busy=BUSY if _gateway_busy(app) else None)
         return HTMLResponse(html, headers={"Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; "
                                                                       "frame-ancestors 'none'",
                                            "Cache-Control": "no-store"})
@@ -164,6 +182,14 @@ def create_app(settings: Settings, app: App | None = None) -> FastAPI:
 
     web.state.redrive = app
     return web
+
+
+def _converted(settings: Settings, job: Job) -> bool:
+    """Whether a succeeded job's XML is still there (retention removes it)."""
+    try:
+        return storage.result_path(settings, job.kwargs["source"], job.kwargs["mapping"]).is_file()
+    except (KeyError, ValueError):
+        return False
 
 
 def _exists(settings: Settings, source: str) -> bool:

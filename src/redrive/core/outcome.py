@@ -49,3 +49,4 @@ class Execution:
     held_by: str | None = None  # a guarded call found this dependency open
     guarded: frozenset[str] = frozenset()  # dependencies whose calls were wrapped
     skipped: bool = False  # the task's already_done found the result: the body did not run
+    told: dict[str, JSON] = field(default_factory=dict)  # the task's add_context, redacted: on the ending's event

@@ -191,6 +191,8 @@ def reclaimed(lease: Lease, worker: str | None) -> Requeue:
 def finish_of(job: Job, execution: Execution, duration_ms: int) -> Finish:
     """The write that records how a run of ``job`` ended."""
     meta: dict[str, JSON] = {"duration_ms": duration_ms}
+    if execution.told:  # what the task said (add_context: a gateway's status), apart from the engine's keys
+        meta["context"] = execution.told
     match execution.outcome:
         case Succeeded(result=result):
             if execution.skipped:
@@ -217,15 +219,15 @@ def finish_of(job: Job, execution: Execution, duration_ms: int) -> Finish:
 
 
 def fail_fast(job: Job, *, dependency: str, fail_code: str, stages: Sequence[Stage], classifier: Classifier,
-              rng: Random) -> Execution:
+              rng: Random, for_good: bool = False) -> Execution:
     """A dependency whose breaker is open and that fails fast: the attempt
     fails at once with the dependency's code, and the code's own
     retryability decides what follows, as for any failure: a retryable code
     (UPSTREAM_5XX) is retried by the task's policy, spending an attempt; a
-    non-retryable one fails the job for good. ``stages`` are the task's (a
-    one-stage pipeline for a plain task)."""
+    non-retryable one fails the job for good, and so does any code ``for_good``.
+    ``stages`` are the task's (a one-stage pipeline for a plain task)."""
     code = classifier.taxonomy.require(fail_code)
-    failure = Failure(code=fail_code, retryable=code.retryable,
+    failure = Failure(code=fail_code, retryable=code.retryable and not for_good,
                       message=f"dependency {dependency} is unavailable (circuit open)")
     stage = resume_at(stages, job.checkpoint)
     stage_attempts = {**job.stage_attempts, stage.name: job.stage_attempts.get(stage.name, 0) + 1}

@@ -116,17 +116,17 @@ async def _execute(
         if not interrupt.interrupted:
             raise  # the worker is shutting down: not an outcome
         _uncancel()
-        return replace(_stopped(exc, run, rng), guarded=frozenset(run.guarded))
+        return replace(_stopped(exc, run, rng), guarded=frozenset(run.guarded), told=_told(run))
     except CircuitOpen as exc:
         return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
-                         held_by=exc.dependency, guarded=frozenset(run.guarded))
+                         held_by=exc.dependency, guarded=frozenset(run.guarded), told=_told(run))
     except BaseException as exc:
         # However a stopped run ends (our Cancelled, or an error its stopping
         # caused), it ends as what stopped it. sys.exit() and KeyboardInterrupt
         # from task code are the job's failure: a task may not stop its worker.
         stopped = isinstance(exc, Cancelled) or interrupt.interrupted
         outcome = _stopped(exc, run, rng) if stopped else _failed(exc, run, classifier, rng)
-        return replace(outcome, guarded=frozenset(run.guarded))
+        return replace(outcome, guarded=frozenset(run.guarded), told=_told(run))
     finally:
         interrupt.in_handler = False
         interrupt.clear()
@@ -137,9 +137,10 @@ async def _execute(
         problem = f"the result is not JSON: {describe(exc)}"
     if problem is not None:
         failure = Failure(code=RESULT_NOT_JSON, retryable=False, message=one_line(problem))
-        return Execution(Failed(failure), context=_context(run, failure))
+        return Execution(Failed(failure), context=_context(run, failure), told=_told(run))
     # A run that finished its work succeeded, even if a cancel came too late to stop it.
-    return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=found is not None)
+    return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=found is not None,
+                     told=_told(run))
 
 
 async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool, is_async: bool) -> Any:
@@ -206,6 +207,11 @@ def _after(failure: Failure, run: HandlerRun, rng: Random, stack: str | None) ->
     return Execution(outcome, stage=stage.name, stage_attempts=dict(run.stage_attempts),
                      stack=stack if final else None,
                      context=_context(run, failure) if final else {})
+
+
+def _told(run: HandlerRun) -> dict[str, JSON]:
+    """What the task said of its run (``add_context``), redacted, for the ending's event."""
+    return redact(run.context) if run.context else {}
 
 
 def _context(run: HandlerRun, failure: Failure) -> dict[str, JSON]:

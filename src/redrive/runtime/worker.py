@@ -412,7 +412,8 @@ class Worker:
         assert refusal.dependency.fail_code is not None
         return fail_fast(job, dependency=refusal.dependency.name, fail_code=refusal.dependency.fail_code,
                          stages=stages_of(task, job) if task is not None else (Stage(job.task),),
-                         classifier=self.registry.classifier, rng=self._rng)
+                         classifier=self.registry.classifier, rng=self._rng,
+                         for_good=refusal.dependency.fail_for_good)
 
     def _written(self, running: _Running, item: Finish, duration_s: float, done: Finished | None) -> None:
         job = running.job
