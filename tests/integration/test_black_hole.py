@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from redrive import Client, Settings, Status, StoreTimeout
+from redrive import Client, Job, Settings, Status, StoreTimeout
 from redrive.store.postgres.store import PostgresStore
 from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
@@ -47,13 +47,20 @@ def _worker(url: str, tmp_path: Path, *more: str) -> WorkerProcess:
     return worker
 
 
-def test_sigterm_during_a_partition_ends_the_worker_within_its_grace_and_one_ttl(
-        cluster, hole: BlackHole, tmp_path: Path, workers) -> None:
+def _running_beyond(hole: BlackHole, cluster, tmp_path: Path, workers: list, *, key: str,
+                    seconds: float) -> tuple[Client, Job, WorkerProcess]:
+    """A job (its first run sleeps ``seconds``) running on a worker whose link goes through ``hole``."""
     client = Client(drain_app.registry, settings=Settings.load(database_url=cluster.url))
-    job = client.enqueue("sleep_then_record", kwargs={"key": "long", "seconds": 30, "first_attempt_only": True}).job
+    job = client.enqueue("sleep_then_record", kwargs={"key": key, "seconds": seconds, "first_attempt_only": True}).job
     cut_off = _worker(_through(hole, cluster), tmp_path)
     workers.append(cut_off)
     wait_for(lambda: client.job(job.id).status is Status.RUNNING, timeout=30)
+    return client, job, cut_off
+
+
+def test_sigterm_during_a_partition_ends_the_worker_within_its_grace_and_one_ttl(
+        cluster, hole: BlackHole, tmp_path: Path, workers) -> None:
+    client, job, cut_off = _running_beyond(hole, cluster, tmp_path, workers, key="long", seconds=30)
     # When the worker's link to the database goes dark mid-job
     hole.cut()
     cut_at = time.monotonic()
@@ -80,11 +87,7 @@ def test_sigterm_during_a_partition_ends_the_worker_within_its_grace_and_one_ttl
 
 def test_a_late_result_from_a_worker_whose_lease_expired_is_not_taken(
         cluster, hole: BlackHole, tmp_path: Path, workers) -> None:
-    client = Client(drain_app.registry, settings=Settings.load(database_url=cluster.url))
-    job = client.enqueue("sleep_then_record", kwargs={"key": "late", "seconds": 2, "first_attempt_only": True}).job
-    cut_off = _worker(_through(hole, cluster), tmp_path)
-    workers.append(cut_off)
-    wait_for(lambda: client.job(job.id).status is Status.RUNNING, timeout=30)
+    client, job, cut_off = _running_beyond(hole, cluster, tmp_path, workers, key="late", seconds=2)
     # When the link goes dark for longer than the lease, and nobody else reclaims the job meanwhile
     hole.cut()
     wait_for(lambda: "it was not extended" in cut_off.log, timeout=2 * TTL_S, every=0.1,
