@@ -501,9 +501,8 @@ class Worker:
         task that holds the event loop must not cost every job its lease."""
         store = self.store
         while not done.wait(self.lease_ttl.total_seconds() / 3):
-            # list() copies in one step under the GIL: safe beside the loop's changes.
-            # A finishing run's lease is kept too: its outcome is written under it.
-            live = [r for r in list(self._running.values()) if not (r.lost or r.abandoned)]
+            # list() copies in one step under the GIL: safe beside the loop's changes
+            live = [r for r in list(self._running.values()) if not (r.finishing or r.lost or r.abandoned)]
             if not live:
                 continue
             asked = time.monotonic()
