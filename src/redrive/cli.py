@@ -44,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A .env file where the command runs fills what the environment leaves out.
     load_dotenv(find_dotenv(usecwd=True), override=False)
     args = _parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # a supervisor starts its children with them
     if args.command not in ("worker", "serve"):
         signals.release_stops()
     if getattr(args, "app_path", None):  # `redrive worker myapp.tasks:app`
@@ -118,6 +119,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="serve Prometheus metrics at :PORT/metrics (needs redrive[metrics]; 0: any free port)")
     worker.add_argument("--metrics-host", default="127.0.0.1",
                         help="the address metrics listen on (default 127.0.0.1)")
+    worker.add_argument("--processes", type=int,
+                        help="worker processes under one supervisor, each with its own --concurrency "
+                             "(REDRIVE_WORKER_PROCESSES; default 1: this process works alone)")
+    worker.add_argument("--worker-id", help=argparse.SUPPRESS)  # a supervisor names its children
 
     operator("migrate", _migrate, "Apply pending schema migrations.")
 
@@ -366,16 +371,38 @@ def _admin(args: argparse.Namespace, *, owner: str | None = None) -> Iterator[Ad
 def _worker(args: argparse.Namespace) -> int:
     from redrive.runtime.worker import Worker
 
+    processes = Settings.load().worker_processes if args.processes is None else args.processes
+    if processes < 1:
+        raise ConfigError(f"--processes must be at least 1, not {processes}")
     with load_app(args.app, args.database_url) as app:
         _ = app.store  # open now: a bad URL or an old schema is reported before any work
         logs.log_events(app)
+        if processes > 1:
+            return _supervise(app, args, processes)
         Worker(
             app.client, queues=dict(args.queues or [("default", None)]), concurrency=args.concurrency,
-            lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace,
+            lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace, worker_id=args.worker_id,
             poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
             plugins=_plugins(app, args),
         ).run_until_stopped()
     return 0
+
+
+def _supervise(app: App, args: argparse.Namespace, processes: int) -> int:
+    """``--processes N``: children running this same command as single workers."""
+    from redrive.runtime.supervisor import Supervisor
+
+    if args.metrics_port is not None:
+        raise ConfigError("--metrics-port with --processes: each worker process would serve its own; "
+                          "run the processes as separate workers, each on its own port, for now")
+    argv = [a for n, a in enumerate(args.argv) if a != "--processes" and not a.startswith("--processes=")
+            and (n == 0 or args.argv[n - 1] != "--processes")]
+    settings = app.client.settings
+    stop_within = (args.shutdown_grace or settings.worker_shutdown_grace) + (args.lease_ttl or settings.worker_lease_ttl)
+    return Supervisor(lambda worker_id: [sys.executable, "-m", "redrive", *argv, "--processes", "1",
+                                         "--worker-id", worker_id],
+                      processes=processes, store=lambda: app.store, events=app.events,
+                      stop_within=stop_within).run()
 
 
 def _plugins(app: App, args: argparse.Namespace) -> list[Any]:

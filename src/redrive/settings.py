@@ -55,6 +55,11 @@ class Settings:
         "Many short async jobs go faster with hundreds (the bench uses 500). Default 10.",
         alias="WORKER_CONCURRENCY",
     )
+    worker_processes: int = _setting(
+        1, "REDRIVE_WORKER_PROCESSES",
+        "Worker processes `redrive worker` runs under one supervisor, each with "
+        "its own concurrency (docs/processes.md). Default 1: one process, no supervisor.",
+    )
     worker_lease_ttl: timedelta = _setting(
         timedelta(seconds=30),
         "REDRIVE_WORKER_LEASE_TTL",
@@ -159,6 +164,9 @@ class Settings:
             raise ConfigError("retry_max_attempts must be at least 1")
         if self.worker_lease_ttl < timedelta(milliseconds=300):
             raise ConfigError("worker_lease_ttl must be at least 0.3 s")
+        if isinstance(self.worker_processes, bool) or not isinstance(self.worker_processes, int) \
+                or self.worker_processes < 1:
+            raise ConfigError(f"worker_processes must be a whole number of at least 1, not {self.worker_processes!r}")
         if self.store_timeout <= timedelta(0):
             raise ConfigError("store_timeout must be longer than zero")
         if self.worker_shutdown_grace < timedelta(0):

@@ -31,6 +31,12 @@ from redrive.core.states import Status
 LEASE_EXPIRED = "LEASE_EXPIRED"
 LEASE_EXPIRED_MESSAGE = "its worker stopped renewing the lease and no attempt was left"
 
+# The code and message of a job failed because the worker process running it
+# died (SIGKILL, the OOM killer, a crash in a C extension) on its last
+# allowed attempt, as its supervisor saw.
+WORKER_CRASHED = "WORKER_CRASHED"
+WORKER_CRASHED_MESSAGE = "its worker process died while running it and no attempt was left"
+
 # The code of a job whose stored row a claim could not use as written (a
 # value from before the enqueue checks refused it, or written by hand): it
 # fails alone, its dead letter says why, and the rest of its batch runs.
@@ -137,11 +143,11 @@ class Finished:
 
 
 def by_reclaim(item: Finish) -> bool:
-    """Whether ``item`` is the reclaim's own ending of an expired lease
-    (``lease_expired``, ``reclaimed``). Only these end a lease past its
-    expiry: every store refuses a holder's write once its lease has run
-    out, whether or not the reclaim has taken the job yet."""
-    return item.meta.get("reason") == "lease_expired"
+    """Whether ``item`` is the store's own ending of a lease it took back
+    (``taken_back``). Only these end a lease past its expiry: every store
+    refuses a holder's write once its lease has run out, whether or not the
+    reclaim has taken the job yet."""
+    return item.meta.get("reason") in ("lease_expired", "worker_crashed")
 
 
 KINDS: Mapping[type, str] = {Completion: "complete", RetryLater: "retry", FailNow: "fail",
@@ -167,14 +173,19 @@ def ends_as(item: Finish, *, cancel_asked_by: str | None) -> tuple[Status, str |
     assert_never(item)
 
 
-def lease_expired(lease: Lease, worker: str | None) -> FailNow:
-    """How every store fails a job whose last allowed attempt lost its lease."""
-    return FailNow(
-        lease=lease, error_code=LEASE_EXPIRED, error_message=LEASE_EXPIRED_MESSAGE,
-        error_class=LEASE_EXPIRED, retryable=False,
-        meta={"reason": "lease_expired", "worker": worker},
-        context={"worker": worker},
-    )
+def taken_back(lease: Lease, worker: str | None, *, last: bool, crashed: bool = False) -> Finish:
+    """How every store ends a lease it takes back: one that expired, or
+    (``crashed``) one held by a worker process seen dead, at once rather than
+    a TTL later. With attempts left the job goes back to the queue, its
+    attempt spent (a job that kills its worker must not loop for ever); on
+    the last it fails, with a dead letter."""
+    reason = "worker_crashed" if crashed else "lease_expired"
+    meta: dict[str, JSON] = {"reason": reason, "worker": worker}
+    if not last:
+        return Requeue(lease, meta=meta, refund=False)
+    code, message = (WORKER_CRASHED, WORKER_CRASHED_MESSAGE) if crashed else (LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE)
+    return FailNow(lease=lease, error_code=code, error_message=message, error_class=code, retryable=False,
+                   meta=meta, context={"worker": worker})
 
 
 def set_aside(lease: Lease, problem: str) -> FailNow:
@@ -182,10 +193,6 @@ def set_aside(lease: Lease, problem: str) -> FailNow:
     return FailNow(lease=lease, error_code=JOB_UNREADABLE, error_message=f"the stored job cannot be run: {problem}",
                    error_class=JOB_UNREADABLE, retryable=False, meta={"reason": "unreadable"})
 
-
-def reclaimed(lease: Lease, worker: str | None) -> Requeue:
-    """How every store gives back a job whose lease expired with attempts left."""
-    return Requeue(lease, meta={"reason": "lease_expired", "worker": worker}, refund=False)
 
 
 def finish_of(job: Job, execution: Execution, duration_ms: int) -> Finish:

@@ -37,8 +37,7 @@ from redrive.core.transitions import (
     Finished,
     Requeue,
     RetryLater,
-    lease_expired,
-    reclaimed,
+    taken_back,
 )
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
 from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport
@@ -388,15 +387,16 @@ class MemoryStore:
             self._schedules[name] = max(self._schedules.get(name, to), to)
             self._schedule_updated[name] = self._clock()
 
-    def jobs_reclaim(self, *, limit: int = 500) -> list[Finished]:
+    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None) -> list[Finished]:
         with self._lock:
             now = self._clock()
-            expired = [
+            taken = [
                 j for j in self._jobs.values()
-                if j.status is Status.RUNNING and j.lease_expires_at is not None and j.lease_expires_at <= now
+                if j.status is Status.RUNNING and (j.lease_owner == worker_id if worker_id is not None else
+                                                   j.lease_expires_at is not None and j.lease_expires_at <= now)
             ][:limit]
-            return [self._finish(job, (lease_expired if job.attempts >= job.max_attempts else reclaimed)(
-                job.lease, job.lease_owner), now) for job in expired]
+            return [self._finish(job, taken_back(job.lease, job.lease_owner, last=job.attempts >= job.max_attempts,
+                                                 crashed=worker_id is not None), now) for job in taken]
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         with self._lock:

@@ -127,10 +127,12 @@ class Store(Protocol):
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         """Record finished stages' output and counts on running jobs (fenced)."""
 
-    def jobs_reclaim(self, *, limit: int = 500) -> list[Finished]:
-        """Expired leases: back to queued (``transitions.reclaimed``), or failed
-        with a dead letter when no attempt is left (``transitions.lease_expired``),
-        answered as ``jobs_finish`` answers."""
+    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None) -> list[Finished]:
+        """Expired leases: back to queued, or failed with a dead letter when no
+        attempt is left (``transitions.taken_back``), answered as
+        ``jobs_finish`` answers. With ``worker_id`` (a worker process its
+        supervisor saw die): that worker's leases instead, now, expired or
+        not, ended as crashed (``WORKER_CRASHED`` on the last attempt)."""
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         """Delete up to ``limit`` finished jobs that finished more than

@@ -346,6 +346,13 @@ SELECT r.n, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, fal
 FROM retried AS r
 ORDER BY 1;
 
+-- name: jobs_held
+-- The running jobs of one worker process, seen dead: taken back at once.
+SELECT id, lease_token, lease_owner, attempts, max_attempts
+FROM redrive_job
+WHERE status = 'running' AND lease_owner = %(worker_id)s
+LIMIT %(limit)s;
+
 -- name: jobs_expired
 -- Running jobs whose lease expired; the store ends each with jobs_finish
 -- (fenced: two reclaimers at once end each job once).

@@ -60,9 +60,8 @@ from redrive.core.transitions import (
     Requeue,
     RetryLater,
     by_reclaim,
-    lease_expired,
-    reclaimed,
     set_aside,
+    taken_back,
 )
 from redrive.errors import (
     ConfigError,
@@ -489,12 +488,13 @@ class PostgresStore:
             return set()
         return _applied(self._run(name, {"items": Jsonb(items)}))
 
-    def jobs_reclaim(self, *, limit: int = 500) -> list[Finished]:
-        expired = self._run("jobs_expired", {"limit": limit})
+    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None) -> list[Finished]:
+        rows = (self._run("jobs_held", {"worker_id": worker_id, "limit": limit}) if worker_id is not None
+                else self._run("jobs_expired", {"limit": limit}))
         return self.jobs_finish([
-            (lease_expired if row["attempts"] >= row["max_attempts"] else reclaimed)(
-                Lease(row["id"], row["lease_token"]), row["lease_owner"])
-            for row in expired
+            taken_back(Lease(row["id"], row["lease_token"]), row["lease_owner"],
+                       last=row["attempts"] >= row["max_attempts"], crashed=worker_id is not None)
+            for row in rows
         ])
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:

@@ -254,6 +254,12 @@ SET status = 'queued', run_at = :now + :delay_s, attempts = attempts - :refund,
 WHERE id = :id AND lease_token = :token AND lease_expires_at > :fence
 RETURNING task, queue, attempts, stage;
 
+-- name: jobs_held
+-- The running jobs of one worker process, seen dead: taken back at once.
+SELECT id, lease_token, lease_owner, attempts, max_attempts FROM redrive_job
+WHERE status = 'running' AND lease_owner = :worker_id
+LIMIT :limit;
+
 -- name: jobs_expired
 SELECT id, lease_token, lease_owner, attempts, max_attempts FROM redrive_job
 WHERE status = 'running' AND lease_expires_at <= :now

@@ -49,9 +49,8 @@ from redrive.core.transitions import (
     Requeue,
     RetryLater,
     by_reclaim,
-    lease_expired,
-    reclaimed,
     set_aside,
+    taken_back,
 )
 from redrive.errors import (
     ConfigError,
@@ -601,13 +600,15 @@ class SQLiteStore:
                 "stage_attempts": json.dumps(dict(item.stage_attempts)), "next_stage": item.next_stage,
             }).fetchone() is not None})
 
-    def jobs_reclaim(self, *, limit: int = 500) -> list[Finished]:
+    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None) -> list[Finished]:
         def body(conn: sqlite3.Connection, now: float) -> list[Finished]:
             written = []
-            for row in conn.execute(self._queries["jobs_expired"], {"now": now, "limit": limit}).fetchall():
-                lease = Lease(UUID(row["id"]), UUID(row["lease_token"]))
-                ending = lease_expired if row["attempts"] >= row["max_attempts"] else reclaimed
-                if (finished := self._finish_one(conn, ending(lease, row["lease_owner"]), now)) is not None:
+            query, params = (("jobs_held", {"worker_id": worker_id, "limit": limit}) if worker_id is not None
+                             else ("jobs_expired", {"now": now, "limit": limit}))
+            for row in conn.execute(self._queries[query], params).fetchall():
+                ending = taken_back(Lease(UUID(row["id"]), UUID(row["lease_token"])), row["lease_owner"],
+                                    last=row["attempts"] >= row["max_attempts"], crashed=worker_id is not None)
+                if (finished := self._finish_one(conn, ending, now)) is not None:
                     written.append(finished)
             return written
 

@@ -16,6 +16,7 @@ from redrive.core.job import Job, Lease
 from redrive.core.states import Status
 from redrive.core.transitions import (
     LEASE_EXPIRED,
+    WORKER_CRASHED,
     Cancellation,
     Completion,
     FailNow,
@@ -25,7 +26,7 @@ from redrive.core.transitions import (
     RetryLater,
 )
 from redrive.store.port import Store
-from redrive.testing import assert_history, claim, claim_one, fail, letter_of, new, revive, wait_for
+from redrive.testing import applied, assert_history, claim, claim_one, fail, letter_of, new, revive, wait_for
 
 
 @dataclass(frozen=True)
@@ -156,3 +157,26 @@ def test_a_reclaim_failure_after_a_replay_of_the_same_failure_escalates(store: S
     again = claim_one(store, ttl=timedelta(milliseconds=200))
     (done,) = _expire(store, again)
     assert done.escalated and done.dead_letter_id == letter_of(store, again.id).id
+
+
+def test_a_dead_workers_leases_are_taken_back_at_once(store: Store) -> None:
+    # Given a worker process holding two jobs (one on its last attempt) and another holding one
+    store.jobs_insert(jobs=[new(task="t", queue="q", max_attempts=3), new(task="t", queue="q", max_attempts=1),
+                            new(task="t", queue="q")])
+    held = store.jobs_claim(queues=["q"], limit=2, worker_id="w-dead", lease_ttl=timedelta(minutes=5))
+    other = store.jobs_claim(queues=["q"], limit=1, worker_id="w-alive", lease_ttl=timedelta(minutes=5))
+    assert len(held) == 2 and len(other) == 1
+    # When its supervisor saw it die, long before its leases would expire
+    done = {d.lease: d for d in store.jobs_reclaim(worker_id="w-dead")}
+    # Then both are taken back now: the one with attempts left queued (the attempt spent), the last one failed
+    assert set(done) == {job.lease for job in held}
+    by_attempts = {job.max_attempts: done[job.lease] for job in held}
+    again, last = by_attempts[3], by_attempts[1]
+    assert isinstance(again.item, Requeue) and again.status is Status.QUEUED and again.by_reclaim
+    assert isinstance(last.item, FailNow) and last.status is Status.FAILED and last.item.error_code == WORKER_CRASHED
+    assert letter_of(store, last.lease.job_id).error_code == WORKER_CRASHED and last.dead_letter_id is not None
+    assert assert_history(store, again.lease.job_id)[-1].meta == {"reason": "worker_crashed", "worker": "w-dead"}
+    # And the other worker's job runs on; the dead one's late writes change nothing
+    assert store.job_get(job_id=other[0].id).status is Status.RUNNING  # type: ignore[union-attr]
+    assert applied(store.jobs_finish([Completion(job.lease, "late") for job in held])) == set()
+    assert store.jobs_reclaim(worker_id="w-dead") == []

@@ -1,0 +1,111 @@
+"""``redrive worker APP --processes N``: a supervisor and its worker
+processes, for real. A child SIGKILLed while it holds jobs: they leave
+``running`` at once (not a lease TTL later), announced, and a replacement
+takes over; SIGTERM to the supervisor drains every child and it exits 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from redrive import Actor, Admin, Client, JobRequest, Settings, Status
+from redrive.testing import wait_for
+from tests.apps.drain import app as drain_app
+from tests.figures import record
+from tests.integration.processes import WorkerProcess, executions
+
+pytestmark = pytest.mark.slow
+
+
+def _children(admin: Admin, supervisor: WorkerProcess) -> dict[str, int]:
+    """Worker id -> pid of the supervisor's live children, as they registered."""
+    workers, _ = admin.workers()
+    return {w.id: w.pid for w in workers if w.id.split(":")[1].split(".")[0] == str(supervisor.pid)}
+
+
+def test_a_killed_childs_jobs_leave_running_at_once_and_a_replacement_finishes_them(
+        db_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
+    # Given two worker processes of five slots each, and ten jobs that take a while the first time
+    supervisor = WorkerProcess(db_url, tmp_path, "--processes", "2", "-c", "5", "--lease-ttl", "5s",
+                               "--poll-interval", "0.1")
+    workers.append(supervisor)
+    ids = [r.job.id for r in client.enqueue_many(
+        [JobRequest("sleep_then_record", kwargs={"key": f"k{n}", "seconds": 30, "first_attempt_only": True})
+         for n in range(10)])]
+    wait_for(lambda: len(client.jobs(status=Status.RUNNING, limit=100).items) == 10, timeout=60,
+             what="ten jobs running")
+    with Admin.open(db_url, actor=Actor.operator("test")) as admin:
+        children = wait_for(lambda: (found := _children(admin, supervisor)) and len(found) == 2 and found,
+                            timeout=30, what="both children registered")
+        doomed_id, doomed_pid = next(iter(children.items()))
+        held = [j.id for j in client.jobs(status=Status.RUNNING, limit=100).items if j.lease_owner == doomed_id]
+        assert len(held) == 5
+        # When one child is SIGKILLed (its jobs' leases would last up to 5 s more)
+        os.kill(doomed_pid, signal.SIGKILL)
+        killed = time.monotonic()
+        wait_for(lambda: all(client.job(j).status is not Status.RUNNING for j in held), timeout=10, every=0.02,
+                 what="the killed child's jobs out of running")
+        out_s = time.monotonic() - killed
+        record("a worker process SIGKILLed holding 5 jobs", "seconds until they left running", f"{out_s:.2f}", "< 2")
+        assert out_s < 2
+        # Then a replacement starts, and every job ends once, having run
+        wait_for(lambda: len(_children(admin, supervisor)) >= 2 and doomed_id not in _children(admin, supervisor),
+                 timeout=30, what="a replacement child")
+    assert not any(client.job(j).status is Status.FAILED for j in held)  # back to the queue: attempts were left
+    supervisor.kill()  # and its children: the other child's jobs, asleep, are taken back when their leases expire
+    rest = WorkerProcess(db_url, tmp_path, "--poll-interval", "0.1", "-c", "10")
+    workers.append(rest)
+    wait_for(lambda: all(client.job(j).status is Status.SUCCEEDED for j in ids), timeout=60, what="all done")
+    assert all(n == 1 for n in executions(tmp_path).values()) and len(executions(tmp_path)) == 10
+    # And each taken-back job was announced by the supervisor
+    for job_id in held:
+        assert f"job.reclaimed job_id={job_id}" in supervisor.log
+        events = client.job_events(job_id)
+        assert any(e.meta.get("reason") == "worker_crashed" for e in events)
+    client.close()
+
+
+def test_sigterm_to_the_supervisor_drains_every_child_and_it_exits_0(
+        db_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
+    supervisor = WorkerProcess(db_url, tmp_path, "--processes", "2", "-c", "2", "--shutdown-grace", "10s",
+                               "--poll-interval", "0.1")
+    workers.append(supervisor)
+    ids = [r.job.id for r in client.enqueue_many(
+        [JobRequest("sleep_then_record", kwargs={"key": f"d{n}", "seconds": 1.5}) for n in range(4)])]
+    wait_for(lambda: len(client.jobs(status=Status.RUNNING, limit=100).items) == 4, timeout=60,
+             what="four jobs running, two in each child")
+    # When the supervisor is told to stop mid-run
+    asked = time.monotonic()
+    supervisor.signal(signal.SIGTERM)
+    # Then every child finishes what it holds, and the supervisor exits 0 within the grace
+    assert supervisor.process.wait(timeout=30) == 0
+    assert time.monotonic() - asked < 10
+    assert all(client.job(j).status is Status.SUCCEEDED for j in ids)
+    assert sorted(executions(tmp_path).values()) == [1, 1, 1, 1]
+    assert "supervisor" in supervisor.log and "stopped" in supervisor.log
+    client.close()
+
+
+def test_children_that_keep_dying_at_start_up_stop_the_supervisor_with_one_line(
+        sqlite_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    # Given worker processes that die as soon as they claim a job (after the claim commits)
+    client = Client(drain_app.registry, settings=Settings.load(database_url=sqlite_url))
+    ids = [r.job.id for r in client.enqueue_many([JobRequest("record", args=[f"c{n}"]) for n in range(20)])]
+    supervisor = WorkerProcess(sqlite_url, tmp_path, "--processes", "2", "--poll-interval", "0.1",
+                               app="tests.apps.crashing:app", env={"REDRIVE_TEST_CRASH_AT": "claimed"})
+    workers.append(supervisor)
+    # Then the supervisor replaces them with a growing wait, gives up, and says so once
+    assert supervisor.process.wait(timeout=90) == 1
+    said = [line for line in supervisor.log.splitlines() if "keep dying at start-up" in line]
+    assert len(said) == 1 and "redrive worker" in said[0], supervisor.log[-2000:]
+    # And no job is left running: each death's leases were taken back (the last attempt's failed WORKER_CRASHED)
+    assert not client.jobs(status=Status.RUNNING, limit=100).items
+    crashed = [client.job(j) for j in ids if client.job(j).status is Status.FAILED]
+    assert all(job.error_code == "WORKER_CRASHED" for job in crashed)
+    client.close()
