@@ -27,18 +27,24 @@ def _children(admin: Admin, supervisor: WorkerProcess) -> dict[str, int]:
     return {w.id: w.pid for w in workers if w.id.split(":")[1].split(".")[0] == str(supervisor.pid)}
 
 
-def test_a_killed_childs_jobs_leave_running_at_once_and_a_replacement_finishes_them(
-        db_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+def _all_running(db_url: str, tmp_path: Path, workers: list[WorkerProcess], count: int, sleep: dict,
+                 *flags: str) -> tuple[Client, WorkerProcess, list]:
+    """A supervisor of two worker processes (``flags``) running ``count`` sleeping jobs, all started."""
     client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
-    # Given two worker processes of five slots each, and ten jobs that take a while the first time
-    supervisor = WorkerProcess(db_url, tmp_path, "--processes", "2", "-c", "5", "--lease-ttl", "5s",
-                               "--poll-interval", "0.1")
+    supervisor = WorkerProcess(db_url, tmp_path, "--processes", "2", "--poll-interval", "0.1", *flags)
     workers.append(supervisor)
     ids = [r.job.id for r in client.enqueue_many(
-        [JobRequest("sleep_then_record", kwargs={"key": f"k{n}", "seconds": 30, "first_attempt_only": True})
-         for n in range(10)])]
-    wait_for(lambda: len(client.jobs(status=Status.RUNNING, limit=100).items) == 10, timeout=60,
-             what="ten jobs running")
+        [JobRequest("sleep_then_record", kwargs={"key": f"k{n}", **sleep}) for n in range(count)])]
+    wait_for(lambda: len(client.jobs(status=Status.RUNNING, limit=100).items) == count, timeout=60,
+             what=f"{count} jobs running")
+    return client, supervisor, ids
+
+
+def test_a_killed_childs_jobs_leave_running_at_once_and_a_replacement_finishes_them(
+        db_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    # Given two worker processes of five slots each, and ten jobs that take a while the first time
+    client, supervisor, ids = _all_running(db_url, tmp_path, workers, 10, {"seconds": 30, "first_attempt_only": True},
+                                           "-c", "5", "--lease-ttl", "5s")
     with Admin.open(db_url, actor=Actor.operator("test")) as admin:
         children = wait_for(lambda: (found := _children(admin, supervisor)) and len(found) == 2 and found,
                             timeout=30, what="both children registered")
@@ -72,14 +78,8 @@ def test_a_killed_childs_jobs_leave_running_at_once_and_a_replacement_finishes_t
 
 def test_sigterm_to_the_supervisor_drains_every_child_and_it_exits_0(
         db_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
-    client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
-    supervisor = WorkerProcess(db_url, tmp_path, "--processes", "2", "-c", "2", "--shutdown-grace", "10s",
-                               "--poll-interval", "0.1")
-    workers.append(supervisor)
-    ids = [r.job.id for r in client.enqueue_many(
-        [JobRequest("sleep_then_record", kwargs={"key": f"d{n}", "seconds": 1.5}) for n in range(4)])]
-    wait_for(lambda: len(client.jobs(status=Status.RUNNING, limit=100).items) == 4, timeout=60,
-             what="four jobs running, two in each child")
+    client, supervisor, ids = _all_running(db_url, tmp_path, workers, 4, {"seconds": 1.5},
+                                           "-c", "2", "--shutdown-grace", "10s")
     # When the supervisor is told to stop mid-run
     asked = time.monotonic()
     supervisor.signal(signal.SIGTERM)
