@@ -533,7 +533,9 @@ class Worker:
         while True:
             await asyncio.sleep(min(0.5, ttl / 10))
             now = time.monotonic()
-            for r in [r for r in self._running.values() if not r.lost and now - r.extended_at >= ttl]:
+            # (a run given back on shutdown is not the heartbeat's any more, nor is it lost)
+            for r in [r for r in self._running.values()
+                      if not (r.lost or r.abandoned) and now - r.extended_at >= ttl]:
                 log.warning("lost the lease on job %s (%s): it was not extended for %gs (the database did not "
                             "answer), so another worker may run it now: dropping this run", r.job.id, r.job.task, ttl)
                 self._give_up(r)

@@ -161,9 +161,9 @@ def test_a_reclaim_failure_after_a_replay_of_the_same_failure_escalates(store: S
 
 def test_a_dead_workers_leases_are_taken_back_at_once(store: Store) -> None:
     # Given a worker process holding two jobs (one on its last attempt) and another holding one
-    store.jobs_insert(jobs=[new(task="t", queue="q", max_attempts=3), new(task="t", queue="q", max_attempts=1),
-                            new(task="t", queue="q")])
+    store.jobs_insert(jobs=[new(task="t", queue="q", max_attempts=3), new(task="t", queue="q", max_attempts=1)])
     held = store.jobs_claim(queues=["q"], limit=2, worker_id="w-dead", lease_ttl=timedelta(minutes=5))
+    store.jobs_insert(jobs=[new(task="t", queue="q")])
     other = store.jobs_claim(queues=["q"], limit=1, worker_id="w-alive", lease_ttl=timedelta(minutes=5))
     assert len(held) == 2 and len(other) == 1
     # When its supervisor saw it die, long before its leases would expire
