@@ -1,6 +1,6 @@
-"""The converter's redrive app: one task, ``convert``, that sends a stored
-PDF to the gateway and writes the XML it answers, behind the gateway's
-circuit breaker.
+"""The converter's redrive app: ``convert`` sends a stored PDF to the
+gateway and writes the XML it answers, behind the gateway's circuit breaker;
+``refused`` records an upload refused at the door (NOT_PDF) as a failed job.
 
 Failures are classified by the app's classifier (codes.py): the gateway's
 400/406/413/415 are GW_4XX and not retried, its 5xx and network errors
