@@ -122,7 +122,10 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--processes", type=int,
                         help="worker processes under one supervisor, each with its own --concurrency "
                              "(REDRIVE_WORKER_PROCESSES; default 1: this process works alone)")
+    worker.add_argument("--max-jobs-per-child", type=int,
+                        help="with --processes: replace a worker process once it has run this many jobs")
     worker.add_argument("--worker-id", help=argparse.SUPPRESS)  # a supervisor names its children
+    worker.add_argument("--max-jobs", type=int, help=argparse.SUPPRESS)  # and recycles them
 
     operator("migrate", _migrate, "Apply pending schema migrations.")
 
@@ -374,6 +377,8 @@ def _worker(args: argparse.Namespace) -> int:
     processes = Settings.load().worker_processes if args.processes is None else args.processes
     if processes < 1:
         raise ConfigError(f"--processes must be at least 1, not {processes}")
+    if args.max_jobs_per_child is not None and (processes < 2 or args.max_jobs_per_child < 1):
+        raise ConfigError("--max-jobs-per-child needs --processes (2 or more) and a number of at least 1")
     with load_app(args.app, args.database_url) as app:
         _ = app.store  # open now: a bad URL or an old schema is reported before any work
         logs.log_events(app)
@@ -383,9 +388,23 @@ def _worker(args: argparse.Namespace) -> int:
             app.client, queues=dict(args.queues or [("default", None)]), concurrency=args.concurrency,
             lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace, worker_id=args.worker_id,
             poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
-            plugins=_plugins(app, args),
+            plugins=_plugins(app, args), max_jobs=args.max_jobs,
         ).run_until_stopped()
     return 0
+
+
+def _without(argv: list[str], *flags: str) -> list[str]:
+    """``argv`` less each of ``flags`` and its value (``--flag N`` or ``--flag=N``)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in flags:
+            skip = True
+        elif not any(arg.startswith(f"{flag}=") for flag in flags):
+            kept.append(arg)
+    return kept
 
 
 def _supervise(app: App, args: argparse.Namespace, processes: int) -> int:
@@ -395,8 +414,9 @@ def _supervise(app: App, args: argparse.Namespace, processes: int) -> int:
     if args.metrics_port is not None:
         raise ConfigError("--metrics-port with --processes: each worker process would serve its own; "
                           "run the processes as separate workers, each on its own port, for now")
-    argv = [a for n, a in enumerate(args.argv) if a != "--processes" and not a.startswith("--processes=")
-            and (n == 0 or args.argv[n - 1] != "--processes")]
+    argv = _without(args.argv, "--processes", "--max-jobs-per-child")
+    if args.max_jobs_per_child is not None:
+        argv += ["--max-jobs", str(args.max_jobs_per_child)]
     settings = app.client.settings
     stop_within = (args.shutdown_grace or settings.worker_shutdown_grace) + (args.lease_ttl or settings.worker_lease_ttl)
     return Supervisor(lambda worker_id: [sys.executable, "-m", "redrive", *argv, "--processes", "1",

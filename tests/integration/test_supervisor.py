@@ -110,3 +110,25 @@ def test_children_that_keep_dying_at_start_up_stop_the_supervisor_with_one_line(
     crashed = [client.job(j) for j in ids if client.job(j).status is Status.FAILED]
     assert all(job.error_code == "WORKER_CRASHED" for job in crashed)
     client.close()
+
+
+def test_children_are_recycled_after_their_jobs_and_no_job_is_lost_or_run_twice(
+        db_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
+    ids = [r.job.id for r in client.enqueue_many([JobRequest("record", args=[f"r{n}"]) for n in range(100)])]
+    # When two worker processes are each replaced once they have run ten jobs
+    supervisor = WorkerProcess(db_url, tmp_path, "--processes", "2", "-c", "2", "--max-jobs-per-child", "10",
+                               "--poll-interval", "0.05")
+    workers.append(supervisor)
+    wait_for(lambda: all(client.job(j).status is Status.SUCCEEDED for j in ids), timeout=120, every=0.2,
+             what="all 100 jobs done")
+    # Then every job ran once, ten to a child, over ten children
+    ran = executions(tmp_path)
+    assert len(ran) == 100 and set(ran.values()) == {1}
+    per_child = [len(path.read_text().splitlines()) for path in tmp_path.glob("exec-*.log")]
+    assert len(per_child) == 10 and set(per_child) == {10}, per_child
+    # (two children to start with, and one for each recycled: eight recycled, or more once the last leave)
+    wait_for(lambda: supervisor.log.count("recycled after") >= 8, timeout=30, what="the recycled children logged")
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.process.wait(timeout=30) == 0
+    client.close()

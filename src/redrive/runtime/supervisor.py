@@ -114,6 +114,11 @@ class Supervisor:
         code = child.process.returncode
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
         taken = self._take_back(child)
+        if code == 0 and self._stopping is None:  # it ran its jobs (--max-jobs-per-child): recycled
+            log.info("worker process %d (%s) recycled after %.1fs", child.process.pid, child.worker_id,
+                     time.monotonic() - child.started)
+            self._replace_at.append(time.monotonic())
+            return True
         if self._stopping is not None and code == 0:
             return True
         lived = time.monotonic() - child.started

@@ -100,6 +100,7 @@ class Worker:
         schedules: bool = False,
         retention: timedelta | None = None,
         plugins: Sequence[Plugin] = (),
+        max_jobs: int | None = None,
     ) -> None:
         """A worker on ``client``'s store, running the tasks its registry
         declares (``Worker(app.client)``). ``queues`` may give some queues
@@ -111,7 +112,11 @@ class Worker:
         the worker runs and stopped once it has drained. ``schedules=True``
         adds the registry's schedules (a ``Scheduler``); a ``retention``
         (default: the ``job_retention`` setting) adds a ``Pruner`` of
-        history older than that. Every worker runs a ``Reclaimer``."""
+        history older than that. Every worker runs a ``Reclaimer``.
+        ``max_jobs`` (a supervisor's child, recycled): after claiming that
+        many jobs the worker claims no more, lets them finish and returns."""
+        if max_jobs is not None and max_jobs < 1:
+            raise ConfigError(f"max_jobs must be at least 1, not {max_jobs}")
         if not queues:
             raise ConfigError("a worker needs at least one queue")
         limits = dict(queues) if isinstance(queues, Mapping) else dict.fromkeys(queues)
@@ -169,6 +174,8 @@ class Worker:
         if self.retention > timedelta(0):
             self.plugins.append(Pruner(self.retention))
         self._watchdog: Watchdog | None = None
+        self._max_jobs = max_jobs
+        self._claimed = 0  # jobs claimed so far, for max_jobs
         self._presence = Presence(lambda: self.store, self._call, self._registration)
 
     def _registration(self) -> WorkerReport:
@@ -294,6 +301,12 @@ class Worker:
     async def _claim_loop(self) -> None:
         while not self._stopping.is_set():
             self._wake.clear()
+            if self._max_jobs is not None and self._claimed >= self._max_jobs:
+                if not self._running:  # all it took finished and written: time to be replaced
+                    log.info("worker %s ran its %d jobs: leaving to be replaced", self.id, self._max_jobs)
+                    return
+                await self._pause(self.poll_interval.total_seconds())
+                continue
             more = False
             for (queues, limit), shared in zip(self._groups, self._limits, strict=True):
                 open_queues = [q for q in queues if q not in self._paused]
@@ -303,6 +316,8 @@ class Worker:
                     free = limit - self._handling(queues[0])
                 else:
                     free = min(self._free_slots(), limit - self._handling(queues[0]))
+                if self._max_jobs is not None:
+                    free = min(free, self._max_jobs - self._claimed)
                 if not open_queues or free <= 0:
                     continue
                 asked = time.monotonic()
@@ -317,6 +332,7 @@ class Worker:
                     await self._pause(STORE_RETRY_PAUSE_S)
                     break
                 announce = self.events.wants("job.claimed")
+                self._claimed += len(claimed)
                 for job in claimed:
                     if announce:
                         self._announce_claim(job)
