@@ -47,6 +47,7 @@ class Child:
     worker_id: str
     process: subprocess.Popen[bytes]
     started: float = field(default_factory=time.monotonic)
+    told: bool = False  # sent SIGTERM
 
 
 class Supervisor:
@@ -83,6 +84,8 @@ class Supervisor:
                     code = 1
                     self._asked_to_stop(signal.SIGTERM, None)
             now = time.monotonic()
+            if self._stopping is not None:
+                self._tell()  # a child started as the stop came was not in the list the handler told
             if self._stopping is None:
                 for at in [at for at in self._replace_at if at <= now]:
                     self._replace_at.remove(at)
@@ -104,8 +107,12 @@ class Supervisor:
         if self._stopping is None:
             log.info("supervisor %s stopping: telling %d worker processes", self._prefix, len(self._children))
             self._stopping = time.monotonic()
+        self._tell()
+
+    def _tell(self) -> None:
         for child in self._children:
-            if child.process.poll() is None:
+            if not child.told and child.process.poll() is None:
+                child.told = True
                 child.process.send_signal(signal.SIGTERM)
 
     def _ended(self, child: Child) -> bool:
