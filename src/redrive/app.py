@@ -149,7 +149,7 @@ class App:
         max_attempts: int | None = None, backoff: Backoff | None = None,
         classifier: Classifier | None = None, stages: Sequence[Stage | str] | None = None,
         dependencies: Sequence[str] = (), already_done: Callable[..., Any] | None = None,
-        timeout: timedelta | None = None,
+        timeout: timedelta | None = None, hard_timeout: timedelta | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -167,6 +167,7 @@ class App:
         dependencies: Sequence[str] = (),
         already_done: Callable[..., Any] | None = None,
         timeout: timedelta | None = None,
+        hard_timeout: timedelta | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a sync or async function as a task: ``@app.task`` or ``@app.task(queue=...)``.
 
@@ -181,8 +182,19 @@ class App:
         does no work twice. ``timeout`` bounds one run: past it an async
         task is cancelled and a sync one abandoned (its thread cannot be
         killed; whatever it returns later is dropped), and the attempt fails
-        with the retryable ``TIMEOUT``. A ``Stage`` may have its own."""
+        with the retryable ``TIMEOUT``. A ``Stage`` may have its own.
+        ``hard_timeout`` is the limit nothing outlives: under ``redrive
+        worker --processes N`` a run past it has its worker process killed
+        and replaced (the attempt fails ``TIMEOUT``, the other jobs that
+        process held go back to the queue, their attempts refunded); in a
+        single process it abandons the run as ``timeout`` does
+        (``docs/processes.md``)."""
         check_timeout(timeout, "a task")
+        if hard_timeout is not None and (not isinstance(hard_timeout, timedelta) or hard_timeout <= timedelta(0)):
+            raise ConfigError(f"a task: hard_timeout must be a timedelta longer than zero, not {hard_timeout!r}")
+        if timeout is not None and hard_timeout is not None and hard_timeout <= timeout:
+            raise ConfigError(f"hard_timeout ({hard_timeout.total_seconds():g}s) must be longer than timeout "
+                              f"({timeout.total_seconds():g}s): the soft limit is the one that asks first")
         if already_done is not None and not callable(already_done):
             raise ConfigError("already_done must be a function of the job's arguments")
         for dependency in dependencies:
@@ -198,6 +210,7 @@ class App:
                 max_attempts=checks.max_attempts(max_attempts) or (sum(s.max_attempts for s in declared) or None),
                 backoff=backoff or FullJitter(), classifier=classifier, stages=declared,
                 dependencies=tuple(dependencies), already_done=already_done, timeout=timeout,
+                hard_timeout=hard_timeout,
                 enqueuer=self._enqueue_for_task,
             )
             self.registry.add_task(task)

@@ -124,8 +124,12 @@ def _parser() -> argparse.ArgumentParser:
                              "(REDRIVE_WORKER_PROCESSES; default 1: this process works alone)")
     worker.add_argument("--max-jobs-per-child", type=int,
                         help="with --processes: replace a worker process once it has run this many jobs")
+    worker.add_argument("--max-memory-per-child", type=_size, metavar="SIZE",
+                        help="with --processes: replace a worker process once its resident memory passes "
+                             "this, such as 500MB or 2GB")
     worker.add_argument("--worker-id", help=argparse.SUPPRESS)  # a supervisor names its children
     worker.add_argument("--max-jobs", type=int, help=argparse.SUPPRESS)  # and recycles them
+    worker.add_argument("--max-memory", type=int, help=argparse.SUPPRESS)  # (bytes)
 
     operator("migrate", _migrate, "Apply pending schema migrations.")
 
@@ -269,6 +273,23 @@ def _seconds(text: str) -> timedelta:
         raise argparse.ArgumentTypeError(exc.message) from None
 
 
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+          "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def _size(text: str) -> int:
+    """A number of bytes: 500MB, 2GB, 512MiB, 300M (bytes when bare)."""
+    number = text.strip().rstrip("BbIiKkMmGg")
+    unit = text.strip()[len(number):].lower()
+    try:
+        size = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size: write it as 500MB, 2GB or 512MiB") from None
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size must be above zero")
+    return int(size)
+
+
 def _queue_arg(text: str) -> tuple[str, int | None]:
     """``email`` or ``email=5``: a queue, and its own limit of jobs at once."""
     name, sep, limit = text.partition("=")
@@ -379,6 +400,9 @@ def _worker(args: argparse.Namespace) -> int:
         raise ConfigError(f"--processes must be at least 1, not {processes}")
     if args.max_jobs_per_child is not None and (processes < 2 or args.max_jobs_per_child < 1):
         raise ConfigError("--max-jobs-per-child needs --processes (2 or more) and a number of at least 1")
+    if args.max_memory_per_child is not None and processes < 2:
+        raise ConfigError("--max-memory-per-child needs --processes (2 or more): a worker alone has nobody to "
+                          "replace it")
     with load_app(args.app, args.database_url) as app:
         _ = app.store  # open now: a bad URL or an old schema is reported before any work
         logs.log_events(app)
@@ -388,7 +412,7 @@ def _worker(args: argparse.Namespace) -> int:
             app.client, queues=dict(args.queues or [("default", None)]), concurrency=args.concurrency,
             lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace, worker_id=args.worker_id,
             poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
-            plugins=_plugins(app, args), max_jobs=args.max_jobs,
+            plugins=_plugins(app, args), max_jobs=args.max_jobs, max_memory=args.max_memory,
         ).run_until_stopped()
     return 0
 
@@ -414,15 +438,17 @@ def _supervise(app: App, args: argparse.Namespace, processes: int) -> int:
     if args.metrics_port is not None:
         raise ConfigError("--metrics-port with --processes: each worker process would serve its own; "
                           "run the processes as separate workers, each on its own port, for now")
-    argv = _without(args.argv, "--processes", "--max-jobs-per-child")
+    argv = _without(args.argv, "--processes", "--max-jobs-per-child", "--max-memory-per-child")
     if args.max_jobs_per_child is not None:
         argv += ["--max-jobs", str(args.max_jobs_per_child)]
+    if args.max_memory_per_child is not None:
+        argv += ["--max-memory", str(args.max_memory_per_child)]
     settings = app.client.settings
     stop_within = (args.shutdown_grace or settings.worker_shutdown_grace) + (args.lease_ttl or settings.worker_lease_ttl)
     return Supervisor(lambda worker_id: [sys.executable, "-m", "redrive", *argv, "--processes", "1",
                                          "--worker-id", worker_id],
-                      processes=processes, store=lambda: app.store, events=app.events,
-                      stop_within=stop_within).run()
+                      processes=processes, store=lambda: app.store, events=app.events, registry=app.registry,
+                      stop_within=stop_within, queues=[q for q, _ in args.queues or [("default", None)]]).run()
 
 
 def _plugins(app: App, args: argparse.Namespace) -> list[Any]:
@@ -723,7 +749,7 @@ def _queues(args: argparse.Namespace) -> int:
 def _workers(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         found, now = admin.workers()
-    shown = [views.worker_view(w, now) for w in found]
+    shown = views.workers_view(found, now)
     if args.json:
         for view in shown:
             print(json.dumps(view))
@@ -731,12 +757,23 @@ def _workers(args: argparse.Namespace) -> int:
     if not shown:
         print("no workers registered")
         return 0
-    print(f"{'worker':32}  {'queues':20}  {'running':>11}  {'heartbeat':>9}  version")
+    print(f"{'worker':34}  {'pid':>7}  {'queues':16}  {'running':>10}  {'jobs run':>8}  {'memory':>8}  "
+          f"{'heartbeat':>9}  version")
     for w in shown:
         beat = f"{w['seconds_since_heartbeat']:.0f}s ago"
         state = "  STALE" if w["stale"] else ""
-        print(f"{w['id'][:32]:32}  {','.join(w['queues'])[:20]:20}  {w['running']:>5} of {w['concurrency']:<3}  "
-              f"{beat:>9}  {w['version']}{state}")
+        if w["orphaned"]:
+            state += f"  {w['orphaned']} ORPHANED THREADS"
+        memory = f"{w['memory_bytes'] / 2**20:.0f} MiB" if w["memory_bytes"] is not None else "-"
+        if w["kind"] == "supervisor":
+            running, ran = f"{w['children']} procs", f"{w['restarts']} restarts"
+        else:
+            running, ran = f"{w['running']} of {w['concurrency']}", str(w["jobs_run"])
+        name = f"  {w['id']}" if w["supervisor"] else w["id"]
+        print(f"{name[:34]:34}  {w['pid']:>7}  {','.join(w['queues'])[:16]:16}  {running:>10}  {ran:>8}  "
+              f"{memory:>8}  {beat:>9}  {w['version']}{state}")
+        for replaced in w.get("replaced", [])[-3:]:
+            print(f"    replaced pid {replaced['pid']} at {replaced['at']}: {replaced['why']}")
     return 0
 
 

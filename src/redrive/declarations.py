@@ -80,6 +80,7 @@ class Task(Generic[P, R]):
     dependencies: tuple[str, ...] = ()  # breakers its calls go through
     already_done: Callable[..., Any] | None = None  # the job's arguments -> its result if the work exists, else None
     timeout: timedelta | None = None  # one run; None: no limit
+    hard_timeout: timedelta | None = None  # one run, enforced by killing its worker process (docs/processes.md)
     # How task.enqueue reaches a client: set by the App that registered the task.
     enqueuer: Enqueuer | None = field(default=None, repr=False, compare=False)
     # Known once: asking inspect costs a few µs, and the worker asks for every job.

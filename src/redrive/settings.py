@@ -60,6 +60,13 @@ class Settings:
         "Worker processes `redrive worker` runs under one supervisor, each with "
         "its own concurrency (docs/processes.md). Default 1: one process, no supervisor.",
     )
+    worker_max_orphans: int = _setting(
+        4, "REDRIVE_WORKER_MAX_ORPHANS",
+        "Threads of sync runs abandoned past their time limit that one worker "
+        "process lets run on (a thread cannot be killed); past it the worker "
+        "claims no more sync jobs until one returns. Run `--processes` with "
+        "`hard_timeout=` to kill such runs instead (docs/processes.md). Default 4.",
+    )
     worker_lease_ttl: timedelta = _setting(
         timedelta(seconds=30),
         "REDRIVE_WORKER_LEASE_TTL",
@@ -167,6 +174,9 @@ class Settings:
         if isinstance(self.worker_processes, bool) or not isinstance(self.worker_processes, int) \
                 or self.worker_processes < 1:
             raise ConfigError(f"worker_processes must be a whole number of at least 1, not {self.worker_processes!r}")
+        if isinstance(self.worker_max_orphans, bool) or not isinstance(self.worker_max_orphans, int) \
+                or self.worker_max_orphans < 1:
+            raise ConfigError(f"worker_max_orphans must be a whole number of at least 1, not {self.worker_max_orphans!r}")
         if self.store_timeout <= timedelta(0):
             raise ConfigError("store_timeout must be longer than zero")
         if self.worker_shutdown_grace < timedelta(0):

@@ -11,7 +11,7 @@ shapes since.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
@@ -135,12 +135,36 @@ def schedule_view(state: ScheduleState | None, schedule: Schedule | None = None,
 
 
 def worker_view(worker: WorkerInfo, now: datetime) -> JSONDict:
-    """A registered worker; ``stale``: it missed three heartbeats (killed, or cut off)."""
+    """A registered worker; ``stale``: it missed three heartbeats (killed,
+    or cut off). A supervisor (``kind``) runs no job itself: it says how
+    many worker processes it has, how many it restarted and why."""
     silent = max(0.0, (now - worker.heartbeat_at).total_seconds())
-    return {"id": worker.id, "host": worker.host, "pid": worker.pid, "queues": list(worker.queues),
-            "concurrency": worker.concurrency, "version": worker.version, "running": worker.running,
-            "started_at": plain(worker.started_at), "heartbeat_at": plain(worker.heartbeat_at),
-            "seconds_since_heartbeat": round(silent, 3), "stale": silent > WORKER_STALE_AFTER_S}
+    view: JSONDict = {
+        "id": worker.id, "kind": "supervisor" if worker.children is not None else "worker",
+        "host": worker.host, "pid": worker.pid, "queues": list(worker.queues),
+        "concurrency": worker.concurrency, "version": worker.version, "running": worker.running,
+        "jobs_run": worker.jobs_run, "memory_bytes": worker.memory_bytes, "orphaned": worker.orphaned,
+        "supervisor": worker.supervisor,
+        "started_at": plain(worker.started_at), "heartbeat_at": plain(worker.heartbeat_at),
+        "seconds_since_heartbeat": round(silent, 3), "stale": silent > WORKER_STALE_AFTER_S}
+    if worker.children is not None:
+        view.update(children=worker.children, restarts=worker.restarts,
+                    replaced=[dict(r) for r in worker.replaced])
+    return view
+
+
+def workers_view(workers: Sequence[WorkerInfo], now: datetime) -> list[JSONDict]:
+    """Every registered worker, each supervisor followed by its worker processes."""
+    views = [worker_view(w, now) for w in workers]
+    supervisors = {v["id"] for v in views if v["kind"] == "supervisor"}
+    ordered: list[JSONDict] = []
+    for view in views:
+        if view["supervisor"] in supervisors:
+            continue  # listed under its supervisor
+        ordered.append(view)
+        if view["kind"] == "supervisor":
+            ordered += [v for v in views if v["supervisor"] == view["id"]]
+    return ordered
 
 
 def page_view(page: Page[T], view: Callable[[T], JSONDict]) -> JSONDict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from datetime import timedelta
 
 from redrive import App, current_job
 
@@ -46,3 +47,22 @@ def span(key: str, seconds: float) -> None:
     job = current_job()
     with open(os.path.join(os.environ["REDRIVE_TEST_LOG_DIR"], f"span-{os.getpid()}.log"), "a") as log:
         log.write(f"{key} {job.queue} {began} {time.time()}\n")
+
+
+@app.task(max_attempts=3, hard_timeout=timedelta(seconds=1))
+def spin_first(key: str) -> dict:
+    """Pure Python past its hard limit on the first attempt: nothing but a kill stops it."""
+    if current_job().attempts == 1:
+        while True:
+            pass
+    return _record(key)
+
+
+_hoard: list[bytearray] = []
+
+
+@app.task
+def hoard(key: str, mb: int) -> dict:
+    """Keeps ``mb`` MiB for as long as its process lives (a leak), every page touched."""
+    _hoard.append(bytearray(b"\x01") * (mb << 20))
+    return _record(key)

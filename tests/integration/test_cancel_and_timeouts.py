@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import redrive
-from redrive import Actor, App, Fixed, Stage, Status, Worker
+from redrive import Actor, App, Fixed, Settings, Stage, Status, Worker
 from redrive.testing import wait_for
 
 QUICK_RETRY = Fixed([timedelta(milliseconds=100)])
@@ -200,3 +200,44 @@ def test_a_timeout_must_be_a_positive_timedelta(app: App) -> None:
         app.task(timeout=timedelta(0))(lambda: None)
     with pytest.raises(redrive.ConfigError, match="stage 'x': timeout"):
         Stage("x", timeout=5)  # type: ignore[arg-type]
+
+
+def test_abandoned_sync_runs_are_counted_and_past_the_cap_no_sync_job_starts(
+        db_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    app = App(db_url, settings=Settings.load(worker_max_orphans=2))
+    app.client.store.migrate()
+    release = threading.Event()
+
+    @app.task(hard_timeout=timedelta(milliseconds=300), max_attempts=1)
+    def spin() -> None:
+        release.wait(3600)  # a run nothing can stop (the test ends it)
+
+    @app.task
+    async def still_runs() -> str:
+        return "async"
+
+    try:
+        with worker_running(app, concurrency=4) as worker:
+            # Given two sync runs abandoned at their limit (alone, a hard limit abandons as a soft one does)
+            stuck = [spin.enqueue().job.id for _ in range(2)]
+            wait_for(lambda: all(app.client.job(j).status is Status.FAILED for j in stuck), timeout=10)
+            assert {app.client.job(j).error_code for j in stuck} == {"TIMEOUT"}
+            # Then the worker counts them, says so once each, and shows them in the registry
+            wait_for(lambda: worker._threads.orphaned == 2, timeout=5)
+            orphaned = [r for r in caplog.records if "runs on, abandoned" in r.getMessage()]
+            assert len(orphaned) == 2 and all(str(j) in " ".join(r.getMessage() for r in orphaned) for j in stuck)
+            wait_for(lambda: [w.orphaned for w in app.admin(Actor.operator("t")).workers()[0]] == [2], timeout=15)
+            # And past the cap no sync job starts here (it stays queued, no attempt spent), while async ones do
+            blocked = spin.enqueue().job.id
+            other = still_runs.enqueue().job.id
+            wait_for(lambda: app.client.job(other).status is Status.SUCCEEDED, timeout=5)
+            time.sleep(0.5)
+            assert app.client.job(blocked).status in (Status.QUEUED, Status.SCHEDULED)
+            assert app.client.job(blocked).attempts == 0
+            assert sum("starts no sync job" in r.getMessage() for r in caplog.records) == 1
+            # When the orphaned threads return, sync jobs start again
+            release.set()
+            wait_for(lambda: app.client.job(blocked).status is Status.SUCCEEDED, timeout=10)
+    finally:
+        release.set()
+        app.close()

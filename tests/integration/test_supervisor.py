@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,7 +27,7 @@ pytestmark = pytest.mark.slow
 def _children(admin: Admin, supervisor: WorkerProcess) -> dict[str, int]:
     """Worker id -> pid of the supervisor's live children, as they registered."""
     workers, _ = admin.workers()
-    return {w.id: w.pid for w in workers if w.id.split(":")[1].split(".")[0] == str(supervisor.pid)}
+    return {w.id: w.pid for w in workers if w.supervisor == f"{socket.gethostname()}:{supervisor.pid}"}
 
 
 def _all_running(db_url: str, tmp_path: Path, workers: list[WorkerProcess], count: int, sleep: dict,
@@ -133,4 +136,108 @@ def test_children_are_recycled_after_their_jobs_and_no_job_is_lost_or_run_twice(
     wait_for(lambda: supervisor.log.count("recycled after") >= 8, timeout=30, what="the recycled children logged")
     supervisor.signal(signal.SIGTERM)
     assert supervisor.process.wait(timeout=30) == 0
+    client.close()
+
+
+def _rss_of_children(supervisor_pid: int) -> dict[int, int]:
+    """Resident bytes of each live child of ``supervisor_pid``, from /proc."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == supervisor_pid:
+                found[int(stat.parent.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def test_a_run_past_its_hard_limit_has_its_child_killed_and_the_other_job_goes_back_refunded(
+        pg_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    # Given one worker process of two slots running a job that will sleep and one that spins for good
+    client = Client(drain_app.registry, settings=Settings.load(database_url=pg_url))
+    supervisor = WorkerProcess(pg_url, tmp_path, "--processes", "2", "-c", "2", "--poll-interval", "0.05",
+                               "--queue", "default=2")
+    workers.append(supervisor)
+    with Admin.open(pg_url, actor=Actor.operator("test")) as admin:
+        wait_for(lambda: len(_children(admin, supervisor)) == 2, timeout=30, what="both children registered")
+        # (both jobs to one child: the other child's slots are taken by a pair of long sleepers first)
+        other = client.enqueue_many([JobRequest("sleep_then_record", kwargs={"key": f"s{n}", "seconds": 4})
+                                     for n in range(2)])
+        wait_for(lambda: all(client.job(r.job.id).status is Status.RUNNING for r in other), timeout=30,
+                 what="the first child busy")
+        bystander, spinner = (r.job.id for r in client.enqueue_many([
+            JobRequest("sleep_then_record", kwargs={"key": "bystander", "seconds": 2}),
+            JobRequest("spin_first", args=["spinner"])]))
+        wait_for(lambda: client.job(spinner).status is Status.RUNNING, timeout=30, every=0.02, what="spinning")
+        spinning = time.monotonic()
+        owner = client.job(spinner).lease_owner
+        assert client.job(bystander).lease_owner == owner
+        doomed_pid = _children(admin, supervisor)[owner]
+        # When the spinner passes its hard limit of 1 s: its child is killed and replaced within 2 s
+        wait_for(lambda: client.job(spinner).status is not Status.RUNNING, timeout=10, every=0.02,
+                 what="the spinner's attempt ended")
+        ended_s = time.monotonic() - spinning
+        wait_for(lambda: not Path(f"/proc/{doomed_pid}").exists() and len(_rss_of_children(supervisor.pid)) == 2,
+                 timeout=10, every=0.02, what="the killed child replaced")
+        replaced_s = time.monotonic() - spinning
+        record("a sync run past its hard limit of 1 s", "seconds from running to its child replaced",
+               f"{replaced_s:.2f}", "< 3")
+        assert ended_s < 3 and replaced_s < 3
+    # Then its attempt failed TIMEOUT, and it retried and succeeded by its policy
+    wait_for(lambda: client.job(spinner).status is Status.SUCCEEDED, timeout=60, what="the spinner's retry")
+    first = [e for e in client.job_events(spinner) if e.attempt == 1 and e.to_status != "running"]
+    assert first[-1].to_status in ("scheduled", "queued") and first[-1].meta.get("error_code") == "TIMEOUT", first
+    # And the other job the killed child held went back with its attempt refunded, and ran once
+    wait_for(lambda: client.job(bystander).status is Status.SUCCEEDED, timeout=60, what="the bystander done")
+    assert any(e.meta.get("reason") == "worker_killed" for e in client.job_events(bystander))
+    assert client.job(bystander).attempts == 1  # the refunded attempt is given back
+    ran = executions(tmp_path)
+    assert ran["bystander"] == 1 and ran["spinner"] == 1
+    assert f"job {spinner} (spin_first) ran past its hard time limit of 1s" in supervisor.log
+    client.close()
+
+
+def test_children_past_their_memory_limit_are_recycled_and_every_job_runs_once(
+        sqlite_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    client = Client(drain_app.registry, settings=Settings.load(database_url=sqlite_url))
+    ids = [r.job.id for r in client.enqueue_many([JobRequest("hoard", args=[f"m{n}", 50]) for n in range(100)])]
+    # When each job keeps 50 MiB for good, under a limit of 200 MB a child
+    supervisor = WorkerProcess(sqlite_url, tmp_path, "--processes", "2", "-c", "1", "--max-memory-per-child",
+                               "200MB", "--poll-interval", "0.05")
+    workers.append(supervisor)
+    highest = 0
+    deadline = time.monotonic() + 180
+    while not all(s is Status.SUCCEEDED for s in (client.job(j).status for j in ids)):
+        assert time.monotonic() < deadline, "the 100 jobs did not finish"
+        for _ in range(25):
+            highest = max(highest, *_rss_of_children(supervisor.pid).values(), 0)
+            time.sleep(0.02)
+    # Then every job ran once, no child ever held more than the limit and one job's worth
+    ran = executions(tmp_path)
+    assert len(ran) == 100 and set(ran.values()) == {1}
+    # (a job's worth: its 50 MiB, and a few more for what any run touches: its result, its log line)
+    worth = 55 * 2**20
+    record("children recycled by memory (50 MiB jobs, limit 200 MB)", "highest child RSS (MiB)",
+           f"{highest / 2**20:.0f}", f"< {(200e6 + worth) / 2**20:.0f}")
+    assert highest < 200e6 + worth
+    children = len(list(tmp_path.glob("exec-*.log")))
+    assert children >= 100 // 4, children  # three or four jobs to a child, then replaced
+    assert supervisor.log.count("recycled after") >= children - 2
+    # And `redrive workers` shows the supervisor, its children (pid, jobs run, memory) and why it replaced them
+    supervisor_id = f"{socket.gethostname()}:{supervisor.pid}"
+    with Admin.open(sqlite_url, actor=Actor.operator("test")) as admin:
+        entry = wait_for(lambda: next((w for w in admin.workers()[0] if w.id == supervisor_id and w.restarts >= 20), None),
+                         timeout=20, what="the supervisor's entry with its restarts")
+        assert entry.children == 2 and entry.replaced
+        assert all(r["why"].startswith("recycled: it uses ") and "past its limit of 191 MiB" in r["why"]
+                   for r in entry.replaced), entry.replaced
+    listing = subprocess.run([sys.executable, "-m", "redrive", "workers", "--database-url", sqlite_url],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = listing.splitlines()
+    at = next(n for n, line in enumerate(lines) if line.startswith(supervisor_id))
+    assert "2 procs" in lines[at] and "restarts" in lines[at]
+    children_lines = [line for line in lines[at + 1:] if line.startswith(f"  {supervisor_id}.")]
+    assert len(children_lines) == 2 and all(" MiB" in line for line in children_lines), listing
+    assert "replaced pid" in listing and "recycled: it uses" in listing
     client.close()

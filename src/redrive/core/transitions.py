@@ -35,6 +35,7 @@ LEASE_EXPIRED_MESSAGE = "its worker stopped renewing the lease and no attempt wa
 # died (SIGKILL, the OOM killer, a crash in a C extension) on its last
 # allowed attempt, as its supervisor saw.
 WORKER_CRASHED = "WORKER_CRASHED"
+TIMEOUT = "TIMEOUT"  # a run past its time limit (the executor's soft one, or a hard one)
 WORKER_CRASHED_MESSAGE = "its worker process died while running it and no attempt was left"
 
 # The code of a job whose stored row a claim could not use as written (a
@@ -147,7 +148,7 @@ def by_reclaim(item: Finish) -> bool:
     (``taken_back``). Only these end a lease past its expiry: every store
     refuses a holder's write once its lease has run out, whether or not the
     reclaim has taken the job yet."""
-    return item.meta.get("reason") in ("lease_expired", "worker_crashed")
+    return item.meta.get("reason") in ("lease_expired", "worker_crashed", "worker_killed")
 
 
 KINDS: Mapping[type, str] = {Completion: "complete", RetryLater: "retry", FailNow: "fail",
@@ -173,12 +174,17 @@ def ends_as(item: Finish, *, cancel_asked_by: str | None) -> tuple[Status, str |
     assert_never(item)
 
 
-def taken_back(lease: Lease, worker: str | None, *, last: bool, crashed: bool = False) -> Finish:
+def taken_back(lease: Lease, worker: str | None, *, last: bool, crashed: bool = False,
+               bystander: bool = False) -> Finish:
     """How every store ends a lease it takes back: one that expired, or
     (``crashed``) one held by a worker process seen dead, at once rather than
     a TTL later. With attempts left the job goes back to the queue, its
     attempt spent (a job that kills its worker must not loop for ever); on
-    the last it fails, with a dead letter."""
+    the last it fails, with a dead letter. A ``bystander`` was held by a
+    process its supervisor killed for another job's overrun: it did nothing
+    wrong, so it goes back with its attempt refunded, whatever is left."""
+    if bystander:
+        return Requeue(lease, meta={"reason": "worker_killed", "worker": worker})
     reason = "worker_crashed" if crashed else "lease_expired"
     meta: dict[str, JSON] = {"reason": reason, "worker": worker}
     if not last:
@@ -236,12 +242,31 @@ def fail_fast(job: Job, *, dependency: str, fail_code: str, stages: Sequence[Sta
     code = classifier.taxonomy.require(fail_code)
     failure = Failure(code=fail_code, retryable=code.retryable and not for_good,
                       message=f"dependency {dependency} is unavailable (circuit open)")
+    return failed_outside(job, failure, stages=stages, rng=rng,
+                          context={"dependency": dependency, "breaker": "open"})
+
+
+def overran(job: Job, *, seconds: float, stages: Sequence[Stage], rng: Random) -> Execution:
+    """A run past its task's hard time limit, whose worker process was
+    killed for it: the retryable ``TIMEOUT``, retried by the task's policy."""
+    failure = Failure(code=TIMEOUT, retryable=True,
+                      message=f"task {job.task} ran past its hard time limit of {seconds:g}s: "
+                              "its worker process was killed")
+    return failed_outside(job, failure, stages=stages, rng=rng, context={"hard_timeout_s": seconds})
+
+
+def failed_outside(job: Job, failure: Failure, *, stages: Sequence[Stage], rng: Random,
+                   context: dict[str, JSON]) -> Execution:
+    """An attempt failed by the engine rather than by the task's code (a
+    breaker, a hard limit): the stage the job would resume at spends one
+    attempt, and its policy says retry or fail (``context`` goes with a
+    failure for good)."""
     stage = resume_at(stages, job.checkpoint)
     stage_attempts = {**job.stage_attempts, stage.name: job.stage_attempts.get(stage.name, 0) + 1}
     outcome = after_failure(failure, stage=stage, stage_attempts=stage_attempts[stage.name],
                             attempts=job.attempts, max_attempts=job.max_attempts, rng=rng)
     return Execution(outcome, stage=stage.name, stage_attempts=stage_attempts,
-                     context={"dependency": dependency, "breaker": "open"} if isinstance(outcome, Failed) else {})
+                     context=context if isinstance(outcome, Failed) else {})
 
 
 def _failure_meta(meta: dict[str, JSON], failure: Failure) -> dict[str, JSON]:

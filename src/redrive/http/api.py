@@ -39,7 +39,7 @@ from redrive.views import (
     page_view,
     queue_view,
     schedule_view,
-    worker_view,
+    workers_view,
 )
 
 JSON = dict[str, Any]
@@ -243,7 +243,7 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def workers(ops: Annotated[Admin, Depends(operator)]) -> JSON:
         """Every registered worker, oldest first; ``stale``: it missed three heartbeats."""
         found, now = ops.workers()
-        return {"items": [worker_view(w, now) for w in found]}
+        return {"items": workers_view(found, now)}
 
     @router.get("/schedules", response_model=out.Schedules, tags=["schedules"])
     def schedules(ops: Annotated[Admin, Depends(operator)]) -> JSON:

@@ -45,7 +45,7 @@ from redrive.views import (
     outbox_view,
     queue_view,
     schedule_view,
-    worker_view,
+    workers_view,
 )
 
 COOKIE = "redrive_session"
@@ -367,7 +367,7 @@ def _counts(admin: Admin) -> dict[str, Any]:
     idle = sorted(set(charts) - {q["queue"] for q in queues})  # drained, but busy this last hour
     queues += [{"queue": name, "counts": {}, "oldest_due_age_s": None, "paused": False, "paused_by": None}
                for name in idle]
-    return {"queues": queues, "workers": [worker_view(w, now) for w in found], "charts": charts}
+    return {"queues": queues, "workers": workers_view(found, now), "charts": charts}
 
 
 def _charts(counts: list[MinuteCount], now: datetime) -> dict[str, dict[str, Any]]:

@@ -23,6 +23,7 @@ from redrive.core.outcome import Execution, Failed, Retry, Stopped, Succeeded
 from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
 from redrive.core.stages import Stage
+from redrive.core.transitions import TIMEOUT
 from redrive.declarations import Task
 from redrive.errors import Cancelled, CircuitOpen, LeaseLost, Permanent, Transient
 from redrive.events import EventStream
@@ -36,7 +37,6 @@ log = logging.getLogger("redrive.worker")
 
 UNKNOWN_TASK = "UNKNOWN_TASK"
 BUG = "BUG"  # what the engine records when it cannot tell more
-TIMEOUT = "TIMEOUT"
 RESULT_NOT_JSON = "RESULT_NOT_JSON"
 _UNKNOWN_TASK_BACKOFF = FullJitter(initial=timedelta(seconds=5), cap=timedelta(minutes=5))
 
@@ -62,12 +62,13 @@ async def execute(
     interrupt: Interrupt,
     gate: Any = None,
     events: EventStream | None = None,
+    supervised: bool = False,
 ) -> Execution:
     """Whatever the task does, its ending becomes this job's outcome, and
     nothing more: not the worker's, not another job's."""
     try:
         return await _execute(task, job, classifier=classifier, threads=threads, rng=rng, store=store,
-                              interrupt=interrupt, gate=gate, events=events)
+                              interrupt=interrupt, gate=gate, events=events, supervised=supervised)
     except asyncio.CancelledError:
         raise  # the worker is shutting down
     except BaseException as exc:  # an engine bug: recorded on the job rather than lost with it
@@ -88,6 +89,7 @@ async def _execute(
     interrupt: Interrupt,
     gate: Any = None,
     events: EventStream | None = None,
+    supervised: bool = False,
 ) -> Execution:
     if task is None:
         # Another deploy may know this task: let it come back rather than lose it.
@@ -104,8 +106,11 @@ async def _execute(
                gate=gate, classifier=classifier, events=events or EventStream(), interrupt=interrupt)
     token = CURRENT_RUN.set(run)
     interrupt.in_handler = True
-    if task.timeout is not None:
-        interrupt.limit(task.timeout.total_seconds(), f"task {task.name}")
+    # A hard limit is the supervisor's to keep (it kills the process); a
+    # worker alone keeps it as it keeps the soft one, abandoning the run.
+    limits = [t for t in (task.timeout, None if supervised else task.hard_timeout) if t is not None]
+    if limits:
+        interrupt.limit(min(limits).total_seconds(), f"task {task.name}")
     try:
         # A retry after a stalled status write may find the work done (the converter's rule: no second conversion).
         found = (await _call(task.already_done, job, threads,
@@ -149,7 +154,7 @@ async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool, is_
     if is_async:
         return await fn(*job.args, **job.kwargs)
     context = contextvars.copy_context()
-    return await threads.run(lambda: context.run(fn, *job.args, **job.kwargs))
+    return await threads.run(lambda: context.run(fn, *job.args, **job.kwargs), what=f"job {job.id} ({job.task})")
 
 
 def _uncancel() -> None:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import resource
+import sys
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 from typing import Any
@@ -15,6 +18,20 @@ from redrive.errors import StoreError
 from redrive.store.port import WORKER_REPORT_INTERVAL_S, Store, WorkerReport
 
 log = logging.getLogger("redrive.worker")
+
+
+def memory_bytes() -> int:
+    """This process's resident memory now (Linux), or its peak where
+    /proc is not there."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except OSError:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024  # bytes there, KiB elsewhere
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def installed_version() -> str:

@@ -8,6 +8,7 @@ requeued. Daemon threads let the worker exit once its last write is done.
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -15,6 +16,8 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger("redrive.worker")
 
 
 class DaemonThreadPool:
@@ -30,7 +33,13 @@ class DaemonThreadPool:
         self._spawned = 0
         self._lock = threading.Lock()
 
-    async def run(self, fn: Callable[[], T]) -> T:
+    @property
+    def orphaned(self) -> int:
+        """Threads still running a call nobody waits for any more."""
+        return len(self._orphans)
+
+    async def run(self, fn: Callable[[], T], *, what: str = "a call") -> T:
+        """``what`` names the call in the one line logged if it is orphaned."""
         future: Future[T] = Future()
         self._ensure_threads()
         self._work.put((future, fn))
@@ -40,15 +49,18 @@ class DaemonThreadPool:
             # Not started yet: it never will be. Started: its thread cannot be
             # stopped, so it is orphaned and replaced.
             if not future.cancel():
-                self._orphan(future)
+                self._orphan(future, what)
             raise
 
-    def _orphan(self, future: Future[Any]) -> None:
+    def _orphan(self, future: Future[Any], what: str) -> None:
         thread = getattr(future, "redrive_thread", None)
         if thread is None or future.done():
             return
         with self._lock:
             self._orphans.add(thread)
+            count = len(self._orphans)
+        log.warning("%s runs on, abandoned, on thread %s, which nothing can stop: %d orphaned threads in this "
+                    "worker", what, thread.name, count)
         self._ensure_threads()
 
     def _ensure_threads(self) -> None:
@@ -74,4 +86,8 @@ class DaemonThreadPool:
                 if me in self._orphans:
                     self._orphans.discard(me)
                     self._threads.remove(me)
-                    return
+                    count = len(self._orphans)
+                else:
+                    continue
+            log.info("orphaned thread %s returned at last: %d orphaned threads left", me.name, count)
+            return

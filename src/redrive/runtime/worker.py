@@ -50,10 +50,11 @@ from redrive.runtime.breakers import BreakerGate, Refusal
 from redrive.runtime.completer import STORE_RETRY_PAUSE_S, Completer, announce
 from redrive.runtime.executor import execute, stages_of
 from redrive.runtime.interrupts import Interrupt
+from redrive.runtime.link import Link
 from redrive.runtime.maintenance import Pruner, Reclaimer
 from redrive.runtime.outage import OutageLog
 from redrive.runtime.plugins import Beside, Plugin
-from redrive.runtime.presence import Presence, installed_version
+from redrive.runtime.presence import Presence, installed_version, memory_bytes
 from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.threads import DaemonThreadPool
 from redrive.runtime.watchdog import Watchdog
@@ -101,6 +102,7 @@ class Worker:
         retention: timedelta | None = None,
         plugins: Sequence[Plugin] = (),
         max_jobs: int | None = None,
+        max_memory: int | None = None,
     ) -> None:
         """A worker on ``client``'s store, running the tasks its registry
         declares (``Worker(app.client)``). ``queues`` may give some queues
@@ -113,10 +115,14 @@ class Worker:
         adds the registry's schedules (a ``Scheduler``); a ``retention``
         (default: the ``job_retention`` setting) adds a ``Pruner`` of
         history older than that. Every worker runs a ``Reclaimer``.
-        ``max_jobs`` (a supervisor's child, recycled): after claiming that
-        many jobs the worker claims no more, lets them finish and returns."""
+        ``max_jobs`` and ``max_memory`` (bytes) recycle a supervisor's
+        child: after claiming that many jobs, or once its resident memory
+        passes that, the worker claims no more, lets what it holds finish
+        and returns."""
         if max_jobs is not None and max_jobs < 1:
             raise ConfigError(f"max_jobs must be at least 1, not {max_jobs}")
+        if max_memory is not None and max_memory < 1:
+            raise ConfigError(f"max_memory must be a number of bytes above zero, not {max_memory}")
         if not queues:
             raise ConfigError("a worker needs at least one queue")
         limits = dict(queues) if isinstance(queues, Mapping) else dict.fromkeys(queues)
@@ -174,14 +180,23 @@ class Worker:
         if self.retention > timedelta(0):
             self.plugins.append(Pruner(self.retention))
         self._watchdog: Watchdog | None = None
+        self.max_orphans = settings.worker_max_orphans
+        self._capped = False  # as many orphaned threads as allowed: no sync job starts here
+        self._any_async = any(task.is_async for task in self.registry.tasks.values())
         self._max_jobs = max_jobs
+        self._max_memory = max_memory
         self._claimed = 0  # jobs claimed so far, for max_jobs
+        self._ran = 0  # jobs run to an end or handed back
+        self._retiring: str | None = None  # why this worker claims no more and leaves once idle (recycled)
+        self._link: Link | None = None  # to the supervisor that started this process, if one did
         self._presence = Presence(lambda: self.store, self._call, self._registration)
 
     def _registration(self) -> WorkerReport:
         host, pid = socket.gethostname(), os.getpid()
         return WorkerReport(self.id, host, pid, self.queues, self.concurrency, installed_version(),
-                            running=len(self._running))
+                            running=len(self._running), jobs_run=self._ran, memory_bytes=memory_bytes(),
+                            orphaned=self._threads.orphaned,
+                            supervisor=self._link.supervisor if self._link is not None else None)
 
     @property
     def store(self) -> Store:
@@ -231,6 +246,7 @@ class Worker:
 
     async def run(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
+        self._link = Link.from_environment()
         store = await self._call(lambda: self.store)
         # A call may take at most half the lease TTL (never under a second,
         # which a loaded database can take): a partitioned worker hears of it
@@ -301,10 +317,17 @@ class Worker:
     async def _claim_loop(self) -> None:
         while not self._stopping.is_set():
             self._wake.clear()
-            if self._max_jobs is not None and self._claimed >= self._max_jobs:
+            if self._retiring is None:
+                self._retiring = self._past_limits()
+            if self._retiring is not None:
                 if not self._running:  # all it took finished and written: time to be replaced
-                    log.info("worker %s ran its %d jobs: leaving to be replaced", self.id, self._max_jobs)
+                    log.info("worker %s %s: leaving to be replaced", self.id, self._retiring)
+                    if self._link is not None:
+                        self._link.leaving(self._retiring)
                     return
+                await self._pause(self.poll_interval.total_seconds())
+                continue
+            if self._orphans_capped() and not self._any_async:  # every job it could claim is a sync one
                 await self._pause(self.poll_interval.total_seconds())
                 continue
             more = False
@@ -340,6 +363,29 @@ class Worker:
                 more = more or len(claimed) == free  # the queue may hold more: claim again at once
             if not more:
                 await self._pause(self.poll_interval.total_seconds())
+
+    def _past_limits(self) -> str | None:
+        """Why this worker should claim no more and be replaced, if it should."""
+        if self._max_jobs is not None and self._claimed >= self._max_jobs:
+            return f"ran its {self._max_jobs} jobs"
+        if self._max_memory is not None and (used := memory_bytes()) >= self._max_memory:
+            return f"uses {used / 2**20:.0f} MiB, past its limit of {self._max_memory / 2**20:.0f} MiB"
+        return None
+
+    def _orphans_capped(self) -> bool:
+        """Whether as many sync runs as allowed were abandoned and run on
+        (said once each way)."""
+        capped = self._threads.orphaned >= self.max_orphans
+        if capped != self._capped:
+            self._capped = capped
+            if capped:
+                log.warning("worker %s: %d threads of abandoned sync runs still run (the cap, "
+                            "REDRIVE_WORKER_MAX_ORPHANS): it starts no sync job until one returns; restart it, "
+                            "or run --processes with hard_timeout= so such runs are killed",
+                            self.id, self._threads.orphaned)
+            else:
+                log.info("worker %s: an orphaned thread returned; sync jobs start here again", self.id)
+        return capped
 
     def _handling(self, queue: str) -> int:
         return sum(1 for r in self._running.values() if not r.finishing and r.job.queue == queue)
@@ -379,14 +425,27 @@ class Worker:
         submitted = False
         traced = await self._traced(job) if tracing.enabled() else None
         try:
+            task = self.registry.tasks.get(job.task)
+            if task is not None and not task.is_async and self._orphans_capped():
+                self._handled(running)  # another worker may run it: back, unspent, for a while
+                await self._requeue([Requeue(job.lease, _HOLD_DELAY, meta={"reason": "orphaned_threads"})])
+                return
             refusal = await self._admit(job)
             if refusal is None:
-                task = self.registry.tasks.get(job.task)
-                execution = await execute(
-                    task, job, classifier=self.registry.classifier,
-                    threads=self._threads, rng=self._rng, store=self.store, interrupt=running.interrupt,
-                    gate=self._gate if self._gate.active else None, events=self.events,
-                )
+                # the supervisor keeps the hard limit: it kills this process if the run overruns
+                link = self._link if task is not None and task.hard_timeout is not None else None
+                if link is not None and task is not None and task.hard_timeout is not None:
+                    link.started(job, task.hard_timeout.total_seconds())
+                try:
+                    execution = await execute(
+                        task, job, classifier=self.registry.classifier,
+                        threads=self._threads, rng=self._rng, store=self.store, interrupt=running.interrupt,
+                        gate=self._gate if self._gate.active else None, events=self.events,
+                        supervised=self._link is not None,
+                    )
+                finally:
+                    if link is not None:
+                        link.ended(job)
                 if execution.held_by is not None:  # a guarded call found its breaker open
                     refusal = self._gate.refusal(execution.held_by)
                 elif job.dependencies:
@@ -455,7 +514,10 @@ class Worker:
                          wait_s=queue_wait(job, self.lease_ttl))
 
     def _release(self, running: _Running) -> None:
-        self._running.pop(running.job.lease.token, None)
+        if self._running.pop(running.job.lease.token, None) is not None:
+            self._ran += 1
+        if self._max_memory is not None and self._retiring is None:
+            self._retiring = self._past_limits()  # at once: the next claim must not add a job's worth
         self._wake.set()
         if not self._running:
             self._idle.set()

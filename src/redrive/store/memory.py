@@ -7,7 +7,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 from uuid import UUID
@@ -40,7 +40,7 @@ from redrive.core.transitions import (
     taken_back,
 )
 from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
-from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport
+from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, worker_detail
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -387,7 +387,8 @@ class MemoryStore:
             self._schedules[name] = max(self._schedules.get(name, to), to)
             self._schedule_updated[name] = self._clock()
 
-    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None) -> list[Finished]:
+    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None,
+                     bystanders: bool = False) -> list[Finished]:
         with self._lock:
             now = self._clock()
             taken = [
@@ -396,7 +397,7 @@ class MemoryStore:
                                                    j.lease_expires_at is not None and j.lease_expires_at <= now)
             ][:limit]
             return [self._finish(job, taken_back(job.lease, job.lease_owner, last=job.attempts >= job.max_attempts,
-                                                 crashed=worker_id is not None), now) for job in taken]
+                                                 crashed=worker_id is not None, bystander=bystanders), now) for job in taken]
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         with self._lock:
@@ -444,9 +445,9 @@ class MemoryStore:
                          and (now - w.heartbeat_at).total_seconds() > WORKER_FORGOTTEN_AFTER_S]:
                 del self._workers[gone]
             known = self._workers.get(report.id)
-            self._workers[report.id] = WorkerInfo(
-                report.id, report.host, report.pid, list(report.queues), report.concurrency, report.version,
-                report.running, known.started_at if known else now, now)
+            self._workers[report.id] = WorkerInfo.of(
+                {**asdict(report), "detail": worker_detail(report)}, queues=list(report.queues),
+                started_at=known.started_at if known else now, heartbeat_at=now)
 
     def worker_remove(self, *, worker_id: str) -> None:
         with self._lock:

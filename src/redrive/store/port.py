@@ -31,7 +31,7 @@ from uuid import UUID
 
 from redrive.core.breaker import Breaker
 from redrive.core.dead_letters import RevivePlan
-from redrive.core.job import DeadLetter, EnqueueResult, Job, JobEvent, Lease, NewJob, StageDone
+from redrive.core.job import JSON, DeadLetter, EnqueueResult, Job, JobEvent, Lease, NewJob, StageDone
 from redrive.core.limits import Limits
 from redrive.core.outbox import OutboxChange, OutboxRow
 from redrive.core.states import Status
@@ -59,6 +59,23 @@ class WorkerReport:
     concurrency: int
     version: str
     running: int  # jobs it runs now
+    jobs_run: int = 0  # jobs it has run to an end (or handed back) since it started
+    memory_bytes: int | None = None  # its resident memory at this report
+    orphaned: int = 0  # threads of sync runs abandoned past their limit that still run
+    supervisor: str | None = None  # the supervisor that started it (``--processes``), if one did
+    # A supervisor's own entry (it runs no job itself): its worker processes
+    # now, how many it started in place of others, and the last it replaced.
+    children: int | None = None
+    restarts: int = 0
+    replaced: Sequence[Mapping[str, JSON]] = ()  # {"pid", "worker", "why", "at"}, the latest last
+
+
+# Kept in the registry's one JSON column, apart from the columns every worker fills.
+WORKER_DETAIL = ("jobs_run", "memory_bytes", "orphaned", "supervisor", "children", "restarts", "replaced")
+
+
+def worker_detail(report: WorkerReport) -> dict[str, JSON]:
+    return {name: getattr(report, name) for name in WORKER_DETAIL}
 
 
 # A worker reports itself this often; one silent for three reports is stale,
@@ -127,12 +144,16 @@ class Store(Protocol):
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         """Record finished stages' output and counts on running jobs (fenced)."""
 
-    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None) -> list[Finished]:
+    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None,
+                     bystanders: bool = False) -> list[Finished]:
         """Expired leases: back to queued, or failed with a dead letter when no
         attempt is left (``transitions.taken_back``), answered as
         ``jobs_finish`` answers. With ``worker_id`` (a worker process its
         supervisor saw die): that worker's leases instead, now, expired or
-        not, ended as crashed (``WORKER_CRASHED`` on the last attempt)."""
+        not, ended as crashed (``WORKER_CRASHED`` on the last attempt); and
+        with ``bystanders`` too (its supervisor killed it for another job's
+        hard time limit, that job already ended) back to the queue with their
+        attempts refunded."""
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         """Delete up to ``limit`` finished jobs that finished more than

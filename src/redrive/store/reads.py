@@ -14,17 +14,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
-from redrive.core.job import DeadLetter, DeadLetterFilter, Job
+from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, Job
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.states import Status
 from redrive.errors import ConfigError
-from redrive.store.port import Store
+from redrive.store.port import WORKER_DETAIL, Store
 
 T = TypeVar("T")
 
@@ -147,6 +147,24 @@ class WorkerInfo:
     running: int
     started_at: datetime
     heartbeat_at: datetime
+    # as in WorkerReport
+    jobs_run: int = 0
+    memory_bytes: int | None = None
+    orphaned: int = 0
+    supervisor: str | None = None
+    children: int | None = None
+    restarts: int = 0
+    replaced: Sequence[Mapping[str, JSON]] = ()
+
+    @classmethod
+    def of(cls, row: Any, **columns: Any) -> WorkerInfo:
+        """From a registry row: its columns (``columns`` override them) and
+        its ``detail``, of which only what this version knows is read."""
+        detail = row["detail"] if isinstance(row["detail"], Mapping) else json.loads(row["detail"] or "{}")
+        known = {name: detail[name] for name in WORKER_DETAIL if detail.get(name) is not None}
+        base = {name: row[name] for name in ("id", "host", "pid", "queues", "concurrency", "version", "running",
+                                             "started_at", "heartbeat_at") if name not in columns}
+        return cls(**{**base, **columns, **known})
 
 
 @dataclass(frozen=True, slots=True)

@@ -691,13 +691,15 @@ WITH forgotten AS (
     DELETE FROM redrive_worker
     WHERE heartbeat_at < now() - make_interval(secs => %(forget_after_s)s) AND id <> %(id)s
 )
-INSERT INTO redrive_worker (id, host, pid, queues, concurrency, version, running, started_at, heartbeat_at)
-VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(version)s, %(running)s, now(), now())
-ON CONFLICT (id) DO UPDATE SET running = excluded.running, heartbeat_at = excluded.heartbeat_at;
+INSERT INTO redrive_worker (id, host, pid, queues, concurrency, version, running, detail, started_at,
+                            heartbeat_at)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(version)s, %(running)s, %(detail)s, now(), now())
+ON CONFLICT (id) DO UPDATE SET running = excluded.running, detail = excluded.detail,
+    heartbeat_at = excluded.heartbeat_at;
 
 -- name: worker_remove
 DELETE FROM redrive_worker WHERE id = %(id)s;
 
 -- name: workers_list
-SELECT id, host, pid, queues, concurrency, version, running, started_at, heartbeat_at
+SELECT id, host, pid, queues, concurrency, version, running, detail, started_at, heartbeat_at
 FROM redrive_worker ORDER BY started_at, id;

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from itertools import chain, islice
 from typing import Any
@@ -74,7 +74,7 @@ from redrive.errors import (
     StoreTimeout,
     StoreUnavailable,
 )
-from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport
+from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, worker_detail
 from redrive.store.postgres.deadlines import Deadlines, Overran
 from redrive.store.reads import (
     AuditEntry,
@@ -467,8 +467,10 @@ class PostgresStore:
         return bool(self._run("queue_pause", {"queue": queue, "by": by}))
 
     def worker_report(self, *, report: WorkerReport) -> None:
-        self._run("worker_report", {**asdict(report), "queues": Jsonb(list(report.queues)),
-                                    "forget_after_s": WORKER_FORGOTTEN_AFTER_S})
+        self._run("worker_report", {
+            **{name: getattr(report, name) for name in ("id", "host", "pid", "concurrency", "version", "running")},
+            "queues": Jsonb(list(report.queues)), "detail": Jsonb(worker_detail(report)),
+            "forget_after_s": WORKER_FORGOTTEN_AFTER_S})
 
     def worker_remove(self, *, worker_id: str) -> None:
         self._run("worker_remove", {"id": worker_id})
@@ -488,12 +490,13 @@ class PostgresStore:
             return set()
         return _applied(self._run(name, {"items": Jsonb(items)}))
 
-    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None) -> list[Finished]:
+    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None,
+                     bystanders: bool = False) -> list[Finished]:
         rows = (self._run("jobs_held", {"worker_id": worker_id, "limit": limit}) if worker_id is not None
                 else self._run("jobs_expired", {"limit": limit}))
         return self.jobs_finish([
             taken_back(Lease(row["id"], row["lease_token"]), row["lease_owner"],
-                       last=row["attempts"] >= row["max_attempts"], crashed=worker_id is not None)
+                       last=row["attempts"] >= row["max_attempts"], crashed=worker_id is not None, bystander=bystanders)
             for row in rows
         ])
 
@@ -655,7 +658,7 @@ class PostgresStore:
         return [ScheduleState(**row) for row in self._run("schedules_list")]
 
     def workers_list(self) -> list[WorkerInfo]:
-        return [WorkerInfo(**row) for row in self._run("workers_list")]
+        return [WorkerInfo.of(row) for row in self._run("workers_list")]
 
     def jobs_count(self) -> dict[Status, int]:
         counts = dict.fromkeys(Status, 0)

@@ -491,13 +491,15 @@ SELECT id, at, by, action, job_id, detail FROM redrive_audit WHERE job_id = :job
 DELETE FROM redrive_worker WHERE heartbeat_at < :now - :forget_after_s AND id <> :id;
 
 -- name: worker_report
-INSERT INTO redrive_worker (id, host, pid, queues, concurrency, version, running, started_at, heartbeat_at)
-VALUES (:id, :host, :pid, :queues, :concurrency, :version, :running, :now, :now)
-ON CONFLICT (id) DO UPDATE SET running = excluded.running, heartbeat_at = excluded.heartbeat_at;
+INSERT INTO redrive_worker (id, host, pid, queues, concurrency, version, running, detail, started_at,
+                            heartbeat_at)
+VALUES (:id, :host, :pid, :queues, :concurrency, :version, :running, :detail, :now, :now)
+ON CONFLICT (id) DO UPDATE SET running = excluded.running, detail = excluded.detail,
+    heartbeat_at = excluded.heartbeat_at;
 
 -- name: worker_remove
 DELETE FROM redrive_worker WHERE id = :id;
 
 -- name: workers_list
-SELECT id, host, pid, queues, concurrency, version, running, started_at, heartbeat_at
+SELECT id, host, pid, queues, concurrency, version, running, detail, started_at, heartbeat_at
 FROM redrive_worker ORDER BY started_at, id;

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, overload
 from uuid import UUID
@@ -62,7 +62,7 @@ from redrive.errors import (
     StoreFull,
     StoreUnavailable,
 )
-from redrive.store.port import ANY_QUEUE, WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport
+from redrive.store.port import ANY_QUEUE, WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, worker_detail
 from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
@@ -576,8 +576,9 @@ class SQLiteStore:
         def body(conn: sqlite3.Connection, now: float) -> None:
             conn.execute(self._queries["worker_forget"], {"now": now, "id": report.id,
                                                           "forget_after_s": WORKER_FORGOTTEN_AFTER_S})
-            conn.execute(self._queries["worker_report"], {**asdict(report), "queues": json.dumps(list(report.queues)),
-                                                          "now": now})
+            conn.execute(self._queries["worker_report"], {
+                **{name: getattr(report, name) for name in ("id", "host", "pid", "concurrency", "version", "running")},
+                "queues": json.dumps(list(report.queues)), "detail": json.dumps(worker_detail(report)), "now": now})
 
         self._write(body)
 
@@ -600,14 +601,15 @@ class SQLiteStore:
                 "stage_attempts": json.dumps(dict(item.stage_attempts)), "next_stage": item.next_stage,
             }).fetchone() is not None})
 
-    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None) -> list[Finished]:
+    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None,
+                     bystanders: bool = False) -> list[Finished]:
         def body(conn: sqlite3.Connection, now: float) -> list[Finished]:
             written = []
             query, params = (("jobs_held", {"worker_id": worker_id, "limit": limit}) if worker_id is not None
                              else ("jobs_expired", {"now": now, "limit": limit}))
             for row in conn.execute(self._queries[query], params).fetchall():
                 ending = taken_back(Lease(UUID(row["id"]), UUID(row["lease_token"])), row["lease_owner"],
-                                    last=row["attempts"] >= row["max_attempts"], crashed=worker_id is not None)
+                                    last=row["attempts"] >= row["max_attempts"], crashed=worker_id is not None, bystander=bystanders)
                 if (finished := self._finish_one(conn, ending, now)) is not None:
                     written.append(finished)
             return written
@@ -800,8 +802,8 @@ class SQLiteStore:
         return [_audit(row) for row in self._read("audits_list", {"job_id": str(job_id)})]
 
     def workers_list(self) -> list[WorkerInfo]:
-        return [WorkerInfo(**{**dict(row), "queues": json.loads(row["queues"]), "started_at": _time(row["started_at"]),
-                              "heartbeat_at": _time(row["heartbeat_at"])})
+        return [WorkerInfo.of(row, queues=json.loads(row["queues"]), started_at=_time(row["started_at"]),
+                              heartbeat_at=_time(row["heartbeat_at"]))
                 for row in self._read("workers_list")]
 
     def schedules_list(self) -> list[ScheduleState]:
