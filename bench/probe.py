@@ -63,3 +63,14 @@ def _start_writer() -> None:
 
     _writer = threading.Thread(target=write, daemon=True, name="bench-probe")
     _writer.start()
+
+
+BURN = 140_000  # iterations: about 10 ms of pure Python on the bench machine
+
+
+def burn(n: int = BURN) -> int:
+    """CPU-bound work that holds the GIL throughout, as parsing or rendering does."""
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total

@@ -23,6 +23,11 @@ def _make():
     def noop(sent_at: float | None = None) -> None:
         probe.hit(sent_at)
 
+    @app.task(name="cpu")
+    def cpu() -> None:
+        probe.burn()
+        probe.hit()
+
     return app
 
 

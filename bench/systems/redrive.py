@@ -42,12 +42,12 @@ class Redrive:
         store.close()
         self._app = make_app(self.url, self.profile)
 
-    def enqueue(self, n: int, batch: int) -> None:
+    def enqueue(self, n: int, batch: int, task: str = "noop") -> None:
         if batch == 1:
             for _ in range(n):
-                self._app.enqueue("noop")
+                self._app.enqueue(task)
             return
-        requests = [JobRequest("noop")] * batch
+        requests = [JobRequest(task)] * batch
         for done in range(0, n, batch):
             self._app.enqueue_many(requests[: min(batch, n - done)])
 

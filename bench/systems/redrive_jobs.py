@@ -21,6 +21,11 @@ def make_app(url: str | None, profile: str) -> App:
     async def noop(sent_at: float | None = None) -> None:
         probe.hit(sent_at)
 
+    @app.task
+    def cpu() -> None:
+        probe.burn()
+        probe.hit()
+
     return app
 
 

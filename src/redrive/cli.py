@@ -445,10 +445,18 @@ def _supervise(app: App, args: argparse.Namespace, processes: int) -> int:
         argv += ["--max-memory", str(args.max_memory_per_child)]
     settings = app.client.settings
     stop_within = (args.shutdown_grace or settings.worker_shutdown_grace) + (args.lease_ttl or settings.worker_lease_ttl)
-    return Supervisor(lambda worker_id: [sys.executable, "-m", "redrive", *argv, "--processes", "1",
-                                         "--worker-id", worker_id],
-                      processes=processes, store=lambda: app.store, events=app.events, registry=app.registry,
-                      stop_within=stop_within, queues=[q for q, _ in args.queues or [("default", None)]]).run()
+    supervisor = Supervisor(lambda worker_id: [sys.executable, "-m", "redrive", *argv, "--processes", "1",
+                                               "--worker-id", worker_id],
+                            processes=processes, store=lambda: app.store, events=app.events, registry=app.registry,
+                            stop_within=stop_within, queues=[q for q, _ in args.queues or [("default", None)]])
+    # The endings it writes for dead children are told as any other's: a dead
+    # letter notified (the notification job is a child's to send).
+    notifications = _notifications(app)
+    try:
+        return supervisor.run()
+    finally:
+        if notifications is not None:
+            notifications.flush()
 
 
 def _plugins(app: App, args: argparse.Namespace) -> list[Any]:
@@ -759,7 +767,11 @@ def _workers(args: argparse.Namespace) -> int:
         return 0
     print(f"{'worker':34}  {'pid':>7}  {'queues':16}  {'running':>10}  {'jobs run':>8}  {'memory':>8}  "
           f"{'heartbeat':>9}  version")
+    untold: list[str] = []  # a supervisor's replacements, once its children are listed
     for w in shown:
+        if not w["supervisor"]:
+            _lines(untold)
+            untold = []
         beat = f"{w['seconds_since_heartbeat']:.0f}s ago"
         state = "  STALE" if w["stale"] else ""
         if w["orphaned"]:
@@ -772,9 +784,14 @@ def _workers(args: argparse.Namespace) -> int:
         name = f"  {w['id']}" if w["supervisor"] else w["id"]
         print(f"{name[:34]:34}  {w['pid']:>7}  {','.join(w['queues'])[:16]:16}  {running:>10}  {ran:>8}  "
               f"{memory:>8}  {beat:>9}  {w['version']}{state}")
-        for replaced in w.get("replaced", [])[-3:]:
-            print(f"    replaced pid {replaced['pid']} at {replaced['at']}: {replaced['why']}")
+        untold += [f"    replaced pid {r['pid']} at {r['at']}: {r['why']}" for r in w.get("replaced", [])[-3:]]
+    _lines(untold)
     return 0
+
+
+def _lines(lines: list[str]) -> None:
+    for line in lines:
+        print(line)
 
 
 def _queues_pause(args: argparse.Namespace) -> int:
