@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 
 from bench.harness import Workers, throughput
-from bench.systems.celery import Celery, app as celery_app
+from bench.systems.celery import Celery
+from bench.systems.celery import app as celery_app
 from bench.systems.redrive import CONCURRENCY, Redrive
 
 CPU_JOBS = 600
