@@ -232,8 +232,13 @@ def test_children_past_their_memory_limit_are_recycled_and_every_job_runs_once(
         assert entry.children == 2 and entry.replaced
         assert all(r["why"].startswith("recycled: it uses ") and "past its limit of 191 MiB" in r["why"]
                    for r in entry.replaced), entry.replaced
-    listing = subprocess.run([sys.executable, "-m", "redrive", "workers", "--database-url", sqlite_url],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
+
+    def listed() -> str | None:  # (a child started a moment ago has yet to register)
+        text = subprocess.run([sys.executable, "-m", "redrive", "workers", "--database-url", sqlite_url],
+                              capture_output=True, text=True, timeout=60, check=True).stdout
+        return text if text.count(f"\n  {supervisor_id}.") == 2 else None
+
+    listing = wait_for(listed, timeout=30, what="both children listed under the supervisor")
     lines = listing.splitlines()
     at = next(n for n, line in enumerate(lines) if line.startswith(supervisor_id))
     assert "2 procs" in lines[at] and "restarts" in lines[at]
