@@ -778,7 +778,7 @@ def _workers(args: argparse.Namespace) -> int:
             state += f"  {w['orphaned']} ORPHANED THREADS"
         memory = f"{w['memory_bytes'] / 2**20:.0f} MiB" if w["memory_bytes"] is not None else "-"
         if w["kind"] == "supervisor":
-            running, ran = f"{w['children']} procs", f"{w['restarts']} restarts"
+            running, ran = f"{w['children']} procs", f"{w['restarts']} restart{'' if w['restarts'] == 1 else 's'}"
         else:
             running, ran = f"{w['running']} of {w['concurrency']}", str(w["jobs_run"])
         name = f"  {w['id']}" if w["supervisor"] else w["id"]

@@ -26,9 +26,13 @@ def test_the_overview_lists_a_supervisors_children_under_it_and_why_one_was_repl
     assert [rows.nth(n).get_attribute("data-worker") for n in range(rows.count())] == [
         "build-1:4100", "build-1:4100.4187", "build-1:4100.4190"]
     supervisor = rows.nth(0).inner_text()
-    assert "supervisor" in supervisor and "2 processes" in supervisor and "1 restarts" in supervisor
+    assert "supervisor" in supervisor and "2 processes" in supervisor and "1 restart" in supervisor
     child = rows.nth(2).inner_text()
     assert "4190" in child and "1 of 2" in child and "2 orphaned" in child and "141 MiB" in child and "7" in child
-    assert "replaced pid 4170" in page.inner_text("body") and "past its limit of 191 MiB" in page.inner_text("body")
+    # and why it replaced one, below its children
+    table = page.locator("tr", has=page.locator("td")).all_inner_texts()
+    told = next(n for n, row in enumerate(table) if "replaced pid 4170" in row)
+    assert "past its limit of 191 MiB" in table[told]
+    assert told > next(n for n, row in enumerate(table) if "build-1:4100.4190" in row)
     page.screenshot(path=str(shots / "overview-workers.png"), full_page=True)
     page.context.close()

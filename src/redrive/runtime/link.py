@@ -87,9 +87,7 @@ class Inbox:
         while True:
             try:
                 chunk = os.read(self.fd, 65536)
-            except BlockingIOError:
-                break
-            except OSError:
+            except OSError:  # nothing more now (BlockingIOError), or the pipe is gone
                 break
             if not chunk:
                 break

@@ -433,9 +433,10 @@ class Worker:
             refusal = await self._admit(job)
             if refusal is None:
                 # the supervisor keeps the hard limit: it kills this process if the run overruns
-                link = self._link if task is not None and task.hard_timeout is not None else None
-                if link is not None and task is not None and task.hard_timeout is not None:
-                    link.started(job, task.hard_timeout.total_seconds())
+                hard = task.hard_timeout if task is not None else None
+                link = self._link if hard is not None else None
+                if link is not None and hard is not None:
+                    link.started(job, hard.total_seconds())
                 try:
                     execution = await execute(
                         task, job, classifier=self.registry.classifier,
