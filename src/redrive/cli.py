@@ -116,7 +116,8 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--alerts", action="store_true",
                         help="evaluate the app's alert rules here (in one process only; docs/alerts.md)")
     worker.add_argument("--metrics-port", type=int,
-                        help="serve Prometheus metrics at :PORT/metrics (needs redrive[metrics]; 0: any free port)")
+                        help="serve Prometheus metrics at :PORT/metrics (needs redrive[metrics]; 0: any free port; with "
+                             "--processes, the supervisor serves every process's)")
     worker.add_argument("--metrics-host", default="127.0.0.1",
                         help="the address metrics listen on (default 127.0.0.1)")
     worker.add_argument("--processes", type=int,
@@ -130,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--worker-id", help=argparse.SUPPRESS)  # a supervisor names its children
     worker.add_argument("--max-jobs", type=int, help=argparse.SUPPRESS)  # and recycles them
     worker.add_argument("--max-memory", type=int, help=argparse.SUPPRESS)  # (bytes)
+    worker.add_argument("--metrics-to-supervisor", action="store_true", help=argparse.SUPPRESS)  # its --metrics-port
 
     operator("migrate", _migrate, "Apply pending schema migrations.")
 
@@ -435,10 +437,16 @@ def _supervise(app: App, args: argparse.Namespace, processes: int) -> int:
     """``--processes N``: children running this same command as single workers."""
     from redrive.runtime.supervisor import Supervisor
 
+    # --metrics-port is the supervisor's: one port for all, each child's counts sent to it
+    endpoint = None
     if args.metrics_port is not None:
-        raise ConfigError("--metrics-port with --processes: each worker process would serve its own; "
-                          "run the processes as separate workers, each on its own port, for now")
-    argv = _without(args.argv, "--processes", "--max-jobs-per-child", "--max-memory-per-child")
+        from redrive.metrics import MetricsEndpoint
+
+        endpoint = MetricsEndpoint(app, args.metrics_port, args.metrics_host, processes=True)
+    argv = _without(args.argv, "--processes", "--max-jobs-per-child", "--max-memory-per-child", "--metrics-port",
+                    "--metrics-host")
+    if endpoint is not None:
+        argv.append("--metrics-to-supervisor")
     if args.max_jobs_per_child is not None:
         argv += ["--max-jobs", str(args.max_jobs_per_child)]
     if args.max_memory_per_child is not None:
@@ -448,7 +456,8 @@ def _supervise(app: App, args: argparse.Namespace, processes: int) -> int:
     supervisor = Supervisor(lambda worker_id: [sys.executable, "-m", "redrive", *argv, "--processes", "1",
                                                "--worker-id", worker_id],
                             processes=processes, store=lambda: app.store, events=app.events, registry=app.registry,
-                            stop_within=stop_within, queues=[q for q, _ in args.queues or [("default", None)]])
+                            stop_within=stop_within, queues=[q for q, _ in args.queues or [("default", None)]],
+                            counted=endpoint.tallies.reported if endpoint is not None and endpoint.tallies else None)
     # The endings it writes for dead children are told as any other's: a dead
     # letter notified (the notification job is a child's to send).
     notifications = _notifications(app)
@@ -457,6 +466,8 @@ def _supervise(app: App, args: argparse.Namespace, processes: int) -> int:
     finally:
         if notifications is not None:
             notifications.flush()
+        if endpoint is not None:
+            endpoint.close()
 
 
 def _plugins(app: App, args: argparse.Namespace) -> list[Any]:
@@ -469,6 +480,10 @@ def _plugins(app: App, args: argparse.Namespace) -> list[Any]:
         from redrive.metrics import MetricsEndpoint
 
         plugins.append(MetricsEndpoint(app, args.metrics_port, args.metrics_host))
+    if args.metrics_to_supervisor:
+        from redrive.metrics import MetricsToSupervisor
+
+        plugins.append(MetricsToSupervisor(app))
     if args.alerts:
         plugins.append(_alerts(app, notifications))
     return plugins

@@ -25,7 +25,7 @@ import logging
 import threading
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from itertools import accumulate
 from typing import Any
@@ -47,6 +47,7 @@ from redrive.core.redact import redact_text
 from redrive.core.states import Status
 from redrive.errors import RedriveError
 from redrive.events import Event, JobFailed, JobRetryScheduled, JobSucceeded
+from redrive.runtime.link import Link
 from redrive.runtime.plugins import Beside, Plugin, until_cancelled
 
 log = logging.getLogger("redrive.metrics")
@@ -170,6 +171,33 @@ class Tally(Collector):
             waits[bisect_left(bounds, wait_s)] += 1
             waits[-1] += wait_s
 
+    def snapshot(self) -> dict[str, Any]:
+        """Its counts as JSON, for a supervisor to add up (``absorb``)."""
+        with self._lock:
+            self._count_ended()
+            return {"bounds": list(self.bounds),
+                    "counts": [[name, list(labels), cell[0]] for (name, labels), cell in self._counts.items()],
+                    "observed": [[name, list(labels), row[:]] for (name, labels), row in self._observed.items()]}
+
+    def absorb(self, snapshot: Mapping[str, Any]) -> None:
+        """Add another tally's ``snapshot`` to this one's counts (what does
+        not fit, from another version or other buckets, is left out)."""
+        try:
+            counts = [(name, tuple(labels), float(value)) for name, labels, value in snapshot["counts"]
+                      if name in COUNTERS]
+            same = snapshot.get("bounds") == list(self.bounds)
+            observed = [(name, tuple(labels), [float(v) for v in row]) for name, labels, row in snapshot["observed"]
+                        if same and name in HISTOGRAMS and len(row) == len(self.bounds) + 2]
+        except (KeyError, TypeError, ValueError):
+            log.warning("metrics: a worker process's counts could not be read; left out")
+            return
+        with self._lock:
+            for name, labels, value in counts:
+                self._cell(name, labels)[0] += value
+            for name, labels, row in observed:
+                mine = self._row(name, labels)
+                mine[:] = [a + b for a, b in zip(mine, row, strict=True)]  # in place: _ends holds it
+
     def collect(self) -> Iterator[Metric]:
         # Values that redact alike are one series, as they read.
         counts: dict[tuple[str, tuple[str, ...]], float] = {(name, ()): 0 for name, (_, labels) in COUNTERS.items()
@@ -246,16 +274,52 @@ class Metrics:
             self.tally.inc("redrive_notifications_undelivered", (channel, event.about))
 
 
+class ProcessTallies(Collector):
+    """A supervisor's counts (``own``) and its worker processes' as each last
+    reported them, summed when scraped. A child gone leaves its last counts
+    in ``own``: a counter summed over processes must not go down when one is
+    replaced. (A child killed loses what it counted since its last report,
+    a second's worth at most.)"""
+
+    def __init__(self, own: Tally) -> None:
+        self._own = own
+        self._live: dict[str, Mapping[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def reported(self, worker_id: str, snapshot: Mapping[str, Any] | None) -> None:
+        """``worker_id``'s latest counts, or None once it is gone."""
+        with self._lock:
+            if snapshot is not None:
+                self._live[worker_id] = snapshot
+            elif (last := self._live.pop(worker_id, None)) is not None:
+                self._own.absorb(last)
+
+    def collect(self) -> Iterator[Metric]:
+        total = Tally(self._own.bounds)
+        total.absorb(self._own.snapshot())
+        with self._lock:
+            live = list(self._live.values())
+        for snapshot in live:
+            total.absorb(snapshot)
+        yield from total.collect()
+
+
 class MetricsEndpoint(Plugin):
     """``/metrics`` of ``app`` served beside a worker, on ``host:port`` (port
     0: one the system picks, ``address`` says which). The port is taken when
     it is made, so one in use is an error before the worker starts; it is
-    let go when the worker stops."""
+    let go when the worker stops. A supervisor's (``processes=True``) adds
+    up its worker processes' counts as they report them (``reported``)."""
 
     name = "metrics"
 
-    def __init__(self, app: App, port: int, host: str = "127.0.0.1") -> None:
+    def __init__(self, app: App, port: int, host: str = "127.0.0.1", *, processes: bool = False) -> None:
         self.metrics = Metrics(app)
+        self.tallies: ProcessTallies | None = None
+        if processes:
+            self.tallies = ProcessTallies(self.metrics.tally)
+            self.metrics.registry.unregister(self.metrics.tally)
+            self.metrics.registry.register(self.tallies)
         try:
             self._server = self.metrics.serve(port, host)
         except OSError as exc:
@@ -267,8 +331,37 @@ class MetricsEndpoint(Plugin):
         try:
             await until_cancelled()
         finally:
+            await asyncio.to_thread(self.close)
+
+    def close(self) -> None:
+        self.metrics.unsubscribe()
+        self._server.shutdown()
+
+
+class MetricsToSupervisor(Plugin):
+    """A supervised worker process's counts, sent to its supervisor every
+    ``interval_s`` and once more when it stops, for the supervisor's
+    ``--metrics-port`` to serve with every other child's."""
+
+    name = "metrics"
+    interval_s = 1.0
+
+    def __init__(self, app: App) -> None:
+        self.metrics = Metrics(app, gauges=False)  # the store's gauges are the supervisor's to read
+
+    async def run(self, beside: Beside) -> None:
+        try:
+            while True:
+                await asyncio.sleep(self.interval_s)
+                self._send()
+        finally:
+            self._send()
             self.metrics.unsubscribe()
-            await asyncio.to_thread(self._server.shutdown)
+
+    def _send(self) -> None:
+        link = Link.current()
+        if link is not None:
+            link.counts(self.metrics.tally.snapshot())
 
 
 class StoreGauges(Collector):

@@ -6,6 +6,7 @@ takes over; SIGTERM to the supervisor drains every child and it exits 0."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from redrive import Actor, Admin, Client, JobRequest, Settings, Status
@@ -245,4 +247,49 @@ def test_children_past_their_memory_limit_are_recycled_and_every_job_runs_once(
     children_lines = [line for line in lines[at + 1:] if line.startswith(f"  {supervisor_id}.")]
     assert len(children_lines) == 2 and all(" MiB" in line for line in children_lines), listing
     assert "replaced pid" in listing and "recycled: it uses" in listing
+    client.close()
+
+
+def _scrape(url: str) -> dict[tuple[str, frozenset], float]:
+    """Every sample of a /metrics page: (name, labels) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(url, timeout=10).text
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def _total(samples: dict, name: str, **labels: str) -> float:
+    return sum(v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls)
+
+
+def test_one_metrics_port_counts_every_childs_jobs_and_keeps_a_dead_childs_counts(
+        pg_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    client = Client(drain_app.registry, settings=Settings.load(database_url=pg_url))
+    supervisor = WorkerProcess(pg_url, tmp_path, "--processes", "2", "-c", "2", "--poll-interval", "0.05",
+                               "--metrics-port", "0")
+    workers.append(supervisor)
+    url = wait_for(lambda: (m := re.search(r"metrics at (http://127\.0\.0\.1:\d+/metrics)", supervisor.log))
+                   and m.group(1), timeout=30, what="the supervisor's metrics address")
+    # Given twenty jobs run by the two children
+    ids = [r.job.id for r in client.enqueue_many([JobRequest("record", args=[f"m{n}"]) for n in range(20)])]
+    wait_for(lambda: all(client.job(j).status is Status.SUCCEEDED for j in ids), timeout=60, what="all ran")
+    ran_by = {client.job(j).result["pid"] for j in ids}
+    # Then the one port counts all twenty, from both children (each reports within a second)
+    wait_for(lambda: _total(_scrape(url), "redrive_jobs_completed_total", task="record", outcome="succeeded") == 20,
+             timeout=10, what="twenty successes counted")
+    assert len(ran_by) == 2, ran_by
+    assert _total(_scrape(url), "redrive_queue_jobs") == 0  # the store's gauges too, once
+    # When a child holding a job is killed
+    with Admin.open(pg_url, actor=Actor.operator("test")) as admin:
+        held = client.enqueue_many([JobRequest("sleep_then_record", kwargs={"key": "held", "seconds": 30,
+                                                                            "first_attempt_only": True})])[0].job.id
+        wait_for(lambda: client.job(held).status is Status.RUNNING, timeout=30, what="the job running")
+        os.kill(_children(admin, supervisor)[client.job(held).lease_owner], signal.SIGKILL)
+    # Then its taken-back job is counted by the supervisor, and its earlier successes still are
+    wait_for(lambda: _total(_scrape(url), "redrive_jobs_reclaimed_total") == 1, timeout=10, what="reclaim counted")
+    assert _total(_scrape(url), "redrive_jobs_completed_total", task="record", outcome="succeeded") == 20
+    wait_for(lambda: client.job(held).status is Status.SUCCEEDED, timeout=60, what="the replacement ran it")
+    wait_for(lambda: _total(_scrape(url), "redrive_jobs_completed_total", task="sleep_then_record",
+                            outcome="succeeded") == 1, timeout=10, what="its success counted")
     client.close()

@@ -93,3 +93,37 @@ def test_ends_counted_in_batches_and_at_a_scrape_add_up_from_several_threads(tmp
         assert got[("redrive_job_duration_seconds_bucket", durations)] == 0
     assert not metrics.tally.ends
     app.close()
+
+
+def test_a_supervisor_sums_its_processes_counts_and_keeps_a_gone_ones(tmp_path) -> None:
+    from redrive.metrics import ProcessTallies, Tally
+
+    apps = [App(f"sqlite:///{tmp_path / f'{n}.db'}") for n in range(3)]
+    supervisor, *children = (Metrics(app, buckets=(0.1, 1.0), gauges=False) for app in apps)
+    for n, app in enumerate(apps):
+        for _ in range(n + 1):  # the supervisor one, the children two and three
+            app.events.emit("job.succeeded", job_id="j", task="t", queue="q", attempt=1, duration_s=0.5, wait_s=0.0)
+    apps[0].events.emit("job.reclaimed", job_id="j", task="t", queue="q", attempt=1, status="queued")
+    tallies = ProcessTallies(supervisor.tally)
+    supervisor.registry.unregister(supervisor.tally)
+    supervisor.registry.register(tallies)
+    for n, child in enumerate(children):
+        tallies.reported(f"c{n}", child.tally.snapshot())
+    ok = frozenset({"task": "t", "queue": "q", "outcome": "succeeded", "error_code": ""}.items())
+    durations = frozenset({"task": "t", "queue": "q", "outcome": "succeeded"}.items())
+    got = _samples(supervisor)
+    assert got[("redrive_jobs_completed_total", ok)] == 6
+    assert got[("redrive_job_duration_seconds_count", durations)] == 6
+    assert got[("redrive_jobs_reclaimed_total", frozenset())] == 1
+    # A child gone: its last counts stay; a scrape twice counts nothing twice
+    tallies.reported("c1", None)
+    assert _samples(supervisor)[("redrive_jobs_completed_total", ok)] == 6
+    assert _samples(supervisor)[("redrive_jobs_completed_total", ok)] == 6
+    # Counts from other buckets keep their counters and leave their histograms out
+    other = Tally((5.0,))
+    other.inc("redrive_jobs_completed", ("t", "q", "succeeded", ""), 4)
+    tallies.reported("c9", other.snapshot())
+    assert _samples(supervisor)[("redrive_jobs_completed_total", ok)] == 10
+    assert _samples(supervisor)[("redrive_job_duration_seconds_count", durations)] == 6
+    for app in apps:
+        app.close()

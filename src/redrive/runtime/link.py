@@ -30,7 +30,11 @@ ENV = "REDRIVE_SUPERVISOR_LINK"
 
 
 class Link:
-    """The child's end."""
+    """The child's end: one a process, opened the first time it is asked for."""
+
+    _current: Link | None = None
+    _opened = False
+    _opening = threading.Lock()
 
     def __init__(self, fd: int, supervisor: str) -> None:
         self._fd: int | None = fd
@@ -38,8 +42,15 @@ class Link:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_environment(cls) -> Link | None:
+    def current(cls) -> Link | None:
         """The link this process was started with, if a supervisor started it."""
+        with cls._opening:
+            if not cls._opened:
+                cls._current, cls._opened = cls._from_environment(), True
+            return cls._current
+
+    @classmethod
+    def _from_environment(cls) -> Link | None:
         value = os.environ.pop(ENV, None)  # not inherited by whatever the tasks start
         if not value:
             return None
@@ -57,6 +68,10 @@ class Link:
 
     def ended(self, job: Job) -> None:
         self._send({"ended": str(job.lease.token)})
+
+    def counts(self, snapshot: dict[str, Any]) -> None:
+        """Its metrics' counts so far (``metrics.Tally.snapshot``)."""
+        self._send({"counts": snapshot})
 
     def leaving(self, why: str) -> None:
         """This process is about to exit 0 to be replaced (recycled), for this reason."""

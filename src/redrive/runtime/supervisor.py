@@ -79,6 +79,7 @@ class Child:
     runs: dict[str, HardLimited] = field(default_factory=dict)  # by lease token
     overran: HardLimited | None = None  # the run it was killed for
     leaving: str | None = None  # why it said it leaves (recycled)
+    counts: dict[str, Any] | None = None  # its metrics' counts, as last reported and not yet passed on
 
     def hear(self) -> None:
         for message in self.inbox.read():
@@ -94,12 +95,15 @@ class Child:
                 self.runs.pop(str(message["ended"]), None)
             elif "leaving" in message:
                 self.leaving = str(message["leaving"])
+            elif isinstance(message.get("counts"), dict):
+                self.counts = message["counts"]
 
 
 class Supervisor:
     def __init__(self, command: Callable[[str], Sequence[str]], *, processes: int, store: Callable[[], Store],
                  events: EventStream, registry: Registry, stop_within: timedelta,
-                 queues: Sequence[str] = ("default",)) -> None:
+                 queues: Sequence[str] = ("default",),
+                 counted: Callable[[str, dict[str, Any] | None], None] | None = None) -> None:
         """``command(worker_id)`` is one child's argv; ``stop_within`` how long
         a child may take to stop once told (its grace and one lease TTL)."""
         self._command = command
@@ -115,6 +119,7 @@ class Supervisor:
         self._deaths_at_start = 0
         self._replace_at: list[float] = []  # when to start the children that died
         self._queues = list(queues)
+        self._counted = counted  # a child's metrics' counts (None: it is gone), for --metrics-port
         self._restarts = 0
         self._replaced: deque[dict[str, JSON]] = deque(maxlen=10)  # for redrive workers: whom, why, when
         self._reported = 0.0  # when it last reported itself to the registry (monotonic)
@@ -134,7 +139,7 @@ class Supervisor:
             if time.monotonic() - self._reported >= WORKER_REPORT_INTERVAL_S:
                 self._report()
             for child in self._children:
-                child.hear()
+                self._hear(child)
                 self._keep_hard_limits(child)
             for child in [c for c in self._children if c.process.poll() is not None]:
                 self._children.remove(child)
@@ -192,6 +197,12 @@ class Supervisor:
             os.close(write)  # the child's now: a read sees the end once the child is gone
         self._children.append(Child(worker_id, process, Inbox(read)))
 
+    def _hear(self, child: Child) -> None:
+        child.hear()
+        if child.counts is not None and self._counted is not None:
+            self._counted(child.worker_id, child.counts)
+        child.counts = None
+
     def _keep_hard_limits(self, child: Child) -> None:
         """Kill a child whose run is past its hard limit: nothing short of
         that stops a thread (or a C extension holding the GIL)."""
@@ -221,8 +232,10 @@ class Supervisor:
     def _ended(self, child: Child) -> bool:
         """A child exited: take its leases back and, unless stopping, replace
         it. False when children keep dying at start-up (time to give up)."""
-        child.hear()  # what it said last: a run that ended just before it did
+        self._hear(child)  # what it said last: a run that ended just before it did, its last counts
         child.inbox.close()
+        if self._counted is not None:
+            self._counted(child.worker_id, None)
         code = child.process.returncode
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
         taken = self._take_back(child)

@@ -246,7 +246,7 @@ class Worker:
 
     async def run(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
-        self._link = Link.from_environment()
+        self._link = Link.current()
         store = await self._call(lambda: self.store)
         # A call may take at most half the lease TTL (never under a second,
         # which a loaded database can take): a partitioned worker hears of it
