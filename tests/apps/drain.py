@@ -66,3 +66,9 @@ def hoard(key: str, mb: int) -> dict:
     """Keeps ``mb`` MiB for as long as its process lives (a leak), every page touched."""
     _hoard.append(bytearray(b"\x01") * (mb << 20))
     return _record(key)
+
+
+@app.task(max_attempts=1)
+def linger(seconds: float) -> None:
+    """One attempt only: a crash during it is the job's end."""
+    time.sleep(seconds)

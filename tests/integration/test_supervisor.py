@@ -20,6 +20,7 @@ import pytest
 from redrive import Actor, Admin, Client, JobRequest, Settings, Status
 from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
+from tests.fakes.slack import slack_webhook
 from tests.figures import record
 from tests.integration.processes import WorkerProcess, executions
 
@@ -293,3 +294,24 @@ def test_one_metrics_port_counts_every_childs_jobs_and_keeps_a_dead_childs_count
     wait_for(lambda: _total(_scrape(url), "redrive_jobs_completed_total", task="sleep_then_record",
                             outcome="succeeded") == 1, timeout=10, what="its success counted")
     client.close()
+
+
+def test_a_job_whose_last_attempt_dies_with_its_child_is_notified_as_crashed(
+        sqlite_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    with slack_webhook() as slack:
+        client = Client(drain_app.registry, settings=Settings.load(database_url=sqlite_url))
+        supervisor = WorkerProcess(sqlite_url, tmp_path, "--processes", "2", "--poll-interval", "0.05",
+                                   env={"REDRIVE_SLACK_WEBHOOK_URL": slack.url, "REDRIVE_NOTIFY_WINDOW": "1s"})
+        workers.append(supervisor)
+        job = client.enqueue_many([JobRequest("linger", args=[60])])[0].job.id
+        wait_for(lambda: client.job(job).status is Status.RUNNING, timeout=30, what="the job running")
+        with Admin.open(sqlite_url, actor=Actor.operator("test")) as admin:
+            os.kill(_children(admin, supervisor)[client.job(job).lease_owner], signal.SIGKILL)
+        # Then its only attempt fails WORKER_CRASHED at once, and the on-call hears of it once
+        wait_for(lambda: client.job(job).status is Status.FAILED, timeout=10, what="the job failed")
+        assert client.job(job).error_code == "WORKER_CRASHED"
+        wait_for(lambda: slack.messages, timeout=30, what="a Slack message")
+        time.sleep(2)  # a window, not a wait: a second message would come by then
+        assert len(slack.messages) == 1 and "WORKER_CRASHED" in slack.messages[0] and "linger" in slack.messages[0]
+        supervisor.kill()
+        client.close()
