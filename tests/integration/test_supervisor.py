@@ -33,6 +33,14 @@ def _children(admin: Admin, supervisor: WorkerProcess) -> dict[str, int]:
     return {w.id: w.pid for w in workers if w.supervisor == f"{socket.gethostname()}:{supervisor.pid}"}
 
 
+def _supervised(url: str, tmp_path: Path, workers: list[WorkerProcess], *flags: str) -> tuple[Client, WorkerProcess]:
+    """A client, and a supervisor of two worker processes of two slots each (and ``flags``)."""
+    client = Client(drain_app.registry, settings=Settings.load(database_url=url))
+    supervisor = WorkerProcess(url, tmp_path, "--processes", "2", "-c", "2", "--poll-interval", "0.05", *flags)
+    workers.append(supervisor)
+    return client, supervisor
+
+
 def _all_running(db_url: str, tmp_path: Path, workers: list[WorkerProcess], count: int, sleep: dict,
                  *flags: str) -> tuple[Client, WorkerProcess, list]:
     """A supervisor of two worker processes (``flags``) running ``count`` sleeping jobs, all started."""
@@ -158,10 +166,7 @@ def _rss_of_children(supervisor_pid: int) -> dict[int, int]:
 def test_a_run_past_its_hard_limit_has_its_child_killed_and_the_other_job_goes_back_refunded(
         pg_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
     # Given one worker process of two slots running a job that will sleep and one that spins for good
-    client = Client(drain_app.registry, settings=Settings.load(database_url=pg_url))
-    supervisor = WorkerProcess(pg_url, tmp_path, "--processes", "2", "-c", "2", "--poll-interval", "0.05",
-                               "--queue", "default=2")
-    workers.append(supervisor)
+    client, supervisor = _supervised(pg_url, tmp_path, workers, "--queue", "default=2")
     with Admin.open(pg_url, actor=Actor.operator("test")) as admin:
         wait_for(lambda: len(_children(admin, supervisor)) == 2, timeout=30, what="both children registered")
         # (both jobs to one child: the other child's slots are taken by a pair of long sleepers first)
@@ -266,10 +271,7 @@ def _total(samples: dict, name: str, **labels: str) -> float:
 
 def test_one_metrics_port_counts_every_childs_jobs_and_keeps_a_dead_childs_counts(
         pg_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
-    client = Client(drain_app.registry, settings=Settings.load(database_url=pg_url))
-    supervisor = WorkerProcess(pg_url, tmp_path, "--processes", "2", "-c", "2", "--poll-interval", "0.05",
-                               "--metrics-port", "0")
-    workers.append(supervisor)
+    client, supervisor = _supervised(pg_url, tmp_path, workers, "--metrics-port", "0")
     url = wait_for(lambda: (m := re.search(r"metrics at (http://127\.0\.0\.1:\d+/metrics)", supervisor.log))
                    and m.group(1), timeout=30, what="the supervisor's metrics address")
     # Given twenty jobs run by the two children (each a fifth of a second: one child alone would not take them all)
