@@ -27,6 +27,29 @@ class _OnAnyPort(Controller):
     own controller connects to ``self.port`` once started, so it is set
     from the listening socket before that."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sessions: list[Any] = []
+
+    def factory(self) -> Any:
+        made = super().factory()
+        self.sessions.append(made)
+        return made
+
+    def stop(self, *args: Any, **kwargs: Any) -> None:
+        """Closes every session's connection first: one whose client was
+        killed a moment ago may not have been seen to end yet, and a
+        transport left open warns in whichever test collects it."""
+        async def close_all() -> None:
+            for session in self.sessions:
+                if session.transport is not None:
+                    session.transport.close()
+            await asyncio.sleep(0)  # the closes run
+
+        if self.loop.is_running():
+            asyncio.run_coroutine_threadsafe(close_all(), self.loop).result(timeout=5)
+        super().stop(*args, **kwargs)
+
     def _create_server(self) -> Any:
         return self._listen()
 
