@@ -30,6 +30,7 @@ from redrive.events import EventStream
 from redrive.settings import Settings
 from redrive.store.reads import JobFilter, Page, Reads
 from redrive.store.url import open_store
+from redrive.transactions import driver_connection
 
 _RESULT_RECHECK_S = 1.0  # a waiter re-reads its job this often even if no wake-up comes
 
@@ -103,7 +104,9 @@ class Client:
         dedupe: Sequence[JSON] | None = None,
         conn: Any = None,
     ) -> EnqueueResult:
-        """Create one job. With ``conn`` (your open psycopg or sqlite3 connection)
+        """Create one job. With ``conn`` (your open psycopg or sqlite3
+        connection, a SQLAlchemy ``Session`` or ``Connection``, or Django's
+        connection inside ``transaction.atomic()``: ``redrive.transactions``)
         the job exists if and only if your transaction commits.
 
         ``idempotency_key`` (unique per owner and task, at most 255 characters)
@@ -133,6 +136,8 @@ class Client:
         request is refused, none."""
         # Checked as the store takes them: PostgreSQL inserts a big batch in
         # pipelined parts while the rest is still being checked.
+        if conn is not None:
+            conn = driver_connection(conn)  # a SQLAlchemy Session's, Django's
         if self._store is None and conn is not None:
             # Opened through the caller's connection: a SQLite store set up on
             # a connection of its own would wait on the caller's write lock.
