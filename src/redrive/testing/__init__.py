@@ -51,12 +51,14 @@ from redrive.core.transitions import Cancellation, Completion, FailNow, Finished
 from redrive.events import Event, EventStream
 from redrive.store.port import Store
 from redrive.store.reads import JobFilter, Reads
+from redrive.testing.tasks import Drained, assert_enqueued, drain, enqueued_jobs, isolated
 
 __all__ = [
     "TTL", "Cancellation", "Clock", "Completion", "DeadLetterFilter", "FailNow", "Finished", "JobFilter", "JobKey",
     "Lease", "NewJob", "OutboxChange", "Reads", "Requeue", "RetryLater", "RevivePlan", "StageDone", "Store",
     "applied", "assert_history", "assert_invariants", "claim", "claim_one", "fail", "letter_of", "new",
     "reclaim", "revive", "wait_for", "wait_for_async",
+    "Drained", "assert_enqueued", "drain", "enqueued_jobs", "isolated",
 ]
 
 T = TypeVar("T")

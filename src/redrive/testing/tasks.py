@@ -1,0 +1,174 @@
+"""Testing your own tasks without a worker process: run what is due in the
+test's thread (``drain``), and ask what was enqueued (``enqueued_jobs``,
+``assert_enqueued``). ``docs/testing-your-tasks.md`` shows them in use.
+
+``drain`` runs each job through the worker's own execution and writes its
+ending through the store's own transition, so retries follow the task's
+policy, stages keep their checkpoints and a job out of attempts gets its
+dead letter, as under ``redrive worker``. What it does not do: run two
+jobs at once, hold a lease against other workers (it takes a long one), or
+stop a run at its time limit (a sync task runs to its end in this thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from random import Random
+from typing import Any
+
+from redrive.app import App
+from redrive.core.job import Job
+from redrive.core.states import Status
+from redrive.core.transitions import Finished, finish_of
+from redrive.declarations import Task
+from redrive.runtime.completer import announce
+from redrive.runtime.executor import execute
+from redrive.runtime.interrupts import Interrupt
+from redrive.store.memory import MemoryStore
+
+_LEASE = timedelta(minutes=10)  # no heartbeat in a drain: long enough for any test's job
+_WORKER = "redrive.testing.drain"
+
+
+@contextmanager
+def isolated(app: App, *, clock: Any = None) -> Iterator[Any]:
+    """Within the block, ``app`` enqueues to and reads from a fresh store in
+    memory that reads ``clock`` (a new ``redrive.testing.Clock`` when none
+    is given, yielded), whatever database it was made for; after it, the
+    app is as it was. Your module-level ``app`` and its tasks, tested
+    without a database (the pytest fixture ``redrive_isolate`` does this)."""
+    from redrive.testing import Clock
+
+    clock = clock or Clock()
+    saved = app._store, app._client
+    app._store, app._client = MemoryStore(clock=clock), None
+    try:
+        yield clock
+    finally:
+        app.close()
+        app._store, app._client = saved
+
+
+@dataclass
+class Drained:
+    """What a ``drain`` ran: each attempt's ending, in order, by job status after it."""
+
+    endings: list[Finished] = field(default_factory=list)
+
+    def count(self, status: Status | str) -> int:
+        return sum(1 for done in self.endings if done.status == Status(status))
+
+    @property
+    def succeeded(self) -> int:
+        return self.count(Status.SUCCEEDED)
+
+    @property
+    def failed(self) -> int:
+        return self.count(Status.FAILED)
+
+    @property
+    def retried(self) -> int:
+        """Attempts that failed and were put back for another."""
+        return sum(1 for done in self.endings if done.status in (Status.SCHEDULED, Status.QUEUED))
+
+
+class _InThisThread:
+    """What the executor runs sync task code with: here, in the caller's thread."""
+
+    async def run(self, fn: Any, *, what: str = "a call") -> Any:
+        return fn()
+
+
+def drain(app: App, *, queues: Sequence[str] | None = None, clock: Any = None, max_attempts: int = 10_000) -> Drained:
+    """Run ``app``'s due jobs (of ``queues``, default every queue), one at a
+    time in this thread, until none is due. With ``clock`` (the
+    ``redrive.testing.Clock`` the app's store reads), a job waiting for a
+    backoff or a ``delay`` is made due by moving the clock to it, so the
+    drain goes on until no job is left to run. At most ``max_attempts``
+    attempts (a task that retries for ever does not hang the test)."""
+    return asyncio.run(_drain(app, queues, clock, max_attempts))
+
+
+async def _drain(app: App, queues: Sequence[str] | None, clock: Any, max_attempts: int) -> Drained:
+    drained = Drained()
+    rng = Random()
+    store = app.store
+    while len(drained.endings) < max_attempts:
+        names = list(queues) if queues is not None else _queues(app)
+        claimed = store.jobs_claim(queues=names, limit=1, worker_id=_WORKER, lease_ttl=_LEASE) if names else []
+        if not claimed:
+            if clock is None or not _move_to_next(app, clock, names):
+                return drained
+            continue
+        job = claimed[0]
+        started = time.perf_counter()
+        execution = await execute(app.registry.tasks.get(job.task), job, classifier=app.registry.classifier,
+                                  threads=_InThisThread(), rng=rng, store=store,  # type: ignore[arg-type]
+                                  interrupt=Interrupt(asyncio.get_running_loop()), events=app.events)
+        duration_s = time.perf_counter() - started
+        for done in store.jobs_finish([finish_of(job, execution, round(duration_s * 1000))]):
+            drained.endings.append(done)
+            announce(app.events, done, duration_s=duration_s, wait_s=0.0)
+    return drained
+
+
+def _queues(app: App) -> list[str]:
+    declared = {task.queue for task in app.registry.tasks.values()}
+    return sorted(declared | {q.queue for q in app.store.queues_stats()})
+
+
+def _move_to_next(app: App, clock: Any, queues: Sequence[str]) -> bool:
+    """Move ``clock`` to the first job waiting in ``queues``; False when none waits."""
+    waiting = [j.run_at for j in _all(app, status=[Status.SCHEDULED, Status.QUEUED]) if j.queue in queues]
+    if not waiting:
+        return False
+    first = min(waiting)
+    if first > clock():
+        clock.advance(first - clock())
+    return True
+
+
+def _all(app: App, **where: Any) -> Iterable[Job]:
+    after = None
+    while True:
+        page = app.client.jobs(after=after, limit=500, **where)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        after = page.next_cursor
+
+
+def enqueued_jobs(app: App, task: str | Task[Any, Any] | None = None, *, args: Sequence[Any] | None = None,
+                  kwargs: dict[str, Any] | None = None, queue: str | None = None,
+                  status: Status | Sequence[Status] | None = None, created_after: datetime | None = None
+                  ) -> list[Job]:
+    """The jobs in ``app``'s store that match, oldest first: of ``task`` (a
+    name or the task), with exactly these ``args`` and ``kwargs`` when
+    given, in ``queue``, in ``status``."""
+    name = task.name if isinstance(task, Task) else task
+    found = [job for job in _all(app, task=name, queue=queue, status=status, created_after=created_after)
+             if (args is None or list(job.args) == list(args)) and (kwargs is None or dict(job.kwargs) == kwargs)]
+    return found[::-1]  # the store lists newest first
+
+
+def assert_enqueued(app: App, task: str | Task[Any, Any], *, args: Sequence[Any] | None = None,
+                    kwargs: dict[str, Any] | None = None, queue: str | None = None, count: int | None = None
+                    ) -> list[Job]:
+    """Fail the test unless ``task`` was enqueued with these arguments
+    (``count`` times exactly when given, at least once when not); the
+    message lists what was enqueued of it instead. Returns the jobs."""
+    found = enqueued_jobs(app, task, args=args, kwargs=kwargs, queue=queue)
+    if (count is None and not found) or (count is not None and len(found) != count):
+        name = task.name if isinstance(task, Task) else task
+        others = enqueued_jobs(app, task)
+        wanted = ", ".join(f"{k}={v!r}" for k, v in (("args", args), ("kwargs", kwargs), ("queue", queue))
+                           if v is not None) or "any arguments"
+        seen = "; ".join(f"args={list(j.args)!r} kwargs={dict(j.kwargs)!r} queue={j.queue!r}" for j in others[:10])
+        raise AssertionError(f"expected {'at least one' if count is None else count} {name} job(s) with {wanted}, "
+                             f"found {len(found)}; {name} jobs enqueued: {len(others)}" + (f" ({seen})" if seen else ""))
+    return found

@@ -1,0 +1,131 @@
+"""The testing kit for users' own tasks (``redrive.testing``): ``drain``
+runs due jobs in the test's thread with the worker's own retry, stage and
+dead-letter logic, moving a test clock past backoffs; ``assert_enqueued``
+and ``enqueued_jobs`` say what was enqueued, and fail with a message that
+shows what was."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+import redrive
+from redrive import Actor, App, Fixed, Permanent, Stage, Status
+from redrive.store.memory import MemoryStore
+from redrive.testing import Clock, assert_enqueued, drain, enqueued_jobs
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def clocked(request, tmp_path) -> Iterator[tuple[App, Clock]]:
+    """An app on a store that reads a test clock."""
+    clock = Clock()
+    if request.param == "memory":
+        app = App(store=MemoryStore(clock=clock))
+    else:
+        from redrive.store.sqlite.store import SQLiteStore
+
+        store = SQLiteStore(str(tmp_path / "t.db"), clock=clock)
+        store.migrate()
+        app = App(store=store)
+    yield app, clock
+    app.close()
+
+
+def test_drain_runs_retries_by_policy_moving_the_clock_past_each_backoff(clocked) -> None:
+    app, clock = clocked
+    calls: list[tuple[int, str]] = []
+
+    @app.task(max_attempts=3, backoff=Fixed([timedelta(minutes=5)]))
+    def send_welcome(user_id: int) -> None:
+        calls.append((user_id, threading.current_thread().name))
+        if len(calls) < 3:
+            raise ConnectionError("the mail relay is down")
+
+    job = send_welcome.enqueue(42).job
+    began = clock()
+    drained = drain(app, clock=clock)
+    # Three attempts, in this thread, two backoffs of five minutes passed by the clock
+    assert calls == [(42, threading.current_thread().name)] * 3
+    assert (drained.retried, drained.succeeded, drained.failed) == (2, 1, 0)
+    assert clock() - began >= timedelta(minutes=10)
+    assert app.client.job(job.id).status is Status.SUCCEEDED
+
+
+def test_without_a_clock_drain_runs_only_what_is_due(clocked) -> None:
+    app, _ = clocked
+
+    @app.task(max_attempts=2, backoff=Fixed([timedelta(hours=1)]))
+    def flaky() -> None:
+        raise ConnectionError("down")
+
+    job = flaky.enqueue().job
+    later = flaky.options(delay=timedelta(days=1)).enqueue().job
+    drained = drain(app)
+    assert (drained.retried, drained.failed) == (1, 0)
+    waiting = app.client.job(job.id)  # its retry waits an hour of the store's clock
+    assert waiting.status in (Status.QUEUED, Status.SCHEDULED) and waiting.attempts == 1
+    assert waiting.run_at - waiting.created_at >= timedelta(minutes=59)
+    assert app.client.job(later.id).attempts == 0
+
+
+def test_a_job_out_of_attempts_is_dead_lettered_and_stages_keep_their_output(clocked) -> None:
+    app, clock = clocked
+    seen: list[dict] = []
+
+    @app.task(stages=[Stage("fetch"), Stage("render", max_attempts=2)])
+    async def report(doc: str) -> None:
+        rows = await redrive.stage("fetch", lambda: {"rows": 3})
+        seen.append(rows)
+        await redrive.stage("render", _broken)
+
+    job = report.enqueue("q3").job
+    drained = drain(app, clock=clock)
+    failed = app.client.job(job.id)
+    assert (failed.status, failed.error_code, failed.stage) == (Status.FAILED, "PERMANENT", "render")
+    assert failed.checkpoint == {"fetch": {"rows": 3}} and drained.failed == 1
+    letters = app.admin(Actor.operator("test")).dead_letters(limit=5).items
+    assert [letter.job_id for letter in letters] == [job.id]
+
+
+def _broken() -> None:
+    raise Permanent("the template is broken")
+
+
+def test_assert_enqueued_finds_jobs_by_arguments_and_says_what_was_there_when_not(clocked) -> None:
+    app, _ = clocked
+
+    @app.task
+    def send_welcome(user_id: int) -> None: ...
+
+    send_welcome.enqueue(42)
+    send_welcome.enqueue(7)
+    assert [j.args for j in enqueued_jobs(app, send_welcome)] == [[42], [7]]
+    (job,) = assert_enqueued(app, send_welcome, args=[42], count=1)
+    assert job.task == "send_welcome"
+    assert_enqueued(app, "send_welcome")
+    with pytest.raises(AssertionError) as missing:
+        assert_enqueued(app, send_welcome, args=[43])
+    assert str(missing.value) == ("expected at least one send_welcome job(s) with args=[43], found 0; "
+                                  "send_welcome jobs enqueued: 2 (args=[42] kwargs={} queue='default'; "
+                                  "args=[7] kwargs={} queue='default')")
+    with pytest.raises(AssertionError, match="expected 2 send_welcome"):
+        assert_enqueued(app, send_welcome, args=[42], count=2)
+
+
+def test_the_fixture_points_a_module_level_app_at_a_store_of_its_own_for_one_test(tmp_path, redrive_isolate) -> None:
+    # Given an app made for a database, as a user's myapp/tasks.py makes it
+    app = App(f"sqlite:///{tmp_path / 'real.db'}")
+    real = app.store
+
+    @app.task(max_attempts=3, backoff=Fixed([timedelta(minutes=1)]))
+    def send_welcome(user_id: int) -> None:
+        if redrive.current_job().attempts == 1:
+            raise ConnectionError("down once")
+
+    clock = redrive_isolate(app)
+    send_welcome.enqueue(42)
+    assert drain(app, clock=clock).succeeded == 1
+    assert app.store is not real and sum(real.jobs_count().values()) == 0  # nothing reached the database
