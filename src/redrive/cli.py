@@ -486,6 +486,12 @@ def _plugins(app: App, args: argparse.Namespace) -> list[Any]:
         plugins.append(MetricsToSupervisor(app))
     if args.alerts:
         plugins.append(_alerts(app, notifications))
+    dsn = Settings.load().sentry_dsn
+    if dsn:
+        from redrive.sentry import SentryReports, start_sentry
+
+        start_sentry(dsn)
+        plugins.append(SentryReports(app))
     return plugins
 
 

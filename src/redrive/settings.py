@@ -159,6 +159,12 @@ class Settings:
         timedelta(hours=6), "REDRIVE_NOTIFY_RETRY_FOR",
         "How long a notification is retried while its channels fail (backoff capped at 5 min). Default 6 h.",
     )
+    sentry_dsn: str = _setting(
+        "", "REDRIVE_SENTRY_DSN",
+        "Where `redrive worker` reports jobs that fail for good (the sentry extra; "
+        "redrive.sentry). Default: none.",
+        secret=True,  # the DSN holds the project's key
+    )
     alert_interval: timedelta = _setting(
         timedelta(seconds=15), "REDRIVE_ALERT_INTERVAL", "How often alert rules are checked. Default 15 s.",
     )
