@@ -20,6 +20,7 @@ LAYERS = {
     "redrive.store": 2,
     "redrive.declarations": 3,
     "redrive.client": 3,
+    "redrive.transactions": 3,
     "redrive.admin": 3,
     "redrive.app": 3,
     "redrive.views": 3,
@@ -31,6 +32,7 @@ LAYERS = {
     "redrive.alerts": 5,
     "redrive.metrics": 5,
     "redrive.notify": 5,
+    "redrive.sentry": 5,
     "redrive.__main__": 5,
     "redrive.testing": 6,  # test code: imports anything, imported by nothing
 }
@@ -103,7 +105,8 @@ def test_the_runtime_and_the_operator_api_never_take_the_app() -> None:
 
 
 # The optional surfaces' modules, documented as imported by users (docs/).
-PUBLIC_MODULES = {"redrive", "redrive.alerts", "redrive.metrics", "redrive.logs", "redrive.http", "redrive.notify"}
+PUBLIC_MODULES = {"redrive", "redrive.alerts", "redrive.metrics", "redrive.logs", "redrive.http", "redrive.notify",
+                  "redrive.sentry"}
 
 
 def test_examples_import_only_the_public_surface() -> None:
