@@ -33,6 +33,7 @@ LAYERS = {
     "redrive.metrics": 5,
     "redrive.notify": 5,
     "redrive.sentry": 5,
+    "redrive.contrib": 5,
     "redrive.__main__": 5,
     "redrive.testing": 6,  # test code: imports anything, imported by nothing
 }

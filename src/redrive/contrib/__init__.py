@@ -1,0 +1,1 @@
+"""Integrations with the frameworks people build on (``redrive.contrib.django``)."""

@@ -1,0 +1,68 @@
+"""redrive in a real Django project (tests/djangoproject), as its user runs
+it: the app from Django's database settings, the tasks found through
+INSTALLED_APPS, enqueues inside transaction.atomic() from a view, and
+``manage.py redrive ...`` for the worker and the operator commands."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from redrive import Actor, Admin, Status
+from redrive.testing import wait_for
+
+PROJECT = Path(__file__).resolve().parents[1] / "djangoproject"
+
+
+def _env(db_url: str) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith(("REDRIVE_", "DJANGO_"))},
+            "DJANGO_TEST_DB": db_url, "PYTHONPATH": str(PROJECT)}
+
+
+def _manage(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT, env=_env(db_url), capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_django_project_enqueues_in_its_transactions_and_runs_its_worker_through_manage_py(
+        db_url: str, tmp_path: Path) -> None:
+    assert _manage(db_url, "redrive", "migrate").returncode == 0
+    # A view's transaction that fails leaves no job; one that commits leaves one
+    shell = _manage(db_url, "shell", "-c", "from shop.views import place_order\n"
+                                           "try:\n    place_order(1, fail=True)\nexcept RuntimeError:\n    pass\n"
+                                           "place_order(2)")
+    assert shell.returncode == 0, shell.stderr[-2000:]
+    listed = _manage(db_url, "redrive", "jobs", "list")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert listed.stdout.count("send_receipt") == 1, listed.stdout
+    # The worker, started the Django way, finds the task through INSTALLED_APPS and runs the job
+    log = tmp_path / "worker.log"
+    with log.open("w") as err:
+        worker = subprocess.Popen([sys.executable, "manage.py", "redrive", "worker", "--poll-interval", "0.1"],
+                                  cwd=PROJECT, env=_env(db_url), stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        with Admin.open(db_url, actor=Actor.operator("test")) as admin:
+            wait_for(lambda: [j.status for j in admin.jobs(limit=10).items] == [Status.SUCCEEDED], timeout=60,
+                     what="the receipt job run by the Django worker")
+            (job,) = admin.jobs(limit=10).items
+            assert job.args == [2] and job.result == {"order": 2, "sent": True}
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0, log.read_text()[-2000:]
+
+
+def test_a_project_with_no_app_to_find_gets_one_line_saying_what_to_set(tmp_path: Path) -> None:
+    env = {**_env(f"sqlite:///{tmp_path / 'x.db'}"), "DJANGO_SETTINGS_MODULE": "project.settings"}
+    done = subprocess.run([sys.executable, "-c", "import django, sys\n"
+                           "from django.conf import settings\n"
+                           "django.setup()\n"
+                           "settings.REDRIVE = {'APP': ''}\n"
+                           "sys.modules['shop.tasks'].app2 = sys.modules['shop.tasks'].app\n"
+                           "from django.core.management import call_command\n"
+                           "call_command('redrive', 'queues')"],
+                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("django.core.management.base.CommandError: set REDRIVE")
