@@ -6,7 +6,6 @@ redrive jobs list``, ``manage.py redrive dead list``...), whatever follows
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -31,10 +30,9 @@ class Command(BaseCommand):
 
     def _redrive(self, argv: list[str]) -> None:
         try:
-            os.environ["REDRIVE_APP"] = app_path()
-            os.environ.setdefault("REDRIVE_DATABASE_URL", database_url())
+            project = ["--app", app_path(), "--database-url", database_url()]
         except ConfigError as exc:
             raise CommandError(exc.message) from None
-        code = cli.main(argv)
+        code = cli.main([*project, *argv])  # the user's own --app or --database-url, after, wins
         if code:
             raise SystemExit(code)
