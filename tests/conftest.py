@@ -81,6 +81,25 @@ def pg_empty_url(pg_template: str) -> Iterator[str]:
     yield from _fresh_database(None)
 
 
+@pytest.fixture(scope="session")
+def pgbouncer(pg_template: str):
+    """A PgBouncer in transaction mode in front of the test server (tests/pgbouncer.py)."""
+    from tests.pgbouncer import PgBouncer
+
+    bouncer = PgBouncer(PG_SERVER)
+    yield bouncer
+    bouncer.stop()
+
+
+@pytest.fixture
+def pgbouncer_url(pg_url: str, pgbouncer, monkeypatch) -> str:
+    """A migrated, empty database of its own, reached through PgBouncer in
+    transaction mode, with redrive told so (``REDRIVE_DATABASE_POOL_MODE``)
+    in this process and the processes it starts."""
+    monkeypatch.setenv("REDRIVE_DATABASE_POOL_MODE", "transaction")
+    return pgbouncer.url(pg_url.rsplit("/", 1)[1])
+
+
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'redrive.db'}"

@@ -33,6 +33,7 @@ from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.declarations import Registry
 from redrive.errors import ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, UnknownDependency
 from redrive.events import EventStream
+from redrive.settings import Settings
 from redrive.store.port import BreakerEvent
 from redrive.store.reads import (
     AuditEntry,
@@ -123,9 +124,11 @@ class Admin:
         self._owns_store = False
 
     @classmethod
-    def open(cls, database_url: str, *, actor: Actor, registry: Registry | None = None) -> Admin:
-        """An admin on its own store, closed with it."""
-        admin = cls(open_store(database_url, must_exist=True), actor=actor, registry=registry)
+    def open(cls, database_url: str, *, actor: Actor, registry: Registry | None = None,
+             settings: Settings | None = None) -> Admin:
+        """An admin on its own store, closed with it; ``settings``: how to
+        reach PostgreSQL (``store_timeout``, ``database_pool_mode``, ``listen_url``)."""
+        admin = cls(open_store(database_url, must_exist=True, settings=settings), actor=actor, registry=registry)
         admin._owns_store = True
         return admin
 

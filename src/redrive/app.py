@@ -105,6 +105,10 @@ class App:
         """A shortcut to ``app.client.enqueue_async``."""
         return await self.client.enqueue_async(task, **options)
 
+    async def enqueue_many_async(self, requests: Sequence[JobRequest], *, conn: Any = None) -> list[EnqueueResult]:
+        """A shortcut to ``app.client.enqueue_many_async``."""
+        return await self.client.enqueue_many_async(requests, conn=conn)
+
     def result(self, job_id: Any, *, timeout: Any = None) -> Any:
         """A shortcut to ``app.client.result``: wait for a job's result."""
         return self.client.result(job_id, timeout=timeout)
@@ -112,10 +116,6 @@ class App:
     async def result_async(self, job_id: Any, *, timeout: Any = None) -> Any:
         """A shortcut to ``app.client.result_async``."""
         return await self.client.result_async(job_id, timeout=timeout)
-
-    def _enqueue_for_task(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any],
-                          options: dict[str, Any]) -> EnqueueResult:
-        return self.client.enqueue(task, args=args, kwargs=kwargs, **options)
 
     def use_database(self, database_url: str) -> None:
         """Point the app at another database (the CLI's ``--database-url``);
@@ -211,7 +211,7 @@ class App:
                 backoff=backoff or FullJitter(), classifier=classifier, stages=declared,
                 dependencies=tuple(dependencies), already_done=already_done, timeout=timeout,
                 hard_timeout=hard_timeout,
-                enqueuer=self._enqueue_for_task,
+                enqueuer=self,
             )
             self.registry.add_task(task)
             return task

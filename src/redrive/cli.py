@@ -387,7 +387,7 @@ def _admin(args: argparse.Namespace, *, owner: str | None = None) -> Iterator[Ad
         with load_app(args.app, args.database_url) as app:
             yield app.admin(actor)
     else:
-        with Admin.open(_store_url(args), actor=actor) as admin:
+        with Admin.open(_store_url(args), actor=actor, settings=Settings.load()) as admin:
             yield admin
 
 
@@ -554,7 +554,7 @@ def _prune(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    store = open_store(_store_url(args), check_schema=False)
+    store = open_store(_store_url(args), check_schema=False, settings=Settings.load())
     try:
         applied = store.migrate()
     finally:

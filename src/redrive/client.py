@@ -30,7 +30,7 @@ from redrive.events import EventStream
 from redrive.settings import Settings
 from redrive.store.reads import JobFilter, Page, Reads
 from redrive.store.url import open_store
-from redrive.transactions import driver_connection
+from redrive.transactions import driver_connection, driver_connection_async
 
 _RESULT_RECHECK_S = 1.0  # a waiter re-reads its job this often even if no wake-up comes
 
@@ -70,7 +70,7 @@ class Client:
     @property
     def store(self) -> Reads:
         if self._store is None:
-            self._store = open_store(self.settings.database_url, deadline=self.settings.store_timeout)
+            self._store = open_store(self.settings.database_url, settings=self.settings)
         return self._store
 
     def close(self) -> None:
@@ -124,12 +124,30 @@ class Client:
         )
         return self.enqueue_many([request], conn=conn)[0]
 
-    async def enqueue_async(self, task: str | Task[Any, Any], **options: Any) -> EnqueueResult:
-        """``enqueue`` without blocking the event loop: the store call runs on a
-        thread. (Not with ``conn``: a caller's connection belongs to its own thread.)"""
-        if options.get("conn") is not None:
-            raise ConfigError("enqueue_async cannot join your connection's transaction; use enqueue")
-        return await asyncio.to_thread(self.enqueue, task, **options)
+    async def enqueue_async(self, task: str | Task[Any, Any], *, conn: Any = None, **options: Any) -> EnqueueResult:
+        """``enqueue`` without blocking the event loop. With ``conn`` (on
+        PostgreSQL: a psycopg ``AsyncConnection``, a SQLAlchemy ``AsyncSession``
+        or ``AsyncConnection``) the job exists if and only if your transaction
+        commits; without, the store call runs on a thread."""
+        if conn is None:
+            return await asyncio.to_thread(self.enqueue, task, **options)
+        options["kwargs"] = options.get("kwargs") or {}
+        return (await self.enqueue_many_async([JobRequest(task=task, **options)], conn=conn))[0]
+
+    async def enqueue_many_async(self, requests: Sequence[JobRequest], *, conn: Any = None) -> list[EnqueueResult]:
+        """``enqueue_many`` without blocking the event loop; ``conn`` as for ``enqueue_async``."""
+        if conn is None:
+            return await asyncio.to_thread(self.enqueue_many, requests)
+        joined = await driver_connection_async(conn)
+        store = await asyncio.to_thread(lambda: self.store)  # opening it may connect: not on the loop
+        insert = getattr(store, "jobs_insert_async", None)
+        if insert is None:
+            raise ConfigError("enqueue_async joins an asynchronous transaction only on PostgreSQL; "
+                              "on SQLite, enqueue(conn=...) with a sync connection")
+        with tracing.sending(lambda: [r.queue or self.registry.task(r.task).queue for r in requests]) as carrier:
+            done: list[EnqueueResult] = await insert(jobs=list(self._new_jobs(requests, carrier)), conn=joined)
+        self._announce(done)
+        return done
 
     def enqueue_many(self, requests: Sequence[JobRequest], *, conn: Any = None) -> list[EnqueueResult]:
         """Create many jobs in one transaction, in order: all of them or, if any
@@ -141,8 +159,7 @@ class Client:
         if self._store is None and conn is not None:
             # Opened through the caller's connection: a SQLite store set up on
             # a connection of its own would wait on the caller's write lock.
-            self._store = open_store(self.settings.database_url, joining=conn,
-                                     deadline=self.settings.store_timeout)
+            self._store = open_store(self.settings.database_url, joining=conn, settings=self.settings)
         with tracing.sending(lambda: [r.queue or self.registry.task(r.task).queue for r in requests]) as carrier:
             try:
                 done = self.store.jobs_insert(jobs=self._new_jobs(requests, carrier), conn=conn)
@@ -150,12 +167,15 @@ class Client:
                 raise StoreTimeout(f"{exc.fields.get('silent', exc.message)}: the job may or may not have been created; "
                                    "enqueue it again with the same idempotency key, which returns the job "
                                    "if it was") from exc
+        self._announce(done)
+        return done
+
+    def _announce(self, done: list[EnqueueResult]) -> None:
         if self.events.wants("job.enqueued"):
             for result in done:
                 if not result.duplicate:
                     self.events.emit("job.enqueued", job_id=str(result.job.id), task=result.job.task,
                                      queue=result.job.queue)
-        return done
 
     def _new_jobs(self, requests: Sequence[JobRequest], trace: dict[str, str] | None) -> Iterator[NewJob]:
         keys = set()

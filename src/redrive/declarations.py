@@ -8,13 +8,12 @@ built it.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from redrive.core.alerts import Rule as AlertRule
 from redrive.core.backoff import Backoff, FullJitter
@@ -103,7 +102,7 @@ class Task(Generic[P, R]):
         return Enqueuing(self, {}).enqueue(*args, **kwargs)
 
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
-        """``enqueue`` without blocking the event loop (the store call runs on a thread)."""
+        """``enqueue`` without blocking the event loop (see ``Client.enqueue_async``)."""
         return await Enqueuing(self, {}).enqueue_async(*args, **kwargs)
 
     def options(
@@ -119,8 +118,12 @@ class Task(Generic[P, R]):
         return Enqueuing(self, {k: v for k, v in chosen.items() if v is not None})
 
 
-# (task, args, kwargs, options) -> the job the client created or found
-Enqueuer = Callable[["Task[Any, Any]", list[Any], dict[str, Any], dict[str, Any]], EnqueueResult]
+class Enqueuer(Protocol):
+    """Where a task's ``enqueue`` goes: its app."""
+
+    def enqueue(self, task: Task[Any, Any], **options: Any) -> EnqueueResult: ...
+
+    async def enqueue_async(self, task: Task[Any, Any], **options: Any) -> EnqueueResult: ...
 
 
 class Enqueuing(Generic[P]):
@@ -143,13 +146,12 @@ class Enqueuing(Generic[P]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
         positional, named = self._call(args, kwargs)
         assert self._task.enqueuer is not None
-        return self._task.enqueuer(self._task, positional, named, self._options)
+        return self._task.enqueuer.enqueue(self._task, args=positional, kwargs=named, **self._options)
 
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
         positional, named = self._call(args, kwargs)
-        enqueuer = self._task.enqueuer
-        assert enqueuer is not None
-        return await asyncio.to_thread(enqueuer, self._task, positional, named, self._options)
+        assert self._task.enqueuer is not None
+        return await self._task.enqueuer.enqueue_async(self._task, args=positional, kwargs=named, **self._options)
 
 
 class Registry:

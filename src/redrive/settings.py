@@ -27,6 +27,7 @@ def _setting(default: Any, env: str, doc: str, *, alias: str | None = None, secr
 
 
 LOG_FORMATS = ("text", "json")
+POOL_MODES = ("session", "transaction")
 
 
 MAX_CONCURRENCY = 1000
@@ -39,6 +40,20 @@ class Settings:
         "REDRIVE_DATABASE_URL",
         "Where jobs live: sqlite:///relative.db, sqlite:////absolute.db, "
         "postgresql://user@host/db or memory://. Default: the file redrive.db here.",
+        secret=True,  # it may hold a password
+    )
+    database_pool_mode: str = _setting(
+        "session", "REDRIVE_DATABASE_POOL_MODE",
+        "How a pooler in front of PostgreSQL hands out its connections: session "
+        "(a direct connection, or PgBouncer in session mode) or transaction (PgBouncer "
+        "or a managed pooler in transaction mode: redrive prepares no statements and "
+        "listens for wake-ups only at REDRIVE_LISTEN_URL; docs/storage.md). Default session.",
+    )
+    listen_url: str = _setting(
+        "", "REDRIVE_LISTEN_URL",
+        "A direct (or session-mode) PostgreSQL URL for LISTEN when REDRIVE_DATABASE_URL "
+        "goes through a transaction-mode pooler; without it workers find new jobs by "
+        "polling (REDRIVE_WORKER_POLL_INTERVAL). Default: none.",
         secret=True,  # it may hold a password
     )
     store_timeout: timedelta = _setting(
@@ -193,6 +208,10 @@ class Settings:
             raise ConfigError("job_retention cannot be negative")
         if not self.database_url:
             raise ConfigError("database_url is empty")
+        if self.database_pool_mode not in POOL_MODES:
+            raise ConfigError(f"database_pool_mode is session or transaction, not {self.database_pool_mode!r}")
+        if self.listen_url and not self.listen_url.startswith(("postgresql://", "postgres://")):
+            raise ConfigError("listen_url must be a postgresql:// URL (LISTEN is PostgreSQL's)")
         if self.log_format not in LOG_FORMATS:
             raise ConfigError(f"log_format is text or json, not {self.log_format!r}")
         if not 0 < self.smtp_port < 65536:

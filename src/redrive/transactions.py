@@ -9,6 +9,10 @@ your library holds one in:
 - Django's ``connection`` (or ``connections[alias]``) inside
   ``transaction.atomic()``.
 
+``enqueue_async(..., conn=...)`` joins an asynchronous transaction on
+PostgreSQL: a psycopg ``AsyncConnection``, or a SQLAlchemy ``AsyncSession``
+or ``AsyncConnection`` (``postgresql+psycopg``) holding one.
+
 Neither library is imported here: each is known by its types' module.
 """
 
@@ -36,4 +40,16 @@ def driver_connection(conn: Any) -> Any:
             raise ConfigError("a Django connection joins a transaction only inside transaction.atomic()")
         conn.ensure_connection()
         return conn.connection
+    return conn
+
+
+async def driver_connection_async(conn: Any) -> Any:
+    """The driver's asynchronous connection under ``conn``: ``conn`` itself when it is one."""
+    if type(conn).__module__.startswith("sqlalchemy."):
+        if callable(getattr(conn, "get_raw_connection", None)):  # an AsyncConnection
+            if not conn.in_transaction():
+                await conn.begin()  # as for a sync Connection: its commit() must know of the job
+        else:  # an AsyncSession: the AsyncConnection its transaction uses
+            conn = await conn.connection()
+        return (await conn.get_raw_connection()).driver_connection
     return conn

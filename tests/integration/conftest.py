@@ -16,8 +16,17 @@ def workers(tmp_path) -> Iterator[list[WorkerProcess]]:
         worker.kill()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture
 def db_url(request, tmp_path) -> str:
+    """A database of the test's own, on each store (pytest_generate_tests)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'redrive.db'}"
-    return request.getfixturevalue("pg_url")
+    return request.getfixturevalue("pgbouncer_url" if request.param == "pgbouncer" else "pg_url")
+
+
+def pytest_generate_tests(metafunc) -> None:
+    """Every ``db_url`` test runs on SQLite and PostgreSQL; one marked
+    ``pgbouncer`` also through PgBouncer in transaction mode."""
+    if "db_url" in metafunc.fixturenames:
+        stores = ["sqlite", "postgres"] + (["pgbouncer"] if metafunc.definition.get_closest_marker("pgbouncer") else [])
+        metafunc.parametrize("db_url", stores, indirect=True)

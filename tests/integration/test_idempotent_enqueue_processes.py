@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from redrive import App, job_id_for
 from tests.conftest import every_job
 from tests.integration.processes import REPO
@@ -16,6 +18,7 @@ KEYS = 2000
 PROCESSES = 5
 
 
+@pytest.mark.pgbouncer
 def test_concurrent_enqueues_of_the_same_keys_make_one_job_each(db_url: str, tmp_path) -> None:
     App(db_url).store.close()  # the schema exists before the race (SQLite migrates on open)
     go = tmp_path / "go"

@@ -18,6 +18,8 @@ from tests.apps.notify import email, notify_review
 from tests.fakes import mail
 from tests.integration.test_worker_in_process import _run_until
 
+pytestmark = pytest.mark.pgbouncer  # the db_url tests run through PgBouncer in transaction mode too
+
 OPERATOR = Actor.operator("test")
 TEAM = ["ann@example.com", "bob@example.com", "cy@example.com"]
 

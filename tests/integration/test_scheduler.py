@@ -82,6 +82,7 @@ def test_after_downtime_only_the_most_recent_missed_firing_is_caught_up(db_url: 
 
 
 @pytest.mark.slow
+@pytest.mark.pgbouncer
 def test_two_scheduler_processes_create_no_duplicate(db_url: str, tmp_path) -> None:
     app = App(db_url)
     _ = app.store  # migrated
@@ -138,6 +139,7 @@ def test_bad_schedules_are_refused_at_declaration(sqlite_url: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.pgbouncer
 def test_a_worker_can_run_the_schedules_too(db_url: str, tmp_path, workers) -> None:
     from redrive.testing import wait_for
     from tests.integration.processes import WorkerProcess

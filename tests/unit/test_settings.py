@@ -65,13 +65,15 @@ def test_every_variable_redrive_reads_is_a_setting_and_no_secret_is_in_its_repr(
            "REDRIVE_SMTP_PASSWORD": "hunter2-smtp", "REDRIVE_API_TOKENS": "tok-0123456789abcdef=operator:ana",
            "REDRIVE_DASHBOARD_SECRET": "cookie-signing-sekrit",
            "REDRIVE_DATABASE_URL": "postgresql://app:db-pass-sekrit@127.0.0.1/app",
+           "REDRIVE_LISTEN_URL": "postgresql://app:listen-pass-sekrit@127.0.0.1:5432/app",
            "REDRIVE_SMTP_STARTTLS": "false", "REDRIVE_SMTP_PORT": "2525", "REDRIVE_NOTIFY_WINDOW": "2m",
            "REDRIVE_ALERT_INTERVAL": "5s", "REDRIVE_LOG_FORMAT": "json"}
     settings = Settings.load(env)
     assert (settings.smtp_starttls, settings.smtp_port, settings.notify_window, settings.alert_interval,
             settings.log_format) == (False, 2525, timedelta(minutes=2), timedelta(seconds=5), "json")
     shown = repr(settings)
-    for secret in ("sekrit-hook", "hunter2-smtp", "tok-0123456789abcdef", "cookie-signing-sekrit", "db-pass-sekrit"):
+    for secret in ("sekrit-hook", "hunter2-smtp", "tok-0123456789abcdef", "cookie-signing-sekrit", "db-pass-sekrit",
+                   "listen-pass-sekrit"):
         assert secret not in shown
     # Nothing else in the package reads a REDRIVE_ variable of its own
     import pathlib
@@ -89,7 +91,9 @@ def test_every_variable_redrive_reads_is_a_setting_and_no_secret_is_in_its_repr(
     [({"REDRIVE_SMTP_STARTTLS": "maybe"}, "REDRIVE_SMTP_STARTTLS='maybe' is not true or false"),
      ({"REDRIVE_LOG_FORMAT": "xml"}, "log_format is text or json, not 'xml'"),
      ({"REDRIVE_SMTP_PORT": "70000"}, "smtp_port must be a port number"),
-     ({"REDRIVE_NOTIFY_WINDOW": "0s"}, "notify_window must be positive")],
+     ({"REDRIVE_NOTIFY_WINDOW": "0s"}, "notify_window must be positive"),
+     ({"REDRIVE_DATABASE_POOL_MODE": "transactions"}, "database_pool_mode is session or transaction, not 'transactions'"),
+     ({"REDRIVE_LISTEN_URL": "sqlite:///x.db"}, "listen_url must be a postgresql:// URL")],
 )
 def test_the_other_settings_are_checked_when_loaded(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -5,18 +5,18 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import closing
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from redrive.errors import ConfigError
+from redrive.settings import Settings
 from redrive.store.reads import Reads
 
 SCHEMES = ("sqlite", "postgresql", "postgres", "memory")
 
 
 def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False, joining: Any = None,
-               deadline: timedelta | None = None) -> Reads:
+               settings: Settings | None = None) -> Reads:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``postgresql://…``, ``memory://``.
 
     SQLite migrates itself on open; PostgreSQL refuses a schema older than the
@@ -24,7 +24,9 @@ def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False,
     ``must_exist`` (operators reading a database) a SQLite file that does not
     exist is an error rather than a new, empty database. ``joining``: the
     caller's connection when the store opens to enqueue in its transaction.
-    ``deadline``: how long one call to PostgreSQL may take (``Settings.store_timeout``).
+    ``settings``: for PostgreSQL, how long one call may take
+    (``store_timeout``) and what pools its connections
+    (``database_pool_mode``, ``listen_url``); the defaults without.
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
@@ -44,9 +46,10 @@ def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False,
     if scheme in ("postgresql", "postgres"):
         from redrive.store.postgres.store import PostgresStore
 
-        if deadline is None:
+        if settings is None:
             return PostgresStore(url, check_schema=check_schema)
-        return PostgresStore(url, check_schema=check_schema, deadline=deadline)
+        return PostgresStore(url, check_schema=check_schema, deadline=settings.store_timeout,
+                             pool_mode=settings.database_pool_mode, listen_url=settings.listen_url)
     if scheme == "memory":
         from redrive.store.memory import MemoryStore
 

@@ -5,10 +5,7 @@
 SELECT now() AS now;
 
 -- name: migration_lock
-SELECT pg_advisory_lock(7210143151);
-
--- name: migration_unlock
-SELECT pg_advisory_unlock(7210143151);
+SELECT pg_advisory_xact_lock(7210143151);
 
 -- name: migration_table_create
 CREATE TABLE IF NOT EXISTS redrive_migration (

@@ -116,19 +116,33 @@ class PostgresStore:
     def __init__(
         self, url: str, *, pool_size: int = 4, check_schema: bool = True,
         clock: Callable[[], datetime] | None = None, deadline: timedelta = DEFAULT_DEADLINE,
+        pool_mode: str = "session", listen_url: str = "",
     ) -> None:
         """``check_schema=False`` is for ``redrive migrate``, which brings it up
         to date. ``clock`` stands in for the database's ``now()`` in every
         statement, so tests can move time instead of sleeping. ``deadline``:
         how long one call may take (``deadlines.py``); a worker shortens it to
-        fit its lease TTL."""
+        fit its lease TTL. ``pool_mode="transaction"``: ``url`` leads to a
+        pooler that may give each transaction another server session
+        (PgBouncer's transaction mode), so no statement is prepared (a
+        prepared statement lives in one session) and LISTEN, which needs a
+        session of its own, goes to ``listen_url`` or, without one, nowhere:
+        workers then poll (docs/storage.md)."""
         self.url = url
         self._where = _describe(url)
         if deadline <= timedelta(0):
             raise ConfigError("a store's deadline must be longer than zero")
+        if pool_mode not in ("session", "transaction"):
+            raise ConfigError(f"pool_mode is session or transaction, not {pool_mode!r}")
         self.deadline = deadline
         self._deadlines = Deadlines()
         self._link = _link_defaults(url, deadline)
+        if pool_mode == "transaction":
+            self._link["prepare_threshold"] = None
+        self._listen_url = listen_url or (url if pool_mode == "session" else "")
+        if listen_url:
+            _describe(listen_url)  # a malformed one is refused now, not in the listening thread
+        self._listen_link = _link_defaults(self._listen_url, deadline) if self._listen_url else {}
         self._clock = clock
         self._finish_lock = threading.Lock()
         self._finish_listeners: dict[str, list[Callable[[], None]]] = {}
@@ -219,14 +233,17 @@ class PostgresStore:
         old.close(timeout=0)
         return True
 
-    def _connect(self) -> psycopg.Connection[dict[str, Any]]:
+    def _connect(self, *, listening: bool = False) -> psycopg.Connection[dict[str, Any]]:
+        """A connection of its own, outside the pool: to ``url``, or with
+        ``listening`` to where LISTEN goes (a session that lasts)."""
+        url, link = (self._listen_url, self._listen_link) if listening else (self.url, self._link)
         try:
-            conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, **self._link)
+            conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, **link)
             _lenient_times(conn)
             return conn
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(
-                f"cannot connect to PostgreSQL at {self._where}: {_reason(exc)}"
+                f"cannot connect to PostgreSQL at {_describe(url)}: {_reason(exc)}"
             ) from exc
 
     @contextmanager
@@ -249,6 +266,11 @@ class PostgresStore:
             ) from exc
         except psycopg.errors.UndefinedTable as exc:
             raise SchemaOutdated() from exc
+        except (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName) as exc:
+            # Statements prepared in one session and used in another: a pooler
+            # in transaction mode hands each transaction any server session.
+            raise StoreError(f"PostgreSQL refused the operation: {_reason(exc)}; if {self._where} is a "
+                             "transaction-mode pooler (PgBouncer), set REDRIVE_DATABASE_POOL_MODE=transaction") from exc
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL refused the operation: {_reason(exc)}") from exc
 
@@ -292,24 +314,22 @@ class PostgresStore:
             return self._schema_version(conn) >= self._migrations[-1].version
 
     def migrate(self) -> list[int]:
+        """Each migration in a transaction of its own that first takes a
+        transaction-level lock and reads the version again: two ``migrate``
+        at once apply each migration once, and no lock outlives its
+        transaction (a session lock would stay on a pooler's server session,
+        and its unlock could reach another)."""
         applied = []
         with self._connect() as conn, self._errors():
-            conn.execute(self._queries["migration_lock"])
-            try:
-                conn.execute(self._queries["migration_table_create"])
-                current = self._schema_version(conn)
-                for m in self._migrations:
-                    if m.version <= current:
+            for m in self._migrations:
+                with conn.transaction():
+                    conn.execute(self._queries["migration_lock"])
+                    conn.execute(self._queries["migration_table_create"])
+                    if self._schema_version(conn) >= m.version:
                         continue
-                    with conn.transaction():
-                        conn.execute(m.sql)
-                        conn.execute(
-                            self._queries["migration_record"],
-                            {"version": m.version, "name": m.name},
-                        )
-                    applied.append(m.version)
-            finally:
-                conn.execute(self._queries["migration_unlock"])
+                    conn.execute(m.sql)
+                    conn.execute(self._queries["migration_record"], {"version": m.version, "name": m.name})
+                applied.append(m.version)
         return applied
 
     # -- jobs ----------------------------------------------------------------
@@ -340,52 +360,70 @@ class PostgresStore:
         conn: psycopg.Connection | None = None,
     ) -> list[EnqueueResult]:
         """Each job as created, or the run its taken key points at."""
-        created = {id: (status, run_at, at) for id, status, run_at, at, _ in rows}
-        found = [created.get(doc["id"]) for doc in docs]
-        waiting = [j for j, row in zip(jobs, found, strict=True) if row is None]
-        twins = {}
-        if waiting:  # keys already taken: read the runs they point at
-            names = [{"task": j.task, "owner": j.owner or "", "key": j.key.key} for j in waiting if j.key]
-            for row in self._run("job_keys_get", {"keys": Jsonb(names)}, conn=conn):
-                twins[(row["key_task"], row["key_owner"], row["key_name"])] = row
-        results = []
-        for new, row in zip(jobs, found, strict=True):
-            if row is not None:
-                status, run_at, at = row
-                results.append(EnqueueResult(new.created(status=Status(status), run_at=run_at, at=at)))
-                continue
-            assert new.key is not None, "only keyed jobs can be left out"
-            twin = twins[(new.task, new.owner or "", new.key.key)]
-            refuse_reuse(new.key, twin["key_version"], twin["key_fingerprint"])
-            results.append(EnqueueResult(_job(twin), duplicate=True))
-        return results
+        found = _found(docs, rows)
+        names = _taken_keys(jobs, found)
+        twins = self._run("job_keys_get", {"keys": Jsonb(names)}, conn=conn) if names else []
+        return _results(jobs, found, twins)
+
+    def _insert_parts(
+        self, pending: Iterator[NewJob], jobs: list[NewJob], docs: list[dict[str, Any]],
+    ) -> Iterator[dict[str, Any]]:
+        """The parameters of each insert statement, built as they are asked
+        for (adding to ``jobs`` and ``docs``): plain jobs in chunks, then the
+        keyed ones in one statement that takes their keys in sorted order, so
+        two batches cannot deadlock."""
+        keyed: list[dict[str, Any]] = []
+        while chunk := list(islice(pending, _INSERT_CHUNK)):
+            plain: list[dict[str, Any]] = []
+            for job in chunk:
+                doc = _new_job_json(job)
+                docs.append(doc)
+                (keyed if job.key else plain).append(doc)
+            jobs += chunk
+            if plain:
+                yield self._with_clock({"jobs": Jsonb(plain)}) or {}
+        if keyed:
+            yield self._with_clock({"jobs": Jsonb(keyed)}) or {}
 
     def _insert_pipelined(
         self, pending: Iterator[NewJob], conn: psycopg.Connection,
     ) -> tuple[list[NewJob], list[dict[str, Any]], list[tuple]]:
         """Sends each chunk as soon as it is built, so the server inserts one
         while the caller checks and encodes the next (about a third faster for
-        1,000 jobs than one statement). Keyed jobs go last in one statement:
-        it takes their keys in sorted order, so two batches cannot deadlock."""
+        1,000 jobs than one statement)."""
         jobs: list[NewJob] = []
         docs: list[dict[str, Any]] = []
-        keyed: list[dict[str, Any]] = []
-        sent = []
         sql = self._queries["jobs_insert"]
         with conn.pipeline():
-            while chunk := list(islice(pending, _INSERT_CHUNK)):
-                plain: list[dict[str, Any]] = []
-                for job in chunk:
-                    doc = _new_job_json(job)
-                    docs.append(doc)
-                    (keyed if job.key else plain).append(doc)
-                jobs += chunk
-                if plain:
-                    sent.append(conn.cursor(row_factory=tuple_row).execute(
-                        sql, self._with_clock({"jobs": Jsonb(plain)})))
-            if keyed:
-                sent.append(conn.cursor(row_factory=tuple_row).execute(sql, self._with_clock({"jobs": Jsonb(keyed)})))
+            sent = [conn.cursor(row_factory=tuple_row).execute(sql, params)
+                    for params in self._insert_parts(pending, jobs, docs)]
         return jobs, docs, [row for cur in sent for row in cur.fetchall()]
+
+    async def jobs_insert_async(self, *, jobs: Iterable[NewJob], conn: Any) -> list[EnqueueResult]:
+        """``jobs_insert`` in the transaction of the caller's psycopg
+        ``AsyncConnection`` (a SQLAlchemy ``AsyncSession``'s), without blocking
+        its event loop: the job exists if and only if that transaction commits."""
+        if not isinstance(conn, psycopg.AsyncConnection):
+            raise ConfigError("PostgresStore joins only a psycopg (3) AsyncConnection's transaction asynchronously")
+        created: list[NewJob] = []
+        docs: list[dict[str, Any]] = []
+        sql = self._queries["jobs_insert"]
+        with self._errors():
+            if not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+                await conn.execute("SELECT 1")  # begins the caller's transaction, as in _savepoint
+            async with conn.transaction():
+                rows: list[tuple] = []
+                for params in self._insert_parts(iter(jobs), created, docs):
+                    cur = await conn.cursor(row_factory=tuple_row).execute(sql, params)
+                    rows += await cur.fetchall()
+                found = _found(docs, rows)
+                names = _taken_keys(created, found)
+                twins: list[dict[str, Any]] = []
+                if names:
+                    read = await conn.cursor(row_factory=dict_row).execute(
+                        self._queries["job_keys_get"], self._with_clock({"keys": Jsonb(names)}))
+                    twins = await read.fetchall()
+        return _results(created, found, twins)
 
     def jobs_claim(
         self, *, queues: Sequence[str], limit: int, worker_id: str, lease_ttl: timedelta,
@@ -679,13 +717,17 @@ class PostgresStore:
     # -- wake-ups ------------------------------------------------------------
 
     def wakeups_subscribe(self, on_wake: Callable[[str], None]) -> Callable[[], None]:
+        if not self._listen_url:
+            log.info("PostgreSQL at %s is behind a transaction-mode pooler and no REDRIVE_LISTEN_URL is set: "
+                     "workers find new jobs by polling", self._where)
+            return lambda: None
         stop = threading.Event()
 
         def listen() -> None:
             lost = False
             while not stop.is_set():
                 try:
-                    with self._connect() as conn:
+                    with self._connect(listening=True) as conn:
                         conn.execute(self._queries["wakeups_listen"])
                         lost = False
                         while not stop.is_set():
@@ -710,6 +752,8 @@ class PostgresStore:
     def finishes_subscribe(self, *, job_id: UUID, on_finish: Callable[[], None]) -> Callable[[], None]:
         # One listening connection per store serves every waiter; a waiter's
         # row makes the job's ending send a NOTIFY (migration 0014).
+        if not self._listen_url:
+            return lambda: None  # nowhere to LISTEN: the waiter's re-reads find the ending
         with self._finish_lock:
             self._finish_listeners.setdefault(str(job_id), []).append(on_finish)
             if self._finish_thread is None:
@@ -734,7 +778,7 @@ class PostgresStore:
         lost = False
         while not self._closing.is_set():
             try:
-                with self._connect() as conn:
+                with self._connect(listening=True) as conn:
                     conn.execute(self._queries["finishes_listen"])
                     lost = False
                     self._finish_ready.set()
@@ -771,6 +815,33 @@ def _savepoint(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
     if not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
         conn.execute("SELECT 1")
     return conn.transaction()
+
+
+def _found(docs: list[dict[str, Any]], rows: list[tuple]) -> list[tuple | None]:
+    """For each job, in order, its row as inserted, or None where its key was taken."""
+    created = {id: (status, run_at, at) for id, status, run_at, at, _ in rows}
+    return [created.get(doc["id"]) for doc in docs]
+
+
+def _taken_keys(jobs: list[NewJob], found: list[tuple | None]) -> list[dict[str, str]]:
+    """The keys already taken, to read the runs they point at."""
+    return [{"task": j.task, "owner": j.owner or "", "key": j.key.key}
+            for j, row in zip(jobs, found, strict=True) if row is None and j.key]
+
+
+def _results(jobs: list[NewJob], found: list[tuple | None], twins: list[dict[str, Any]]) -> list[EnqueueResult]:
+    by_key = {(row["key_task"], row["key_owner"], row["key_name"]): row for row in twins}
+    results = []
+    for new, row in zip(jobs, found, strict=True):
+        if row is not None:
+            status, run_at, at = row
+            results.append(EnqueueResult(new.created(status=Status(status), run_at=run_at, at=at)))
+            continue
+        assert new.key is not None, "only keyed jobs can be left out"
+        twin = by_key[(new.task, new.owner or "", new.key.key)]
+        refuse_reuse(new.key, twin["key_version"], twin["key_fingerprint"])
+        results.append(EnqueueResult(_job(twin), duplicate=True))
+    return results
 
 
 @contextmanager
