@@ -101,6 +101,17 @@ def pgbouncer_url(pg_url: str, pgbouncer, monkeypatch) -> str:
 
 
 @pytest.fixture
+def pg_test_database(pg_template: str) -> Iterator[str]:
+    """An empty database named as a user's test database is ("test" in its name)."""
+    name = f"shop_test_{uuid.uuid4().hex[:8]}"
+    with _admin() as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield f"{PG_SERVER}/{name}"
+    with _admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
 def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'redrive.db'}"
 

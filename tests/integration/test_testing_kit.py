@@ -129,3 +129,46 @@ def test_the_fixture_points_a_module_level_app_at_a_store_of_its_own_for_one_tes
     send_welcome.enqueue(42)
     assert drain(app, clock=clock).succeeded == 1
     assert app.store is not real and sum(real.jobs_count().values()) == 0  # nothing reached the database
+
+
+@pytest.mark.parametrize("where", ["sqlite", "postgres"])
+def test_the_fixture_puts_each_test_on_a_fresh_real_database_when_asked(
+        tmp_path, where, request, redrive_isolate) -> None:
+    from redrive.testing import isolated
+
+    database = "sqlite" if where == "sqlite" else request.getfixturevalue("pg_test_database")
+    app = App(f"sqlite:///{tmp_path / 'real.db'}")
+    calls: list[int] = []
+
+    @app.task(max_attempts=2, backoff=Fixed([timedelta(minutes=5)]))
+    def send_welcome(user_id: int) -> None:
+        calls.append(user_id)
+        if len(calls) == 1:
+            raise ConnectionError("down once")
+
+    # A first test leaves a job behind in the database (not drained)
+    with isolated(app, database=database):
+        send_welcome.enqueue(1)
+        assert app.store.dialect == where
+    # The next starts from an empty one, migrated, its store on a test clock
+    clock = redrive_isolate(app, database=database)
+    assert enqueued_jobs(app, send_welcome) == []
+    send_welcome.enqueue(42)
+    drained = drain(app, clock=clock)
+    assert (drained.retried, drained.succeeded, calls) == (1, 1, [42, 42])
+    assert not (tmp_path / "real.db").exists()  # the app's own database was never opened
+
+
+def test_a_database_that_is_not_a_test_database_is_never_emptied(pg_url: str) -> None:
+    from redrive.testing import isolated
+
+    app = App(pg_url)  # redrive_t_...: no "test" in its name
+    app.task(lambda: None, name="t")
+    app.enqueue("t")
+    with pytest.raises(redrive.ConfigError, match="does not look like a test database"), isolated(app, database="app"):
+        pass
+    assert sum(app.store.jobs_count().values()) == 1
+    with pytest.raises(redrive.ConfigError, match="memory, sqlite, app or a sqlite:/// or postgresql:// URL"), \
+            isolated(app, database="mysql://x/test"):
+        pass
+    app.close()

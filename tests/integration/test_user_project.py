@@ -10,13 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from redrive import App
+
 PROJECT = Path(__file__).resolve().parents[1] / "userproject"
 
 
-def _pytest(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _pytest(tmp_path: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(PROJECT),
-         "-c", os.devnull, "tests"],
+         "-c", os.devnull, *options, "tests"],
         cwd=PROJECT, capture_output=True, text=True, timeout=120,
         env={**{k: v for k, v in os.environ.items() if not k.startswith(("REDRIVE_", "PYTEST_"))},
              "PYTHONPATH": str(PROJECT), **env})
@@ -32,3 +34,13 @@ def test_the_projects_tests_pass_and_catch_a_planted_bug(tmp_path: Path) -> None
     assert "1 failed, 2 passed" in broken.stdout
     assert "test_placing_an_order_enqueues_its_fulfilment_and_its_receipt" in broken.stdout
     assert "send_receipt jobs enqueued: 1 (args=[7, 'ADA@EXAMPLE.COM']" in broken.stdout
+
+
+def test_the_projects_tests_pass_on_its_postgresql_test_database(tmp_path: Path, pg_test_database: str) -> None:
+    passed = _pytest(tmp_path, "--redrive-database", pg_test_database)
+    assert passed.returncode == 0, passed.stdout[-3000:]
+    assert "3 passed" in passed.stdout
+    # The last test's jobs are there: the tests ran on that database, each after emptying it
+    app = App(pg_test_database)
+    assert sorted(j.args for j in app.client.jobs(limit=10).items) == [[8, 0], [9, 500]]
+    app.close()

@@ -13,9 +13,12 @@ stop a run at its time limit (a sync task runs to its end in this thread).
 from __future__ import annotations
 
 import asyncio
+import os
+import sqlite3
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from random import Random
@@ -26,32 +29,91 @@ from redrive.core.job import Job
 from redrive.core.states import Status
 from redrive.core.transitions import Finished, finish_of
 from redrive.declarations import Task
+from redrive.errors import ConfigError
 from redrive.runtime.completer import announce
 from redrive.runtime.executor import execute
 from redrive.runtime.interrupts import Interrupt
 from redrive.store.memory import MemoryStore
+from redrive.store.sqlite.store import SQLiteStore
 
 _LEASE = timedelta(minutes=10)  # no heartbeat in a drain: long enough for any test's job
 _WORKER = "redrive.testing.drain"
 
 
 @contextmanager
-def isolated(app: App, *, clock: Any = None) -> Iterator[Any]:
-    """Within the block, ``app`` enqueues to and reads from a fresh store in
-    memory that reads ``clock`` (a new ``redrive.testing.Clock`` when none
-    is given, yielded), whatever database it was made for; after it, the
-    app is as it was. Your module-level ``app`` and its tasks, tested
-    without a database (the pytest fixture ``redrive_isolate`` does this)."""
+def isolated(app: App, *, clock: Any = None, database: str = "memory") -> Iterator[Any]:
+    """Within the block, ``app`` enqueues to and reads from a fresh store
+    that reads ``clock`` (a new ``redrive.testing.Clock`` when none is
+    given, yielded); after it, the app is as it was. ``database``:
+
+    - ``"memory"`` (the default): a store in memory, whatever database the
+      app was made for: your tasks tested without a database;
+    - ``"sqlite"``: a new SQLite file, removed after;
+    - ``"app"``: the app's own database, emptied of redrive's rows first
+      (a Django test database, where ``enqueue(conn=connection)`` joins
+      the test's transactions);
+    - a ``postgresql://`` or ``sqlite:///`` URL: that test database,
+      migrated and emptied first.
+
+    A database that is emptied must be a test database: its name must
+    contain "test", or it is refused."""
     from redrive.testing import Clock
 
     clock = clock or Clock()
     saved = app._store, app._client
-    app._store, app._client = MemoryStore(clock=clock), None
-    try:
-        yield clock
-    finally:
-        app.close()
-        app._store, app._client = saved
+    with ExitStack() as cleanup:
+        app._store, app._client = _fresh_store(app, database, clock, cleanup), None
+        try:
+            yield clock
+        finally:
+            app.close()
+            app._store, app._client = saved
+
+
+def _fresh_store(app: App, database: str, clock: Any, cleanup: ExitStack) -> Any:
+    if database == "memory":
+        return MemoryStore(clock=clock)
+    if database == "sqlite":
+        folder = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="redrive-test-"))
+        return SQLiteStore(os.path.join(folder, "redrive.db"), clock=clock)
+    url = app.settings.database_url if database == "app" else database
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in ("sqlite", "postgresql", "postgres"):
+        raise ConfigError(f"isolated(database=...) is memory, sqlite, app or a sqlite:/// or postgresql:// "
+                          f"URL, not {database!r}")
+    name = url.rsplit("/", 1)[-1].split("?", 1)[0]
+    if "test" not in name.lower():
+        raise ConfigError(f"isolated empties the database it uses, and {name!r} does not look like a test "
+                          "database: its name must contain 'test'")
+    if scheme == "sqlite":
+        store: Any = SQLiteStore(url[len("sqlite:///"):], clock=clock)
+    else:
+        from redrive.store.postgres.store import PostgresStore
+
+        PostgresStore(url, check_schema=False).migrate()  # closes with its one connection
+        store = PostgresStore(url, clock=clock)
+    store_empty(store)
+    return store
+
+
+def store_empty(store: Any) -> None:
+    """Every row of redrive's tables gone, their schema kept: a test's fresh start."""
+    if store.dialect == "postgres":
+        import psycopg
+
+        with psycopg.connect(store.url, autocommit=True) as conn:
+            tables = [name for (name,) in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                " AND tablename LIKE 'redrive\\_%' AND tablename <> 'redrive_migration'")]
+            if tables:
+                conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables))
+        return
+    with closing(sqlite3.connect(store.path, timeout=30)) as lite, lite:
+        tables = [name for (name,) in lite.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'redrive\\_%' ESCAPE '\\'"
+            " AND name <> 'redrive_migration'")]
+        for table in tables:
+            lite.execute(f'DELETE FROM "{table}"')
 
 
 @dataclass
