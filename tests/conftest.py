@@ -15,9 +15,9 @@ from redrive.store.postgres.store import PostgresStore
 
 T = TypeVar("T")
 
-# A user's project with tests of its own, run by tests/integration/test_user_project.py as its
-# user runs them (pytest in that folder), never collected into this suite.
-collect_ignore = ["userproject"]
+# Users' projects with tests of their own, run by tests/integration/test_user_project.py and
+# test_django.py as their users run them (pytest in that folder), never collected into this suite.
+collect_ignore = ["userproject", "djangoproject"]
 
 PG_SERVER = os.environ.get("REDRIVE_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 IN_CI = os.environ.get("CI", "").lower() == "true"

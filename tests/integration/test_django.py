@@ -17,32 +17,50 @@ from redrive.testing import wait_for
 PROJECT = Path(__file__).resolve().parents[1] / "djangoproject"
 
 
-def _env(db_url: str) -> dict[str, str]:
-    return {**{k: v for k, v in os.environ.items() if not k.startswith(("REDRIVE_", "DJANGO_"))},
-            "DJANGO_TEST_DB": db_url, "PYTHONPATH": str(PROJECT)}
+def _env(db_url: str, tmp_path: Path) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith(("REDRIVE_", "DJANGO_", "PYTEST_"))},
+            "DJANGO_TEST_DB": db_url, "DJANGO_LEDGER_DIR": str(tmp_path), "PYTHONPATH": str(PROJECT)}
 
 
-def _manage(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT, env=_env(db_url), capture_output=True,
-                          text=True, timeout=120)
+def _manage(db_url: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT, env=_env(db_url, tmp_path),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_projects_own_pytest_django_tests_pass_on_its_test_database(db_url: str, tmp_path: Path) -> None:
+    """pytest-django makes the test database with Django's migrations, and
+    redrive's tables come with them; the jobs of the view's transactions
+    land there, and the testing kit runs them."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
+                          cwd=PROJECT, env=_env(db_url, tmp_path), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "3 passed" in done.stdout
 
 
 def test_a_django_project_enqueues_in_its_transactions_and_runs_its_worker_through_manage_py(
-        db_url: str, tmp_path: Path) -> None:
-    assert _manage(db_url, "redrive", "migrate").returncode == 0
+        db_url: str, tmp_path: Path, request) -> None:
+    if db_url.startswith("postgres"):
+        db_url = request.getfixturevalue("pg_empty_url")  # no redrive tables yet
+    # Django's migrate makes redrive's tables too
+    migrated = _manage(db_url, tmp_path, "migrate")
+    assert migrated.returncode == 0, migrated.stderr[-2000:]
+    if db_url.startswith("postgres"):
+        assert "redrive: applied migrations [1, 2," in migrated.stdout
+    assert "redrive: applied" not in _manage(db_url, tmp_path, "migrate").stdout  # and once only
     # A view's transaction that fails leaves no job; one that commits leaves one
-    shell = _manage(db_url, "shell", "-c", "from shop.views import place_order\n"
+    shell = _manage(db_url, tmp_path, "shell", "-c", "from shop.views import place_order\n"
                                            "try:\n    place_order(1, fail=True)\nexcept RuntimeError:\n    pass\n"
                                            "place_order(2)")
     assert shell.returncode == 0, shell.stderr[-2000:]
-    listed = _manage(db_url, "redrive", "jobs", "list")
+    listed = _manage(db_url, tmp_path, "redrive", "jobs", "list")
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert listed.stdout.count("send_receipt") == 1, listed.stdout
     # The worker, started the Django way, finds the task through INSTALLED_APPS and runs the job
     log = tmp_path / "worker.log"
     with log.open("w") as err:
         worker = subprocess.Popen([sys.executable, "manage.py", "redrive", "worker", "--poll-interval", "0.1"],
-                                  cwd=PROJECT, env=_env(db_url), stdout=subprocess.DEVNULL, stderr=err)
+                                  cwd=PROJECT, env=_env(db_url, tmp_path), stdout=subprocess.DEVNULL,
+                                  stderr=err)
     try:
         with Admin.open(db_url, actor=Actor.operator("test")) as admin:
             wait_for(lambda: [j.status for j in admin.jobs(limit=10).items] == [Status.SUCCEEDED], timeout=60,
@@ -55,7 +73,7 @@ def test_a_django_project_enqueues_in_its_transactions_and_runs_its_worker_throu
 
 
 def test_a_project_with_no_app_to_find_gets_one_line_saying_what_to_set(tmp_path: Path) -> None:
-    env = {**_env(f"sqlite:///{tmp_path / 'x.db'}"), "DJANGO_SETTINGS_MODULE": "project.settings"}
+    env = {**_env(f"sqlite:///{tmp_path / 'x.db'}", tmp_path), "DJANGO_SETTINGS_MODULE": "project.settings"}
     done = subprocess.run([sys.executable, "-c", "import django, sys\n"
                            "from django.conf import settings\n"
                            "django.setup()\n"
@@ -66,3 +84,16 @@ def test_a_project_with_no_app_to_find_gets_one_line_saying_what_to_set(tmp_path
                           cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1].startswith("django.core.management.base.CommandError: set REDRIVE")
+
+
+def test_a_sqlite_database_in_memory_is_refused_in_one_line(tmp_path: Path) -> None:
+    env = {**_env(f"sqlite:///{tmp_path / 'x.db'}", tmp_path), "DJANGO_SETTINGS_MODULE": "project.settings"}
+    done = subprocess.run([sys.executable, "-c", "import django\n"
+                           "from django.conf import settings\n"
+                           "settings.DATABASES['default']['NAME'] = ':memory:'\n"
+                           "from redrive import ConfigError\n"
+                           "try:\n    django.setup()\nexcept ConfigError as exc:\n    print(exc.message)\n"],
+                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == ("Django database 'default' is SQLite in memory, which redrive's processes "
+                                   "cannot share: give it a file (for tests: DATABASES[alias]['TEST']['NAME'])")
