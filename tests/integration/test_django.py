@@ -72,28 +72,27 @@ def test_a_django_project_enqueues_in_its_transactions_and_runs_its_worker_throu
         assert worker.wait(timeout=30) == 0, log.read_text()[-2000:]
 
 
-def test_a_project_with_no_app_to_find_gets_one_line_saying_what_to_set(tmp_path: Path) -> None:
+def _in_project(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by Python in the project, its settings configured and not yet set up."""
     env = {**_env(f"sqlite:///{tmp_path / 'x.db'}", tmp_path), "DJANGO_SETTINGS_MODULE": "project.settings"}
-    done = subprocess.run([sys.executable, "-c", "import django, sys\n"
-                           "from django.conf import settings\n"
-                           "django.setup()\n"
-                           "settings.REDRIVE = {'APP': ''}\n"
-                           "sys.modules['shop.tasks'].app2 = sys.modules['shop.tasks'].app\n"
-                           "from django.core.management import call_command\n"
-                           "call_command('redrive', 'queues')"],
+    return subprocess.run([sys.executable, "-c", "import django, sys\nfrom django.conf import settings\n" + code],
                           cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_project_with_no_app_to_find_gets_one_line_saying_what_to_set(tmp_path: Path) -> None:
+    done = _in_project(tmp_path, "django.setup()\n"
+                                 "settings.REDRIVE = {'APP': ''}\n"
+                                 "sys.modules['shop.tasks'].app2 = sys.modules['shop.tasks'].app\n"
+                                 "from django.core.management import call_command\n"
+                                 "call_command('redrive', 'queues')")
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1].startswith("django.core.management.base.CommandError: set REDRIVE")
 
 
 def test_a_sqlite_database_in_memory_is_refused_in_one_line(tmp_path: Path) -> None:
-    env = {**_env(f"sqlite:///{tmp_path / 'x.db'}", tmp_path), "DJANGO_SETTINGS_MODULE": "project.settings"}
-    done = subprocess.run([sys.executable, "-c", "import django\n"
-                           "from django.conf import settings\n"
-                           "settings.DATABASES['default']['NAME'] = ':memory:'\n"
-                           "from redrive import ConfigError\n"
-                           "try:\n    django.setup()\nexcept ConfigError as exc:\n    print(exc.message)\n"],
-                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60)
+    done = _in_project(tmp_path, "settings.DATABASES['default']['NAME'] = ':memory:'\n"
+                                 "from redrive import ConfigError\n"
+                                 "try:\n    django.setup()\nexcept ConfigError as exc:\n    print(exc.message)\n")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == ("Django database 'default' is SQLite in memory, which redrive's processes "
                                    "cannot share: give it a file (for tests: DATABASES[alias]['TEST']['NAME'])")
