@@ -172,3 +172,34 @@ def test_a_database_that_is_not_a_test_database_is_never_emptied(pg_url: str) ->
             isolated(app, database="mysql://x/test"):
         pass
     app.close()
+
+
+def test_drain_until_moves_the_clock_that_far_and_queue_picks_one_queue(clocked) -> None:
+    app, clock = clocked
+    ran: list[str] = []
+
+    @app.task(queue="email", max_attempts=3, backoff=Fixed([timedelta(hours=2)]))
+    def remind(who: str) -> None:
+        ran.append(who)
+        if ran.count(who) == 1:
+            raise ConnectionError("relay down")  # retried two hours later
+
+    @app.task(queue="reports")
+    def report(day: str) -> None:
+        ran.append(day)
+
+    remind.enqueue("ada")
+    report.enqueue("monday")
+    # Only the email queue, and the clock moves at most one hour: the retry, due in two, waits
+    first = drain(app, queue="email", clock=clock, until=timedelta(hours=1))
+    assert (first.retried, first.succeeded, ran) == (1, 0, ["ada"])
+    (waiting,) = enqueued_jobs(app, remind)
+    assert waiting.run_at - clock() > timedelta(minutes=59)  # still waiting for its backoff
+    # Up to three hours from now: the retry runs; the other queue still waits
+    second = drain(app, queue="email", clock=clock, until=clock() + timedelta(hours=3))
+    assert (second.succeeded, ran) == (1, ["ada", "ada"])
+    assert enqueued_jobs(app, report)[0].status == Status.QUEUED
+    with pytest.raises(redrive.ConfigError, match="not both"):
+        drain(app, queue="email", queues=["reports"])
+    with pytest.raises(redrive.ConfigError, match="give clock= too"):
+        drain(app, until=timedelta(hours=1))

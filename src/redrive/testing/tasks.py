@@ -146,17 +146,28 @@ class _InThisThread:
         return fn()
 
 
-def drain(app: App, *, queues: Sequence[str] | None = None, clock: Any = None, max_attempts: int = 10_000) -> Drained:
-    """Run ``app``'s due jobs (of ``queues``, default every queue), one at a
-    time in this thread, until none is due. With ``clock`` (the
-    ``redrive.testing.Clock`` the app's store reads), a job waiting for a
-    backoff or a ``delay`` is made due by moving the clock to it, so the
-    drain goes on until no job is left to run. At most ``max_attempts``
+def drain(app: App, *, queues: Sequence[str] | None = None, queue: str | None = None, clock: Any = None,
+          until: datetime | timedelta | None = None, max_attempts: int = 10_000) -> Drained:
+    """Run ``app``'s due jobs (of ``queues``, or of the one ``queue``;
+    default every queue), one at a time in this thread, until none is due.
+    With ``clock`` (the ``redrive.testing.Clock`` the app's store reads), a
+    job waiting for a backoff or a ``delay`` is made due by moving the clock
+    to it, so the drain goes on until no job is left to run; ``until`` (a
+    time, or a duration from the clock's time now) is as far as the clock
+    moves, and a job due later is left waiting. At most ``max_attempts``
     attempts (a task that retries for ever does not hang the test)."""
-    return asyncio.run(_drain(app, queues, clock, max_attempts))
+    if queue is not None:
+        if queues is not None:
+            raise ConfigError("drain takes queues=[...] or queue=..., not both")
+        queues = [queue]
+    if until is not None and clock is None:
+        raise ConfigError("drain(until=...) moves the test clock: give clock= too")
+    limit = clock() + until if isinstance(until, timedelta) else until
+    return asyncio.run(_drain(app, queues, clock, limit, max_attempts))
 
 
-async def _drain(app: App, queues: Sequence[str] | None, clock: Any, max_attempts: int) -> Drained:
+async def _drain(app: App, queues: Sequence[str] | None, clock: Any, until: datetime | None,
+                 max_attempts: int) -> Drained:
     drained = Drained()
     rng = Random()
     store = app.store
@@ -164,7 +175,7 @@ async def _drain(app: App, queues: Sequence[str] | None, clock: Any, max_attempt
         names = list(queues) if queues is not None else _queues(app)
         claimed = store.jobs_claim(queues=names, limit=1, worker_id=_WORKER, lease_ttl=_LEASE) if names else []
         if not claimed:
-            if clock is None or not _move_to_next(app, clock, names):
+            if clock is None or not _move_to_next(app, clock, names, until):
                 return drained
             continue
         job = claimed[0]
@@ -184,10 +195,11 @@ def _queues(app: App) -> list[str]:
     return sorted(declared | {q.queue for q in app.store.queues_stats()})
 
 
-def _move_to_next(app: App, clock: Any, queues: Sequence[str]) -> bool:
-    """Move ``clock`` to the first job waiting in ``queues``; False when none waits."""
+def _move_to_next(app: App, clock: Any, queues: Sequence[str], until: datetime | None) -> bool:
+    """Move ``clock`` to the first job waiting in ``queues``; False when none
+    waits, or none before ``until``."""
     waiting = [j.run_at for j in _all(app, status=[Status.SCHEDULED, Status.QUEUED]) if j.queue in queues]
-    if not waiting:
+    if not waiting or (until is not None and min(waiting) > until):
         return False
     first = min(waiting)
     if first > clock():
