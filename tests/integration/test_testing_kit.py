@@ -203,3 +203,18 @@ def test_drain_until_moves_the_clock_that_far_and_queue_picks_one_queue(clocked)
         drain(app, queue="email", queues=["reports"])
     with pytest.raises(redrive.ConfigError, match="give clock= too"):
         drain(app, until=timedelta(hours=1))
+
+
+def test_a_task_alone_stands_for_its_app(clocked) -> None:
+    app, _ = clocked
+
+    @app.task
+    def send_welcome(user_id: int) -> None: ...
+
+    send_welcome.enqueue(42)
+    assert [j.args for j in assert_enqueued(send_welcome, args=[42], count=1)] == [[42]]
+    assert [j.args for j in enqueued_jobs(send_welcome)] == [[42]]
+    with pytest.raises(AssertionError, match="expected 1 send_welcome job"):
+        assert_enqueued(send_welcome, args=[7], count=1)
+    with pytest.raises(redrive.ConfigError, match="needs the task"):
+        assert_enqueued(app)

@@ -217,25 +217,31 @@ def _all(app: App, **where: Any) -> Iterable[Job]:
         after = page.next_cursor
 
 
-def enqueued_jobs(app: App, task: str | Task[Any, Any] | None = None, *, args: Sequence[Any] | None = None,
-                  kwargs: dict[str, Any] | None = None, queue: str | None = None,
+def enqueued_jobs(app: App | Task[Any, Any], task: str | Task[Any, Any] | None = None, *,
+                  args: Sequence[Any] | None = None, kwargs: dict[str, Any] | None = None, queue: str | None = None,
                   status: Status | Sequence[Status] | None = None, created_after: datetime | None = None
                   ) -> list[Job]:
     """The jobs in ``app``'s store that match, oldest first: of ``task`` (a
     name or the task), with exactly these ``args`` and ``kwargs`` when
-    given, in ``queue``, in ``status``."""
+    given, in ``queue``, in ``status``. A task alone stands for its app
+    and itself: ``enqueued_jobs(send_welcome)``."""
+    app, task = _app_and_task(app, task)
     name = task.name if isinstance(task, Task) else task
     found = [job for job in _all(app, task=name, queue=queue, status=status, created_after=created_after)
              if (args is None or list(job.args) == list(args)) and (kwargs is None or dict(job.kwargs) == kwargs)]
     return found[::-1]  # the store lists newest first
 
 
-def assert_enqueued(app: App, task: str | Task[Any, Any], *, args: Sequence[Any] | None = None,
-                    kwargs: dict[str, Any] | None = None, queue: str | None = None, count: int | None = None
-                    ) -> list[Job]:
+def assert_enqueued(app: App | Task[Any, Any], task: str | Task[Any, Any] | None = None, *,
+                    args: Sequence[Any] | None = None, kwargs: dict[str, Any] | None = None,
+                    queue: str | None = None, count: int | None = None) -> list[Job]:
     """Fail the test unless ``task`` was enqueued with these arguments
     (``count`` times exactly when given, at least once when not); the
-    message lists what was enqueued of it instead. Returns the jobs."""
+    message lists what was enqueued of it instead. Returns the jobs.
+    ``assert_enqueued(send_welcome, args=[42])``: the task's own app."""
+    app, task = _app_and_task(app, task)
+    if task is None:
+        raise ConfigError("assert_enqueued needs the task: assert_enqueued(task, ...) or assert_enqueued(app, task, ...)")
     found = enqueued_jobs(app, task, args=args, kwargs=kwargs, queue=queue)
     if (count is None and not found) or (count is not None and len(found) != count):
         name = task.name if isinstance(task, Task) else task
@@ -246,3 +252,14 @@ def assert_enqueued(app: App, task: str | Task[Any, Any], *, args: Sequence[Any]
         raise AssertionError(f"expected {'at least one' if count is None else count} {name} job(s) with {wanted}, "
                              f"found {len(found)}; {name} jobs enqueued: {len(others)}" + (f" ({seen})" if seen else ""))
     return found
+
+
+def _app_and_task(app: App | Task[Any, Any], task: str | Task[Any, Any] | None
+                  ) -> tuple[App, str | Task[Any, Any] | None]:
+    if isinstance(app, Task):
+        if task is not None:
+            raise ConfigError("give the app and the task, or the task alone")
+        task, app = app, app.enqueuer  # type: ignore[assignment]
+        if not isinstance(app, App):
+            raise ConfigError(f"task {task.name!r} is not registered with an app: declare it with @app.task")
+    return app, task
