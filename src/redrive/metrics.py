@@ -49,6 +49,7 @@ from redrive.errors import RedriveError
 from redrive.events import Event, JobFailed, JobRetryScheduled, JobSucceeded
 from redrive.runtime.link import Link
 from redrive.runtime.plugins import Beside, Plugin, until_cancelled
+from redrive.store.port import WORKER_STALE_AFTER_S
 
 log = logging.getLogger("redrive.metrics")
 
@@ -376,6 +377,8 @@ class StoreGauges(Collector):
         up = GaugeMetricFamily("redrive_store_up", "1 when the store answered this scrape.")
         try:
             queues, breakers = self._admin.queues(), self._admin.breakers()
+            letters = self._admin.dead_letter_facets(state="open")
+            workers, now = self._admin.workers()
         except RedriveError as exc:
             log.warning("metrics: cannot read the store: %s", exc)
             up.add_metric([], 0)
@@ -389,6 +392,9 @@ class StoreGauges(Collector):
                                    "How long the oldest due job has waited; 0 when none waits.", labels=["queue"])
         paused = GaugeMetricFamily("redrive_queue_paused", "1 while an operator has paused the queue.",
                                    labels=["queue"])
+        longest = GaugeMetricFamily("redrive_queue_oldest_running_age_seconds",
+                                    "How long the longest-running job has been running; 0 when none runs.",
+                                    labels=["queue"])
         for q in queues:
             name = _label(q.queue)
             for status, count in q.counts.items():
@@ -396,7 +402,28 @@ class StoreGauges(Collector):
             running.add_metric([name], q.counts.get(Status.RUNNING, 0))
             oldest.add_metric([name], q.oldest_due_age_s or 0.0)
             paused.add_metric([name], 1 if q.paused_by is not None else 0)
-        yield from (depth, running, oldest, paused)
+            longest.add_metric([name], q.oldest_running_age_s or 0.0)
+        yield from (depth, running, oldest, paused, longest)
+        open_letters = GaugeMetricFamily("redrive_dead_letters_open",
+                                         "Dead letters waiting for an operator, by task and error class.",
+                                         labels=["task", "error_class"])
+        for (task, error_class), count in sorted(letters.by_task.items()):
+            open_letters.add_metric([_label(task), _label(error_class)], count)
+        yield open_letters
+        # Alive: reported within WORKER_STALE_AFTER_S; stale: silent longer (killed, frozen, cut off)
+        states = {"alive": 0, "stale": 0}
+        per_worker = GaugeMetricFamily("redrive_worker_jobs_running", "Jobs each live worker process runs now.",
+                                       labels=["worker"])
+        for worker in workers:
+            stale = (now - worker.heartbeat_at).total_seconds() > WORKER_STALE_AFTER_S
+            states["stale" if stale else "alive"] += 1
+            if not stale:
+                per_worker.add_metric([_label(worker.id)], worker.running)
+        counted = GaugeMetricFamily("redrive_workers", "Registered worker processes, alive or stale.",
+                                    labels=["state"])
+        for state_name, count in states.items():
+            counted.add_metric([state_name], count)
+        yield from (counted, per_worker)
         state = GaugeMetricFamily("redrive_breaker_state", "1 for each breaker's current state.",
                                   labels=["dependency", "state"])
         opened = GaugeMetricFamily("redrive_breaker_open_seconds", "How long the breaker has been open; 0 when closed.",

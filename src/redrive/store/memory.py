@@ -561,6 +561,10 @@ class MemoryStore:
                     age = (now - job.run_at).total_seconds()
                     if queue.oldest_due_age_s is None or age > queue.oldest_due_age_s:
                         stats[job.queue] = replace(queue, oldest_due_age_s=age)
+                elif job.status is Status.RUNNING and job.started_at is not None:
+                    ran = (now - job.started_at).total_seconds()
+                    if queue.oldest_running_age_s is None or ran > queue.oldest_running_age_s:
+                        stats[job.queue] = replace(queue, oldest_running_age_s=ran)
         return [stats[name] for name in sorted(stats)]
 
     def runs_ended(self, *, since: datetime, limit: int = 10_000) -> list[RunEnded]:
@@ -610,9 +614,9 @@ class MemoryStore:
         return paged(rows[: size + 1], size, lambda d: encode_cursor(d.id))
 
     def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
-        found = self._letters_matching(where)
-        return DeadLetterFacets(len(found), dict(Counter(d.error_class for d in found)),
-                                dict(Counter(d.stage or "" for d in found)))
+        found = Counter((d.task, d.error_class, d.stage or "") for d in self._letters_matching(where))
+        return DeadLetterFacets.of({"task": task, "error_class": error_class, "stage": stage, "n": n}
+                                   for (task, error_class, stage), n in found.items())
 
     def outbox_page(
         self, *, status: OutboxStatus | None = None, job_id: UUID | None = None, after: str | None = None,

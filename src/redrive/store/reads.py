@@ -14,7 +14,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -81,11 +82,13 @@ class JobFilter:
 
 @dataclass(frozen=True, slots=True)
 class QueueStats:
-    """One queue's active jobs by state, and how long its oldest due job has waited."""
+    """One queue's active jobs by state, how long its oldest due job has
+    waited and how long its longest run has been going."""
 
     queue: str
     counts: dict[Status, int] = field(default_factory=dict)  # scheduled, queued and running
     oldest_due_age_s: float | None = None  # None: nothing due is waiting
+    oldest_running_age_s: float | None = None  # since the longest-running job started; None: none runs
     paused_by: str | None = None  # who paused it; None: not paused (filled in by Admin.queues)
 
 
@@ -118,6 +121,19 @@ class DeadLetterFacets:
     total: int
     error_classes: dict[str, int]
     stages: dict[str, int]  # "" for letters without a stage
+    by_task: dict[tuple[str, str], int] = field(default_factory=dict)  # (task, error class): how many
+
+    @classmethod
+    def of(cls, rows: Iterable[Mapping[str, Any]]) -> DeadLetterFacets:
+        """Added up from counts by task, error class and stage."""
+        classes: Counter[str] = Counter()
+        stages: Counter[str] = Counter()
+        by_task: Counter[tuple[str, str]] = Counter()
+        for row in rows:
+            classes[row["error_class"]] += row["n"]
+            stages[row["stage"] or ""] += row["n"]
+            by_task[(row["task"], row["error_class"])] += row["n"]
+        return cls(sum(classes.values()), dict(classes), dict(stages), dict(by_task))
 
 
 @dataclass(frozen=True, slots=True)

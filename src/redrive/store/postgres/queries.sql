@@ -452,7 +452,9 @@ LIMIT %(limit)s;
 -- Active jobs only: the hot table, never the history.
 SELECT queue, status, count(*) AS n,
        extract(epoch FROM now() - min(run_at) FILTER (WHERE status <> 'running' AND run_at <= now()))::float8
-           AS oldest_due_age_s
+           AS oldest_due_age_s,
+       extract(epoch FROM now() - min(started_at) FILTER (WHERE status = 'running'))::float8
+           AS oldest_running_age_s
 FROM redrive_job
 GROUP BY queue, status
 ORDER BY queue;
@@ -579,7 +581,7 @@ LIMIT %(limit)s;
 
 -- name: dead_letter_facets
 WITH matching AS (
-    SELECT error_class, stage FROM redrive_dead_letter
+    SELECT task, error_class, stage FROM redrive_dead_letter
     WHERE (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
   AND (%(stage)s::text IS NULL OR stage = %(stage)s::text)
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
@@ -593,9 +595,9 @@ WITH matching AS (
   AND (%(newer_than_s)s::float8 IS NULL
        OR last_failure_at > now() - make_interval(secs => %(newer_than_s)s::float8))
 )
-SELECT 'error_class' AS facet, error_class AS value, count(*) AS n FROM matching GROUP BY error_class
-UNION ALL
-SELECT 'stage', coalesce(stage, ''), count(*) FROM matching GROUP BY coalesce(stage, '');
+-- one row per (task, error class, stage): a handful, added up by DeadLetterFacets.of
+SELECT task, error_class, coalesce(stage, '') AS stage, count(*) AS n
+FROM matching GROUP BY task, error_class, coalesce(stage, '');
 
 -- name: dead_letter_note
 UPDATE redrive_dead_letter

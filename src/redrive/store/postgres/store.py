@@ -576,10 +576,7 @@ class PostgresStore:
         return Page([_dead_letter(row) for row in page.items], page.next_cursor)
 
     def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
-        rows = self._run("dead_letter_facets", _letter_filter(where))
-        classes = {row["value"]: row["n"] for row in rows if row["facet"] == "error_class"}
-        stages = {row["value"]: row["n"] for row in rows if row["facet"] == "stage"}
-        return DeadLetterFacets(sum(classes.values()), classes, stages)
+        return DeadLetterFacets.of(self._run("dead_letter_facets", _letter_filter(where)))
 
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
         rows = self._run("dead_letter_note", {"id": id, "text": text, "by": by})
@@ -663,7 +660,9 @@ class PostgresStore:
             queue.counts[Status(row["status"])] = row["n"]
             age = row["oldest_due_age_s"]
             if age is not None and (queue.oldest_due_age_s is None or age > queue.oldest_due_age_s):
-                stats[row["queue"]] = replace(queue, oldest_due_age_s=age)
+                stats[row["queue"]] = queue = replace(queue, oldest_due_age_s=age)
+            if row["oldest_running_age_s"] is not None:
+                stats[row["queue"]] = replace(queue, oldest_running_age_s=row["oldest_running_age_s"])
         return list(stats.values())
 
     def runs_ended(self, *, since: datetime, limit: int = 10_000) -> list[RunEnded]:

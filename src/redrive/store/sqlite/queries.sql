@@ -354,7 +354,8 @@ LIMIT :limit;
 -- name: queues_stats
 -- Active jobs only: the hot table, never the history.
 SELECT queue, status, count(*) AS n,
-       min(CASE WHEN status <> 'running' AND run_at <= :now THEN run_at END) AS oldest_due
+       min(CASE WHEN status <> 'running' AND run_at <= :now THEN run_at END) AS oldest_due,
+       min(CASE WHEN status = 'running' THEN started_at END) AS oldest_running
 FROM redrive_job
 GROUP BY queue, status
 ORDER BY queue;
@@ -388,7 +389,7 @@ ORDER BY 2, 1, 3;
 
 -- name: dead_letter_facets
 WITH matching AS (
-    SELECT error_class, stage FROM redrive_dead_letter
+    SELECT task, error_class, stage FROM redrive_dead_letter
     WHERE (:error_class IS NULL OR error_class = :error_class)
       AND (:stage IS NULL OR stage = :stage)
       AND (:task IS NULL OR task = :task)
@@ -402,9 +403,9 @@ WITH matching AS (
       AND (:newer_than_s IS NULL
            OR last_failure_at > :now - :newer_than_s)
 )
-SELECT 'error_class' AS facet, error_class AS value, count(*) AS n FROM matching GROUP BY error_class
-UNION ALL
-SELECT 'stage', coalesce(stage, ''), count(*) FROM matching GROUP BY coalesce(stage, '');
+-- one row per (task, error class, stage): a handful, added up by DeadLetterFacets.of
+SELECT task, error_class, coalesce(stage, '') AS stage, count(*) AS n
+FROM matching GROUP BY task, error_class, coalesce(stage, '');
 
 -- name: schedules_list
 SELECT name, fired_until, updated_at FROM redrive_schedule ORDER BY name;

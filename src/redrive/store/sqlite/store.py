@@ -697,9 +697,7 @@ class SQLiteStore:
     def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
         rows = self._reading(lambda conn, now: conn.execute(
             self._queries["dead_letter_facets"], {**_letter_filter(where), "now": now}).fetchall())
-        classes = {row["value"]: row["n"] for row in rows if row["facet"] == "error_class"}
-        stages = {row["value"]: row["n"] for row in rows if row["facet"] == "stage"}
-        return DeadLetterFacets(sum(classes.values()), classes, stages)
+        return DeadLetterFacets.of(rows)
 
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
         row = self._write(lambda conn, now: conn.execute(self._queries["dead_letter_note"], {
@@ -767,7 +765,9 @@ class SQLiteStore:
                 if row["oldest_due"] is not None:
                     age = now - row["oldest_due"]
                     if queue.oldest_due_age_s is None or age > queue.oldest_due_age_s:
-                        stats[row["queue"]] = replace(queue, oldest_due_age_s=age)
+                        stats[row["queue"]] = queue = replace(queue, oldest_due_age_s=age)
+                if row["oldest_running"] is not None:
+                    stats[row["queue"]] = replace(queue, oldest_running_age_s=now - row["oldest_running"])
             return list(stats.values())
 
         return self._reading(body)

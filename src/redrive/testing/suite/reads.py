@@ -90,6 +90,7 @@ def test_queue_stats_count_active_jobs_and_the_oldest_due_wait(store: Reads) -> 
     assert stats["a"].counts == {Status.SCHEDULED: 1, Status.QUEUED: 2, Status.RUNNING: 0}
     assert 29 <= stats["a"].oldest_due_age_s < 60
     assert stats["b"].counts[Status.RUNNING] == 1 and stats["b"].oldest_due_age_s is None
+    assert 0 <= stats["b"].oldest_running_age_s < 60 and stats["a"].oldest_running_age_s is None
     assert running.queue == "b" and done.queue == "c"
 
 
@@ -122,6 +123,10 @@ def test_dead_letter_pages_and_facets(store: Reads) -> None:
     assert facets.total == 5
     assert facets.error_classes == {"NOT_FOUND": 3, "AUTH_DENIED": 2}
     assert facets.stages == {"fetch": 3, "llm": 2}
+    # by task and error class: each task's one letter, adding up to the classes' counts
+    assert sorted(task for task, _ in facets.by_task) == [f"t{n}" for n in range(5)]
+    assert set(facets.by_task.values()) == {1}
+    assert {c: sum(1 for _, k in facets.by_task if k == c) for c in facets.error_classes} == facets.error_classes
     assert store.dead_letter_facets(where=DeadLetterFilter(stage="llm")).error_classes == {
         "NOT_FOUND": 1, "AUTH_DENIED": 1}
 
