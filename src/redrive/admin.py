@@ -17,7 +17,7 @@ dead letter or the breaker's history.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -31,7 +31,7 @@ from redrive.core.job import DeadLetter, DeadLetterFilter, Job, JobEvent
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.declarations import Registry
-from redrive.errors import ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, UnknownDependency
+from redrive.errors import ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, JobNotFound, UnknownDependency
 from redrive.events import EventStream
 from redrive.settings import Settings
 from redrive.store.port import BreakerEvent
@@ -93,6 +93,24 @@ class BreakerStatus:
     @property
     def seconds_open(self) -> float:
         return time_open(self.breaker, self.at)
+
+
+# What each bulk action applies to.
+BULK_ACTIONS: dict[str, tuple[Status, ...]] = {
+    "retry": (Status.FAILED,),
+    "cancel": (Status.SCHEDULED, Status.QUEUED, Status.RUNNING),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Bulk:
+    """What an action on every job a filter matched did (or, dry, would do)."""
+
+    action: str
+    matched: int  # jobs the filter matched, of those the action applies to
+    done: int  # acted on: 0 on a dry run
+    skipped: int  # changed by someone else between the listing and the action
+    dry_run: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,10 +252,11 @@ class Admin:
         self.events.emit("job.revealed", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
         return job
 
-    def audit_trail(self, job_id: UUID | str) -> list[AuditEntry]:
-        """Who revealed what of a job, oldest first."""
+    def audit_trail(self, job_id: UUID | str | None = None) -> list[AuditEntry]:
+        """Who revealed what of a job, oldest first; without a job, the
+        actions on no one job (queue pauses, bulk actions), the latest 1,000."""
         self._operator_only("read the audit trail")
-        return self.store.audits_list(job_id=self.job(job_id).id)
+        return self.store.audits_list(job_id=None if job_id is None else self.job(job_id).id)
 
     def job_events(self, job_id: UUID | str) -> list[JobEvent]:
         """The job's history, oldest first: one event per state change."""
@@ -250,11 +269,15 @@ class Admin:
         job = self.job(job_id)
         if job.status is not Status.FAILED:
             raise IllegalTransition(f"job {job.id} is {job.status}; only a failed job can be retried")
-        plan = revive_plan(job, reason=MANUAL_RETRY, by=self.actor.name)
-        revived = self.store.job_revive(job_id=job.id, plan=plan)
+        revived = self._revive(job)
         if revived is None:
             raise IllegalTransition(f"job {job.id} was retried or replayed by someone else just now")
-        self.events.emit("job.retried", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
+        return revived
+
+    def _revive(self, job: Job) -> Job | None:
+        revived = self.store.job_revive(job_id=job.id, plan=revive_plan(job, reason=MANUAL_RETRY, by=self.actor.name))
+        if revived is not None:
+            self.events.emit("job.retried", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
         return revived
 
     def cancel(self, job_id: UUID | str) -> Job:
@@ -263,7 +286,72 @@ class Admin:
         cancelled; a sync one sees ``redrive.cancelled()`` turn true) and ends
         ``cancelled`` then: the job returned is still ``running``. Either way
         its events say who cancelled it."""
-        job = self.job(job_id)
+        return self._cancel(self.job(job_id))
+
+    def bulk(
+        self,
+        action: str,
+        *,
+        dry_run: bool = False,
+        status: Status | Sequence[Status] | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        owner: str | None = None,
+        error_code: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        batch: int = 500,
+    ) -> Bulk:
+        """``action`` ("retry" or "cancel") on every job the filter matches,
+        among those it applies to (retry: failed; cancel: scheduled, queued,
+        running), ``batch`` at a time. An owner acts on their own jobs only.
+        A job someone else changed meanwhile is skipped. Stopped halfway, the
+        same call again finishes the rest: what was done no longer matches.
+        One entry on the audit trail with the filter and the counts; a
+        ``dry_run`` only counts."""
+        if action not in BULK_ACTIONS:
+            raise ConfigError(f"a bulk action is {' or '.join(BULK_ACTIONS)}, not {action!r}")
+        applies = BULK_ACTIONS[action]
+        wanted = job_filter(status=status).statuses or applies
+        if not set(wanted) <= set(applies):
+            raise ConfigError(f"{action} acts on {', '.join(applies)} jobs, not {', '.join(sorted(set(wanted) - set(applies)))}")
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ConfigError("batch must be a positive integer")
+        if not self.actor.is_operator:
+            if owner is not None and owner != self.actor.owner:
+                raise Forbidden("an owner may act only on their own jobs")
+            owner = self.actor.owner
+        where = job_filter(status=list(wanted), queue=queue, task=task, owner=owner, error_code=error_code,
+                           created_after=created_after, created_before=created_before)
+        matched = done = 0
+        after = None
+        while True:
+            page = self.store.jobs_page(where=where, after=after, limit=batch)
+            for job in page.items:
+                matched += 1
+                if not dry_run and self._bulk_one(action, self._may_touch(job)):
+                    done += 1
+            if page.next_cursor is None:
+                break
+            after = page.next_cursor
+        result = Bulk(action, matched, done, matched - done if not dry_run else 0, dry_run)
+        if not dry_run:
+            described = {k: (v.isoformat() if isinstance(v, datetime) else list(v) if isinstance(v, tuple) else v)
+                         for k, v in asdict(where).items() if v is not None}
+            self.store.audit_record(by=self.actor.name, action=f"bulk_{action}",
+                                    detail={"filter": described, "count": done, "skipped": result.skipped})
+        return result
+
+    def _bulk_one(self, action: str, job: Job) -> bool:
+        try:
+            if action == "retry":
+                return self._revive(job) is not None
+            self._cancel(job)
+            return True
+        except (IllegalTransition, JobNotFound):  # ended, retried or gone meanwhile
+            return False
+
+    def _cancel(self, job: Job) -> Job:
         cancelled = self.store.job_cancel(job_id=job.id, by=self.actor.name)
         about = {"job_id": str(job.id), "task": job.task, "queue": job.queue, "by": self.actor.name}
         if cancelled.status is Status.CANCELLED:

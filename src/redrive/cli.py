@@ -24,7 +24,7 @@ from typing import Any
 from dotenv import find_dotenv, load_dotenv
 
 from redrive import logs, signals, views
-from redrive.admin import Actor, Admin
+from redrive.admin import BULK_ACTIONS, Actor, Admin
 from redrive.app import App
 from redrive.core.durations import parse_duration
 from redrive.core.job import Job
@@ -178,17 +178,23 @@ def _parser() -> argparse.ArgumentParser:
                       help="show its original arguments, unredacted; this is recorded with your name (--by)")
     show.add_argument("--by", help="who is looking, for the record (default: your login)")
     show.add_argument("--json", action="store_true")
-    retry = operator("retry", _jobs_retry, "Retry a failed job (fresh attempts, at the failed stage).",
-                     jobs_commands)
-    retry.add_argument("job_id")
-    retry.add_argument("--owner", help="act for this user: the job must be theirs")
-    retry.add_argument("--by", help="who is retrying, for the record (default: your login)")
+    retry = operator("retry", _jobs_retry, "Retry a failed job (fresh attempts, at the failed stage), or "
+                     "every failed job a filter matches: redrive jobs retry --task X --since 1h.", jobs_commands)
     cancel = operator("cancel", _jobs_cancel, "Cancel a job: a waiting one at once, a running one by "
-                      "its worker (an async task is cancelled; a sync one sees redrive.cancelled()).",
-                      jobs_commands)
-    cancel.add_argument("job_id")
-    cancel.add_argument("--owner", help="act for this user: the job must be theirs")
-    cancel.add_argument("--by", help="who is cancelling, for the record (default: your login)")
+                      "its worker (an async task is cancelled; a sync one sees redrive.cancelled()); or every "
+                      "job a filter matches: redrive jobs cancel --queue Q --status queued.", jobs_commands)
+    for acting, verb, statuses in ((retry, "retrying", BULK_ACTIONS["retry"]), (cancel, "cancelling",
+                                                                             BULK_ACTIONS["cancel"])):
+        acting.add_argument("job_id", nargs="?", help="one job; or leave it out and give a filter")
+        acting.add_argument("--owner", help="act for this user: only their jobs")
+        acting.add_argument("--by", help=f"who is {verb}, for the record (default: your login)")
+        filters = acting.add_argument_group("every job that matches (in batches; one audit entry)")
+        filters.add_argument("--status", action="append", choices=[s.value for s in statuses])
+        filters.add_argument("--task")
+        filters.add_argument("--queue")
+        filters.add_argument("--error-code")
+        filters.add_argument("--since", type=_seconds, help="created within this long: 1h, 30m, 7d")
+        filters.add_argument("--dry-run", action="store_true", help="print how many match, change nothing")
 
     dead = commands.add_parser("dead", help="Triage, annotate and replay dead letters.")
     dead_commands = dead.add_subparsers(dest="dead_command", required=True, metavar="COMMAND")
@@ -674,6 +680,8 @@ def _by(args: argparse.Namespace) -> str:
 
 
 def _jobs_cancel(args: argparse.Namespace) -> int:
+    if _bulk_asked(args):
+        return _jobs_bulk(args, "cancel")
     with _admin(args, owner=args.owner) as admin:
         job = admin.cancel(args.job_id)
     if job.status is Status.CANCELLED:
@@ -684,9 +692,36 @@ def _jobs_cancel(args: argparse.Namespace) -> int:
 
 
 def _jobs_retry(args: argparse.Namespace) -> int:
+    if _bulk_asked(args):
+        return _jobs_bulk(args, "retry")
     with _admin(args, owner=args.owner) as admin:
         job = admin.retry(args.job_id)
     print(f"{job.id} queued (manual retry {job.manual_retry_count}, resumes at {job.stage or 'the start'})")
+    return 0
+
+
+def _bulk_asked(args: argparse.Namespace) -> bool:
+    """A filter instead of one job id; neither, or both, is a mistake said in one line."""
+    filtered = any(getattr(args, name) for name in ("status", "task", "queue", "error_code", "since", "dry_run"))
+    if args.job_id and filtered:
+        raise ConfigError("give a job id or a filter (--task, --queue, --status, --error-code, --since), not both")
+    if not args.job_id and not filtered:
+        raise ConfigError("give a job id, or a filter for every job it matches "
+                          "(--task, --queue, --status, --error-code, --since)")
+    return filtered
+
+
+def _jobs_bulk(args: argparse.Namespace, action: str) -> int:
+    since = datetime.now(UTC) - args.since if args.since else None
+    with _admin(args, owner=args.owner) as admin:
+        done = admin.bulk(action, dry_run=args.dry_run, status=args.status, task=args.task, queue=args.queue,
+                          error_code=args.error_code, created_after=since)
+    verb = {"retry": "retried", "cancel": "cancelled"}[action]
+    if done.dry_run:
+        print(f"{done.matched} job{'' if done.matched == 1 else 's'} match: nothing {verb} (--dry-run)")
+    else:
+        skipped = f" ({done.skipped} changed by someone else meanwhile, left alone)" if done.skipped else ""
+        print(f"{verb} {done.done} job{'' if done.done == 1 else 's'}{skipped}")
     return 0
 
 

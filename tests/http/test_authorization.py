@@ -28,6 +28,8 @@ RULES = {
     ("GET", "/api/v1/jobs/{job_id}"): "job",
     ("POST", "/api/v1/jobs/{job_id}/retry"): "job",
     ("POST", "/api/v1/jobs/{job_id}/cancel"): "job",
+    ("POST", "/api/v1/jobs/bulk"): "owner",  # on the caller's own jobs (tests/http/test_bulk.py)
+    ("GET", "/api/v1/audit"): "operator",
     ("GET", "/api/v1/dead-letters"): "operator",
     ("GET", "/api/v1/dead-letters/facets"): "operator",
     ("GET", "/api/v1/dead-letters/{letter_id}"): "operator",
@@ -51,6 +53,7 @@ BODIES = {
     "/api/v1/jobs/batch": {"jobs": [{"task": "greet", "args": ["x"]}]},
     "/api/v1/dead-letters/{letter_id}/notes": {"text": "looked at it"},
     "/api/v1/dead-letters/replay": {"ids": [1]},
+    "/api/v1/jobs/bulk": {"action": "retry", "filter": {"task": "greet"}, "dry_run": True},
 }
 
 

@@ -68,6 +68,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "job_events": lambda a, w: a.job_events(w.failed.id),
     "retry": lambda a, w: a.retry(w.failed.id),
     "cancel": lambda a, w: a.cancel(w.waiting.id),
+    "bulk": lambda a, w: a.bulk("cancel", owner="ann"),
     "dead_letters": lambda a, w: a.dead_letters(),
     "dead_letter": lambda a, w: a.dead_letter(w.letter_id),
     "dead_letter_facets": lambda a, w: a.dead_letter_facets(),
@@ -88,7 +89,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "outbox": lambda a, w: a.outbox(),
     "prune": lambda a, w: a.prune(timedelta(days=1)),
 }
-OWNERS_MAY = {"job", "jobs", "job_events", "retry", "cancel"}
+OWNERS_MAY = {"job", "jobs", "job_events", "retry", "cancel", "bulk"}
 
 
 def test_every_operation_of_admin_has_a_rule_here() -> None:

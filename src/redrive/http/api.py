@@ -24,10 +24,11 @@ from redrive.errors import ConfigError, Forbidden, RedriveError, UnknownDependen
 from redrive.http import responses as out
 from redrive.http.auth import Auth
 from redrive.http.errors import BatchTooLarge, Unauthorized, error
-from redrive.http.models import MAX_BATCH, BatchBody, EnqueueBody, NoteBody, ReplayBody, Strict
+from redrive.http.models import MAX_BATCH, BatchBody, BulkBody, EnqueueBody, NoteBody, ReplayBody, Strict
 from redrive.http.throttle import Throttle
 from redrive.store.reads import page_size
 from redrive.views import (
+    audit_view,
     breaker_event_view,
     breaker_view,
     dead_letter_view,
@@ -117,6 +118,19 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         requests = [_request(item, who, item.idempotency_key) for item in body.jobs]
         done = app.client.enqueue_many(requests)
         return {"items": [{**job_view(r.job), "duplicate": r.duplicate} for r in done]}
+
+    @router.post("/jobs/bulk", response_model=out.Bulk, tags=["jobs"])
+    def bulk(body: BulkBody, ops: Annotated[Admin, Depends(admin)]) -> JSON:
+        """Retry or cancel every job the filter matches, in batches: an owner
+        acts on their own jobs only. Interrupted, the same call again does
+        the rest. One audit entry with the filter and the count; with
+        ``dry_run`` only the count."""
+        chosen = body.filter
+        done = ops.bulk(body.action, dry_run=body.dry_run, status=chosen.status, task=chosen.task,
+                        queue=chosen.queue, owner=chosen.owner, error_code=chosen.error_code,
+                        created_after=chosen.created_after, created_before=chosen.created_before)
+        return {"action": done.action, "matched": done.matched, "done": done.done, "skipped": done.skipped,
+                "dry_run": done.dry_run}
 
     @router.get("/jobs", response_model=out.Page[out.Job], tags=["jobs"])
     def jobs(
@@ -238,6 +252,12 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     @router.post("/queues/{queue}/resume", response_model=out.QueueChange, tags=["queues"])
     def resume(queue: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
         return {"queue": queue, "changed": ops.resume_queue(queue)}
+
+    @router.get("/audit", response_model=out.Audit, tags=["audit"])
+    def audit(ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """What operators did to no one job (queue pauses and resumes, bulk
+        actions with their filter and count), the latest 1,000, oldest first."""
+        return {"items": [audit_view(entry) for entry in ops.audit_trail()]}
 
     @router.get("/workers", response_model=out.Workers, tags=["workers"])
     def workers(ops: Annotated[Admin, Depends(operator)]) -> JSON:

@@ -5,9 +5,11 @@ a create or an action are refused (422), never quietly taken or dropped."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from redrive.core.states import Status
 
 
 class Strict(BaseModel):
@@ -46,3 +48,23 @@ class NoteBody(Strict):
 class ReplayBody(Strict):
     ids: list[int] = Field(min_length=1, max_length=1000)
     from_start: bool = False
+
+
+class BulkFilter(Strict):
+    """Which jobs a bulk action is for; every field left out matches all.
+    ``status`` narrows what the action applies to (retry: failed; cancel:
+    scheduled, queued, running)."""
+
+    status: list[Status] | None = Field(default=None, max_length=6)
+    task: str | None = Field(default=None, min_length=1, max_length=255)
+    queue: str | None = Field(default=None, min_length=1, max_length=255)
+    owner: str | None = Field(default=None, min_length=1, max_length=255)
+    error_code: str | None = Field(default=None, min_length=1, max_length=255)
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+class BulkBody(Strict):
+    action: Literal["retry", "cancel"]
+    filter: BulkFilter = Field(default_factory=BulkFilter)
+    dry_run: bool = Field(default=False, description="count what would be acted on, and change nothing")

@@ -129,6 +129,14 @@ class Replays(Closed):
     items: list[Replayed]
 
 
+class Bulk(Closed):
+    action: str
+    matched: int = Field(description="jobs the filter matched, of those the action applies to")
+    done: int = Field(description="jobs acted on (0 on a dry run)")
+    skipped: int = Field(description="jobs someone else changed meanwhile")
+    dry_run: bool
+
+
 class Breaker(Closed):
     name: str
     state: State
@@ -256,3 +264,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         503: "the store is unavailable",
     }.items()
 }
+
+
+class AuditEntry(Closed):
+    id: int
+    at: str
+    by: str
+    action: str
+    job_id: str | None
+    detail: dict[str, Any]
+
+
+class Audit(Closed):
+    items: list[AuditEntry]

@@ -636,9 +636,10 @@ class MemoryStore:
             self._audit.append(entry)
             return entry
 
-    def audits_list(self, *, job_id: UUID) -> list[AuditEntry]:
+    def audits_list(self, *, job_id: UUID | None) -> list[AuditEntry]:
         with self._lock:
-            return [e for e in self._audit if e.job_id == job_id]
+            found = [e for e in self._audit if e.job_id == job_id]
+        return found[-1000:] if job_id is None else found
 
     def workers_list(self) -> list[WorkerInfo]:
         with self._lock:

@@ -233,8 +233,10 @@ class Reads(Store, Protocol):
                      detail: dict[str, Any] | None = None) -> AuditEntry:
         """Put an operator's action on record (at the database's clock)."""
 
-    def audits_list(self, *, job_id: UUID) -> list[AuditEntry]:
-        """A job's audit trail, oldest first."""
+    def audits_list(self, *, job_id: UUID | None) -> list[AuditEntry]:
+        """A job's audit trail, oldest first; with ``job_id=None`` the
+        entries about no one job (queue pauses, bulk actions), the latest
+        1,000, oldest first."""
 
 
 def page_size(limit: Any) -> int:

@@ -685,6 +685,11 @@ RETURNING id, at, by, action, job_id, detail;
 -- name: audits_list
 SELECT id, at, by, action, job_id, detail FROM redrive_audit WHERE job_id = %(job_id)s ORDER BY id;
 
+-- name: audits_general
+SELECT * FROM (SELECT id, at, by, action, job_id, detail FROM redrive_audit
+               WHERE job_id IS NULL ORDER BY id DESC LIMIT 1000) AS latest
+ORDER BY id;
+
 -- name: worker_report
 WITH forgotten AS (
     DELETE FROM redrive_worker

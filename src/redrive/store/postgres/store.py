@@ -688,7 +688,9 @@ class PostgresStore:
                                           "detail": Jsonb(detail or {})})
         return AuditEntry(**rows[0])
 
-    def audits_list(self, *, job_id: UUID) -> list[AuditEntry]:
+    def audits_list(self, *, job_id: UUID | None) -> list[AuditEntry]:
+        if job_id is None:
+            return [AuditEntry(**row) for row in self._run("audits_general")]
         return [AuditEntry(**row) for row in self._run("audits_list", {"job_id": job_id})]
 
     def schedules_list(self) -> list[ScheduleState]:

@@ -488,6 +488,11 @@ RETURNING id, at, by, action, job_id, detail;
 -- name: audits_list
 SELECT id, at, by, action, job_id, detail FROM redrive_audit WHERE job_id = :job_id ORDER BY id;
 
+-- name: audits_general
+SELECT * FROM (SELECT id, at, by, action, job_id, detail FROM redrive_audit
+               WHERE job_id IS NULL ORDER BY id DESC LIMIT 1000) AS latest
+ORDER BY id;
+
 -- name: worker_forget
 DELETE FROM redrive_worker WHERE heartbeat_at < :now - :forget_after_s AND id <> :id;
 

@@ -798,7 +798,9 @@ class SQLiteStore:
             "detail": json.dumps(detail or {})}).fetchone())
         return _audit(row)
 
-    def audits_list(self, *, job_id: UUID) -> list[AuditEntry]:
+    def audits_list(self, *, job_id: UUID | None) -> list[AuditEntry]:
+        if job_id is None:
+            return [_audit(row) for row in self._read("audits_general", {})]
         return [_audit(row) for row in self._read("audits_list", {"job_id": str(job_id)})]
 
     def workers_list(self) -> list[WorkerInfo]:

@@ -167,3 +167,13 @@ def test_the_audit_trail_keeps_who_did_what_to_a_job(store: Reads) -> None:
     assert [(e.by, e.action, e.job_id) for e in trail] == [("ops:ann", "reveal", job.id), ("ops:bob", "reveal", job.id)]
     assert trail[0] == first and first.detail == {"fields": ["args"]} and first.at <= store.now()
     assert trail[0].id < trail[1].id
+
+
+def test_actions_on_no_one_job_have_a_trail_of_their_own(store: Reads) -> None:
+    job = store.jobs_insert(jobs=[new()])[0].job
+    store.audit_record(by="ops:ann", action="reveal", job_id=job.id)
+    paused = store.audit_record(by="ops:ann", action="pause_queue", detail={"queue": "email"})
+    bulk = store.audit_record(by="ops:bob", action="bulk_retry", detail={"filter": {"task": "t"}, "count": 3})
+    trail = store.audits_list(job_id=None)
+    assert trail == [paused, bulk]
+    assert trail[1].detail == {"filter": {"task": "t"}, "count": 3} and trail[1].job_id is None

@@ -1,0 +1,102 @@
+"""Bulk actions by filter (POST /api/v1/jobs/bulk, redrive jobs retry|cancel
+with a filter), on PostgreSQL through a real server: 5,000 failed jobs of
+two owners; an owner acts on their own only, an operator on all; one audit
+entry per action with its filter and count; a dry run changes nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+
+from redrive import Actor, App, JobRequest, Status
+from redrive.core.transitions import FailNow
+from redrive.http import TokenAuth, create_api
+from redrive.http.auth import parse_tokens
+from tests.figures import record
+from tests.http.conftest import SPECS, as_, make_app, serving
+from tests.integration.processes import REPO
+
+pytestmark = pytest.mark.postgres
+
+PER_OWNER = 2500
+
+
+def _fail_all(app: App, owners: tuple[str, ...]) -> None:
+    """PER_OWNER failed jobs of each owner, written the way a worker writes them."""
+    for owner in owners:
+        app.enqueue_many([JobRequest("fail", args=[f"{owner}-{n}"], owner=owner) for n in range(PER_OWNER)])
+    store = app.store
+    while claimed := store.jobs_claim(queues=["default"], limit=1000, worker_id="test", lease_ttl=timedelta(minutes=5)):
+        store.jobs_finish([FailNow(job.lease, "BAD_INPUT", "no") for job in claimed])
+
+
+def _count(app: App, status: Status, owner: str | None = None) -> int:
+    return sum(1 for _ in _every(app, status, owner))
+
+
+def _every(app: App, status: Status, owner: str | None):
+    admin, after = app.admin(Actor.operator("test")), None
+    while True:
+        page = admin.jobs(status=status, owner=owner, after=after, limit=1000)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        after = page.next_cursor
+
+
+def test_bulk_retry_of_5000_failed_jobs_by_filter_acts_per_owner_and_leaves_one_audit_entry(pg_url: str) -> None:
+    app = make_app(pg_url)
+    _fail_all(app, ("alice", "bob"))
+    with serving(create_api(app, auth=TokenAuth(parse_tokens(SPECS)))) as url:
+        alice, ops = as_("alice", url), as_("operator", url)
+        wanted = {"action": "retry", "filter": {"task": "fail", "status": ["failed"]}}
+        # A dry run counts and changes nothing
+        dry = ops.post("/api/v1/jobs/bulk", json={**wanted, "dry_run": True})
+        assert dry.status_code == 200, dry.text
+        assert dry.json() == {"action": "retry", "matched": 5000, "done": 0, "skipped": 0, "dry_run": True}
+        assert _count(app, Status.FAILED) == 5000
+        # As alice: hers, and only hers, are queued again; asking for bob's is refused
+        mine = alice.post("/api/v1/jobs/bulk", json=wanted)
+        assert mine.json() == {"action": "retry", "matched": 2500, "done": 2500, "skipped": 0, "dry_run": False}
+        assert (_count(app, Status.QUEUED, "alice"), _count(app, Status.FAILED, "bob")) == (2500, 2500)
+        theirs = alice.post("/api/v1/jobs/bulk", json={**wanted, "filter": {"owner": "bob"}})
+        assert theirs.status_code == 403 and theirs.json()["error"]["code"] == "FORBIDDEN"
+        assert _count(app, Status.FAILED, "bob") == 2500
+        # As the operator: every failed one left, bob's
+        every = ops.post("/api/v1/jobs/bulk", json=wanted)
+        assert every.json()["done"] == 2500 and _count(app, Status.FAILED) == 0
+        assert _count(app, Status.QUEUED) == 5000
+        # One entry per action, with its filter and count; the dry run left none
+        trail = ops.get("/api/v1/audit").json()["items"]
+        bulk = [(e["by"], e["detail"]["count"], e["detail"]["filter"]) for e in trail if e["action"] == "bulk_retry"]
+        assert bulk == [("owner:alice", 2500, {"statuses": ["failed"], "task": "fail", "owner": "alice"}),
+                        ("ops", 2500, {"statuses": ["failed"], "task": "fail"})]
+        assert alice.get("/api/v1/audit").status_code == 403
+    record("bulk retry by filter (PostgreSQL)", "failed jobs queued again by operator and owner", 5000, "5000")
+    app.close()
+
+
+def test_bulk_cancel_from_the_command_line_with_a_dry_run_first(pg_url: str) -> None:
+    app = make_app(pg_url)
+    app.enqueue_many([JobRequest("greet", args=[str(n)], queue="email") for n in range(30)]
+                     + [JobRequest("greet", args=["other"], queue="reports")])
+
+    def redrive(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "redrive", *args, "--database-url", pg_url],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+
+    dry = redrive("jobs", "cancel", "--queue", "email", "--status", "queued", "--dry-run")
+    assert dry.returncode == 0 and dry.stdout.strip() == "30 jobs match: nothing cancelled (--dry-run)"
+    assert _count(app, Status.QUEUED) == 31
+    done = redrive("jobs", "cancel", "--queue", "email", "--status", "queued")
+    assert done.returncode == 0 and done.stdout.strip() == "cancelled 30 jobs"
+    assert (_count(app, Status.CANCELLED), _count(app, Status.QUEUED)) == (30, 1)
+    neither = redrive("jobs", "cancel")
+    assert neither.returncode == 2 and neither.stderr.strip().endswith(
+        "give a job id, or a filter for every job it matches (--task, --queue, --status, --error-code, --since)")
+    wrong = redrive("jobs", "retry", "--status", "queued")
+    assert wrong.returncode == 2 and "invalid choice: 'queued'" in wrong.stderr
+    app.close()
