@@ -52,21 +52,30 @@ _NOTE_LIMIT = 2000
 
 @dataclass(frozen=True, slots=True)
 class Actor:
-    """Who is acting: an operator, or someone acting for one ``owner``.
+    """Who is acting: an operator, a read-only operator (who sees what an
+    operator sees and acts on nothing), or someone acting for one ``owner``.
     ``name`` goes into the audit trail (events, notes, breaker history)."""
 
     name: str
     owner: str | None = None  # None: an operator
+    read_only: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ConfigError("an actor needs a name for the audit trail")
         if self.owner is not None and (not isinstance(self.owner, str) or not self.owner):
             raise ConfigError("an owner is a non-empty string")
+        if self.read_only and self.owner is not None:
+            raise ConfigError("a read-only actor is an operator who acts on nothing, not an owner")
 
     @classmethod
     def operator(cls, name: str) -> Actor:
         return cls(name=name)
+
+    @classmethod
+    def viewer(cls, name: str) -> Actor:
+        """A read-only operator: every page and list, no action."""
+        return cls(name=name, read_only=True)
 
     @classmethod
     def acting_for(cls, owner: str, *, name: str | None = None) -> Actor:
@@ -167,6 +176,13 @@ class Admin:
         if not self.actor.is_operator:
             raise Forbidden(f"only an operator may {what}")
 
+    def _acting(self, what: str, *, operator: bool = True) -> None:
+        """A change: refused to a read-only operator, and (``operator``) to owners."""
+        if operator:
+            self._operator_only(what)
+        if self.actor.read_only:
+            raise Forbidden(f"a read-only operator may not {what}")
+
     def _may_touch(self, job: Job) -> Job:
         if not self.actor.is_operator and job.owner != self.actor.owner:
             raise Forbidden(f"job {job.id} belongs to someone else; only its owner or an operator may act on it")
@@ -226,7 +242,7 @@ class Admin:
         """No worker starts a job of ``queue`` until it is resumed (every
         worker sees it within a second; running jobs go on). False when it
         was paused already. On the audit trail."""
-        self._operator_only("pause a queue")
+        self._acting("pause a queue")
         paused = self.store.queue_pause(queue=checks.queue_name(queue), by=self.actor.name)
         if paused:
             self.store.audit_record(by=self.actor.name, action="pause_queue", detail={"queue": queue})
@@ -235,7 +251,7 @@ class Admin:
 
     def resume_queue(self, queue: str) -> bool:
         """Workers claim from ``queue`` again. False when it was not paused."""
-        self._operator_only("resume a queue")
+        self._acting("resume a queue")
         resumed = self.store.queue_resume(queue=checks.queue_name(queue))
         if resumed:
             self.store.audit_record(by=self.actor.name, action="resume_queue", detail={"queue": queue})
@@ -246,7 +262,7 @@ class Admin:
         """The job with what it was given, for a view that shows its original
         arguments (``views.job_view(job, reveal=True)``): operators only, and
         put on record with who looked (the job's audit trail)."""
-        self._operator_only("reveal a job's arguments")
+        self._acting("reveal a job's arguments")
         job = self.job(job_id)
         self.store.audit_record(by=self.actor.name, action="reveal", job_id=job.id, detail={"fields": ["args", "kwargs"]})
         self.events.emit("job.revealed", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
@@ -266,6 +282,7 @@ class Admin:
     def retry(self, job_id: UUID | str) -> Job:
         """Manual retry of a failed job: queued again with fresh attempts, at the
         stage that failed."""
+        self._acting("retry a job", operator=False)
         job = self.job(job_id)
         if job.status is not Status.FAILED:
             raise IllegalTransition(f"job {job.id} is {job.status}; only a failed job can be retried")
@@ -286,6 +303,7 @@ class Admin:
         cancelled; a sync one sees ``redrive.cancelled()`` turn true) and ends
         ``cancelled`` then: the job returned is still ``running``. Either way
         its events say who cancelled it."""
+        self._acting("cancel a job", operator=False)
         return self._cancel(self.job(job_id))
 
     def bulk(
@@ -309,6 +327,7 @@ class Admin:
         same call again finishes the rest: what was done no longer matches.
         One entry on the audit trail with the filter and the counts; a
         ``dry_run`` only counts."""
+        self._acting(f"{action} jobs", operator=False)
         if action not in BULK_ACTIONS:
             raise ConfigError(f"a bulk action is {' or '.join(BULK_ACTIONS)}, not {action!r}")
         applies = BULK_ACTIONS[action]
@@ -409,7 +428,7 @@ class Admin:
 
     def note(self, dead_letter_id: int | str, text: str) -> DeadLetter:
         """Add a resolution note to a dead letter."""
-        self._operator_only("annotate dead letters")
+        self._acting("annotate dead letters")
         if not isinstance(text, str) or not text.strip() or len(text) > _NOTE_LIMIT:
             raise ConfigError(f"a note must be non-empty text of at most {_NOTE_LIMIT} characters")
         checks.text(text, "a note")
@@ -420,7 +439,7 @@ class Admin:
         """Queue the jobs of open dead letters again, resuming at the failed
         stage (or from the first with ``from_start``), with fresh attempts. A
         letter already replayed is left alone (``replayed=False``)."""
-        self._operator_only("replay dead letters")
+        self._acting("replay dead letters")
         letters = [self.dead_letter(i) for i in dead_letter_ids]  # every id checked before any replay
         done = []
         for letter in letters:
@@ -460,7 +479,7 @@ class Admin:
         return self._force(name, force_closed)
 
     def _force(self, name: str, change: Callable[[Breaker, float], Breaker]) -> BreakerStatus:
-        self._operator_only("force a breaker")
+        self._acting("force a breaker")
         stored = self.store.breakers_list()[0]
         if name not in stored:
             if self.registry is not None:
@@ -514,7 +533,7 @@ class Admin:
         idempotency keys, so a key can be used afresh once its job is gone. A
         failed job whose dead letter is still open is kept. Works in batches of
         ``batch``; returns how many went."""
-        self._operator_only("prune history")
+        self._acting("prune history")
         if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
             raise ConfigError("prune needs a positive age (older_than, or the job_retention setting)")
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:

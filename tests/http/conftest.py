@@ -23,8 +23,10 @@ TOKENS = {
     "alice": "alice-0123456789abcdef",
     "bob": "bob-0123456789abcdef",
     "carol": "carol-0123456789abcdef",
+    "viewer": "viewer-0123456789abcdef",
 }
-SPECS = [f"{TOKENS['operator']}=operator:ops"] + [f"{TOKENS[o]}=owner:{o}" for o in ("alice", "bob", "carol")]
+SPECS = ([f"{TOKENS['operator']}=operator:ops", f"{TOKENS['viewer']}=viewer:vic"]
+         + [f"{TOKENS[o]}=owner:{o}" for o in ("alice", "bob", "carol")])
 
 
 @contextmanager

@@ -100,3 +100,21 @@ def test_bulk_cancel_from_the_command_line_with_a_dry_run_first(pg_url: str) -> 
     wrong = redrive("jobs", "retry", "--status", "queued")
     assert wrong.returncode == 2 and "invalid choice: 'queued'" in wrong.stderr
     app.close()
+
+
+def test_revealing_a_jobs_arguments_is_for_operators_and_goes_on_its_audit_trail(api_app: App) -> None:
+    from tests.http.conftest import TOKENS
+
+    secret = "card 4111111111111111"
+    job = api_app.enqueue("greet", args=[secret], owner="alice").job
+    with serving(create_api(api_app, auth=TokenAuth(parse_tokens(SPECS)))) as url:
+        ops, viewer, alice = as_("operator", url), as_("viewer", url), as_("alice", url)
+        assert secret not in ops.get(f"/api/v1/jobs/{job.id}").text  # redacted when merely read
+        shown = ops.post(f"/api/v1/jobs/{job.id}/reveal")
+        assert shown.status_code == 200 and shown.json()["args"] == [secret]
+        for refused, code in ((viewer, 403), (alice, 403), (as_(None, url), 401)):
+            answer = refused.post(f"/api/v1/jobs/{job.id}/reveal")
+            assert answer.status_code == code and secret not in answer.text
+        assert TOKENS["operator"] not in shown.text
+    trail = api_app.admin(Actor.operator("test")).audit_trail(job.id)
+    assert [(e.by, e.action) for e in trail] == [("ops", "reveal")]

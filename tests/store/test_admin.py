@@ -117,6 +117,23 @@ def test_the_owner_may_do_what_owners_may_and_nothing_else(world: World, operati
         assert _snapshot(world) == before
 
 
+# What only reads: a read-only operator may do these, as an operator, and nothing else.
+READS = {"job", "jobs", "job_events", "dead_letters", "dead_letter", "dead_letter_facets", "queues",
+         "finished_per_minute", "audit_trail", "schedules", "workers", "breaker_history", "breakers", "outbox"}
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_a_read_only_operator_sees_everything_and_changes_nothing(world: World, operation: str) -> None:
+    act, viewer = OPERATIONS[operation], Admin(world.store, actor=Actor.viewer("ops:vic"))
+    if operation in READS:
+        act(viewer, world)
+    else:
+        before = _snapshot(world)
+        with pytest.raises(Forbidden, match="read-only operator"):
+            act(viewer, world)
+        assert _snapshot(world) == before
+
+
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
 def test_an_operator_may_do_everything(world: World, operation: str) -> None:
     OPERATIONS[operation](Admin(world.store, actor=OPS), world)

@@ -159,6 +159,13 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         """A failed job runs again, at the stage that failed; 409 otherwise."""
         return job_view(ops.retry(job_id))
 
+    @router.post("/jobs/{job_id}/reveal", response_model=out.Job, tags=["jobs"])
+    def reveal(job_id: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
+        """The job with its original arguments, unredacted (the rest stays
+        redacted): operators only, and put on its audit trail with who looked,
+        as ``redrive jobs show --reveal`` does. A POST: looking is an action."""
+        return job_view(ops.reveal(job_id), reveal=True)
+
     @router.post("/jobs/{job_id}/cancel", response_model=out.Job, tags=["jobs"])
     def cancel(job_id: str, ops: Annotated[Admin, Depends(admin)], body: Strict | None = None) -> JSON:
         """A scheduled or queued job ends cancelled now; a running one is
@@ -337,6 +344,8 @@ def _media(request: Request) -> str:
 
 def _request(body: EnqueueBody, who: Actor, idempotency_key: str | None) -> JobRequest:
     """A job for the caller: its owner is whoever asks, never the body's."""
+    if who.read_only:
+        raise Forbidden("a read-only operator may not enqueue jobs")
     if body.run_at is not None and body.delay_s is not None:
         raise _invalid("give run_at or delay_s, not both")
     return JobRequest(

@@ -1,8 +1,9 @@
-"""Who is calling: a bearer token mapped to a principal (an owner or an
-operator), or the host application's own ``auth`` callable.
+"""Who is calling: a bearer token mapped to a principal (an owner, an
+operator or a read-only operator), or the host application's own ``auth``
+callable.
 
-Tokens come from ``REDRIVE_API_TOKENS`` (``token=operator:name`` or
-``token=owner:alice``, comma-separated) or the file named by
+Tokens come from ``REDRIVE_API_TOKENS`` (``token=operator:name``,
+``token=viewer:name`` or ``token=owner:alice``, comma-separated) or the file named by
 ``REDRIVE_API_TOKENS_FILE`` (one such pair per line, ``#`` comments). A token
 is compared in constant time against every configured one, and never
 appears in a log, an error or a response.
@@ -23,15 +24,20 @@ from redrive.settings import Settings
 Auth = Callable[[Request], Actor | None]
 
 
+_ROLES = "operator:NAME, viewer:NAME (a read-only operator) or owner:NAME"
+
+
 def _principal(spec: str) -> Actor:
     role, _, name = spec.partition(":")
     if not name:
-        raise ConfigError("an API token maps to operator:NAME or owner:NAME")
+        raise ConfigError(f"an API token maps to {_ROLES}")
     if role == "operator":
         return Actor.operator(name)
+    if role == "viewer":
+        return Actor.viewer(name)
     if role == "owner":
         return Actor.acting_for(name)
-    raise ConfigError(f"an API token maps to operator:NAME or owner:NAME, not {role!r}")
+    raise ConfigError(f"an API token maps to {_ROLES}, not {role!r}")
 
 
 def parse_tokens(lines: list[str]) -> dict[str, Actor]:
@@ -42,8 +48,7 @@ def parse_tokens(lines: list[str]) -> dict[str, Actor]:
             continue
         token, sep, spec = line.partition("=")
         if not sep or len(token.strip()) < 16:
-            raise ConfigError(f"API token {number}: write the token (16 characters or more), '=', "
-                              "then operator:NAME or owner:NAME")
+            raise ConfigError(f"API token {number}: write the token (16 characters or more), '=', then {_ROLES}")
         tokens[token.strip()] = _principal(spec.strip())
     return tokens
 
