@@ -23,6 +23,7 @@ from uuid_utils.compat import uuid7
 from redrive import tracing
 from redrive.core import checks, ids
 from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, JobKey, NewJob
+from redrive.core.schedule import Firing, Schedule
 from redrive.core.states import Status
 from redrive.declarations import Registry, Task
 from redrive.errors import ConfigError, JobCancelled, JobFailed, JobNotFound, ResultTimeout, StoreTimeout
@@ -284,6 +285,11 @@ class Client:
     def job_events(self, job_id: UUID | str) -> list[JobEvent]:
         """The job's history, oldest first: one event per state change."""
         return self.store.job_events_list(job_id=checks.job_uuid(job_id))
+
+
+def firing_request(schedule: Schedule, firing: Firing) -> JobRequest:
+    """The job of one firing of a schedule, under the firing's key."""
+    return JobRequest(schedule.task, kwargs=schedule.arguments(firing), idempotency_key=firing.key)
 
 
 def read_job(store: Reads, job_id: UUID | str) -> Job:

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from redrive import App, Scheduler, job_id_for
+from redrive import App, ConfigError, Scheduler, job_id_for
 from redrive.testing import wait_for
 from tests.apps.scheduled import USERS, ZONES, with_offers
 from tests.conftest import every_job
@@ -174,4 +174,25 @@ def test_a_scheduler_ticking_often_through_a_gap_and_an_overlap_skips_and_repeat
     assert "2026-03-08T02:30" in slots and "2026-11-01T01:30" in slots
     assert Counter(slot[:10] for slot in slots) == {"2026-03-07": 2, "2026-03-08": 2, "2026-10-31": 2,
                                                      "2026-11-01": 2}
+    app.close()
+
+
+def test_an_operator_runs_a_schedule_now_once_per_form_and_its_times_go_on(sqlite_url: str) -> None:
+    from redrive import Actor
+
+    app = App(sqlite_url)
+    app.task(lambda: None, name="digest")
+    app.schedule("nightly", "digest", "0 3 * * *", timezones=["UTC", "Asia/Kolkata"], kwargs={"kind": "daily"})
+    ops = app.admin(Actor.operator("ops:ann"))
+    first = ops.run_schedule("nightly", run="f00d")
+    again = ops.run_schedule("nightly", run="f00d")  # the same form sent twice
+    other = ops.run_schedule("nightly", run="beef")
+    assert [r.duplicate for r in first] == [False, False] and [r.duplicate for r in again] == [True, True]
+    assert sorted(r.job.idempotency_key for r in first) == ["nightly:now-f00d:Asia/Kolkata", "nightly:now-f00d:UTC"]
+    assert [r.duplicate for r in other] == [False, False]
+    assert {r.job.kwargs["kind"] for r in first} == {"daily"}
+    assert [(e.action, e.detail["jobs"]) for e in ops.audit_trail()] == [("run_schedule", 2), ("run_schedule", 2)]
+    assert app.store.schedules_list() == []  # its regular firings' checkpoint is untouched
+    with pytest.raises(ConfigError, match="no schedule named 'weekly'"):
+        ops.run_schedule("weekly", run="x")
     app.close()

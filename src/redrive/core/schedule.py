@@ -97,6 +97,26 @@ class Schedule:
         if isinstance(self.catch_up, bool) or not isinstance(self.catch_up, int) or self.catch_up < 0:
             raise ConfigError("catch_up must be an integer of at least 0")
 
+    def per_entity(self, firing: Firing) -> list[Firing]:
+        """The firing, or with ``entities`` one per entity of its zone."""
+        if self.entities is None:
+            return [firing]
+        return [firing.for_entity(entity) for entity in self.entities(firing.timezone)]
+
+    def arguments(self, firing: Firing) -> dict[str, Any]:
+        """The keyword arguments of a firing's job."""
+        return dict(self.kwargs(firing) if callable(self.kwargs) else self.kwargs)
+
+    def fired_now(self, now: datetime, run: str) -> list[Firing]:
+        """A firing outside the schedule's times (an operator's "run now"):
+        one per zone, and entity, at ``now``, in the slot ``now-{run}`` so
+        its keys are its own and the same ``run`` twice fires once."""
+        if not isinstance(run, str) or not _NAME.match(run):
+            raise ConfigError("a run's key is 1-64 letters, digits, '-', '_' or '.'")
+        return [one for tz in self.zones()
+                for one in self.per_entity(Firing(self.name, tz, now.astimezone(zone(tz)).replace(tzinfo=None),
+                                                  now, f"now-{run}"))]
+
     def zones(self) -> list[str]:
         names = list(self.timezones() if callable(self.timezones) else self.timezones)
         for name in names:

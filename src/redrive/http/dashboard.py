@@ -120,7 +120,7 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
             admin = app.admin(actor)
             common: dict[str, Any] = {"who": actor, "csrf": csrf_for(request, actor), "page": name,
                                       "held": _held(app), "flash": request.query_params.get("done"),
-                                      "here": _here(request)}
+                                      "here": _here(request), "may_act": not actor.read_only}
             try:
                 return render(request, template, **common, **build(request, admin))
             except RedriveError as exc:
@@ -136,6 +136,8 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         throttle.check(actor.name)
         if not _same_site(request) or not hmac.compare_digest(csrf, csrf_for(request, actor)):
             return refused(request, 403, "this form did not come from this dashboard", actor)
+        if actor.read_only:  # Admin refuses each change too; a form may act on many
+            return refused(request, 403, "a read-only operator may not change anything", actor)
         try:
             done = act(app.admin(actor))
         except RedriveError as exc:
@@ -271,8 +273,10 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         states = {s.name: s for s in admin.schedules()}
         declared = app.registry.schedules
         now = app.store.now()
-        return {"title": "Schedules", "schedules": [schedule_view(states.get(name), declared.get(name), now)
-                                                     for name in sorted(set(states) | set(declared))]}
+        # A run now's key, made as the page is: the same form sent twice runs once.
+        return {"title": "Schedules", "run": secrets.token_hex(8),
+                "schedules": [schedule_view(states.get(name), declared.get(name), now)
+                              for name in sorted(set(states) | set(declared))]}
 
     def outbox(request: Request, admin: Admin) -> dict[str, Any]:
         q = request.query_params
@@ -331,6 +335,26 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         return action(request, csrf, lambda a: (a.close_breaker(name), f"{name} closed: its jobs resume.")[1],
                       "/breakers")
 
+    @router.post("/queues/{queue}/pause")
+    def pause_queue(request: Request, queue: str, csrf: str = Form("")) -> Response:
+        return action(request, csrf, lambda a: f"{queue} paused: no worker starts its jobs." if a.pause_queue(queue)
+                      else f"{queue} was paused already.", "/")
+
+    @router.post("/queues/{queue}/resume")
+    def resume_queue(request: Request, queue: str, csrf: str = Form("")) -> Response:
+        return action(request, csrf, lambda a: f"{queue} resumed." if a.resume_queue(queue)
+                      else f"{queue} was not paused.", "/")
+
+    @router.post("/schedules/{name}/run")
+    def run_schedule(request: Request, name: str, csrf: str = Form(""), run: str = Form("")) -> Response:
+        def apply(admin: Admin) -> str:
+            made = admin.run_schedule(name, run=run)
+            created = sum(not r.duplicate for r in made)
+            return (f"{name} ran now: {created} job{'' if created == 1 else 's'} queued." if created
+                    else f"{name} had already run from this page: nothing more queued.")
+
+        return action(request, csrf, apply, "/schedules")
+
     # -- fragments that refresh by themselves ----------------------------------------
 
     @router.get("/_banner")
@@ -345,7 +369,8 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         if actor is None:
             return Response(status_code=204)
         try:
-            return render(request, "counts.html", **_counts(app.admin(actor)))
+            return render(request, "counts.html", csrf=csrf_for(request, actor), may_act=not actor.read_only,
+                          **_counts(app.admin(actor)))
         except Forbidden:
             return Response(status_code=403)
 

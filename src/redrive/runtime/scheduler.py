@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from redrive.client import Client, JobRequest
+from redrive.client import Client, firing_request
 from redrive.core.job import EnqueueResult
 from redrive.core.schedule import Firing, Schedule, missed, next_firing
 from redrive.errors import RedriveError
@@ -70,7 +70,7 @@ class Scheduler(Plugin):
             return []
         due = [f for tz in schedule.zones()
                for f in missed(self._firings(schedule, tz, since, now), now, schedule.catch_up, self.grace)]
-        requests = [self._request(schedule, one) for firing in due for one in _per_entity(schedule, firing)]
+        requests = [firing_request(schedule, one) for firing in due for one in schedule.per_entity(firing)]
         made = []
         for start in range(0, len(requests), _BATCH):
             made += self._client.enqueue_many(requests[start:start + _BATCH])
@@ -94,11 +94,6 @@ class Scheduler(Plugin):
             self._quiet[(schedule.name, tz)] = (now, upcoming.at)
         return found
 
-    @staticmethod
-    def _request(schedule: Schedule, firing: Firing) -> JobRequest:
-        kwargs = schedule.kwargs(firing) if callable(schedule.kwargs) else schedule.kwargs
-        return JobRequest(schedule.task, kwargs=dict(kwargs), idempotency_key=firing.key)
-
     name = "scheduler"
 
     async def run(self, beside: Beside | None = None) -> None:
@@ -115,8 +110,3 @@ class Scheduler(Plugin):
     def stop(self) -> None:
         self._stopping.set()
 
-
-def _per_entity(schedule: Schedule, firing: Firing) -> list[Firing]:
-    if schedule.entities is None:
-        return [firing]
-    return [firing.for_entity(entity) for entity in schedule.entities(firing.timezone)]
