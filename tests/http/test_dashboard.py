@@ -181,7 +181,7 @@ def test_bad_query_values_get_a_page_not_a_crash(api) -> None:
         assert page.status_code == status, (path, fields, page.status_code, page.text[:200])
         assert "Traceback" not in page.text and "site-packages" not in page.text
         if status == 303:  # back to a page of this dashboard, saying what was not done
-            assert page.headers["location"].startswith("/jobs?done=Retried+0+of+1"), page.headers["location"]
+            assert page.headers["location"].startswith("/jobs?done=retry_selected&n=0&of=1"), page.headers["location"]
 
 
 def test_mounted_under_a_prefix_every_link_form_and_cookie_stays_under_it(api_app: App) -> None:
@@ -218,7 +218,7 @@ def test_dead_letters_show_the_apis_facets_and_mark_the_escalated(api, api_app: 
     ops = _browser(api, "operator")
     token = _csrf(ops.get("/dead-letters").text)
     replayed = ops.post("/dead-letters/replay", data={"csrf": token, "ids": [str(first.id)], "start": "0"})
-    assert replayed.status_code == 303 and "Replayed+1" in replayed.headers["location"]
+    assert replayed.status_code == 303 and replayed.headers["location"].endswith("done=replayed&n=1&skipped=0")
     asyncio.run(_run_until(api_app, lambda: api_app.client.job(jobs[0].id).status is Status.FAILED
                            and len(list(ops_admin.dead_letters())) == 4))
     page = ops.get("/dead-letters").text
@@ -231,3 +231,14 @@ def test_dead_letters_show_the_apis_facets_and_mark_the_escalated(api, api_app: 
     assert "Escalated: a replay failed again" in ops.get(f"/dead-letters/{escalated.id}").text
     only = ops.get("/dead-letters?state=escalated").text
     assert only.count("<tr data-letter=") == 1 and "<h2>1 matching</h2>" in only
+
+
+def test_the_line_saying_what_was_done_comes_from_the_dashboard_never_from_the_link(api) -> None:
+    ops = as_("operator", api)
+    told = ops.get("/jobs?done=retry_selected&n=3&of=5")
+    assert '<p class="flash">Retried 3 of 5; the rest were not failed, or not yours to retry.</p>' in told.text
+    for forged in ("/jobs?done=Your+account+is+locked:+call+555-0100", "/jobs?done=retry_selected&n=3+or+more",
+                   "/jobs?done=retry_selected&n=99999999999", "/jobs?done=__class__"):
+        page = ops.get(forged)
+        assert page.status_code == 200 and 'class="flash"' not in page.text, forged
+        assert "555-0100" not in page.text

@@ -119,7 +119,7 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
                 return RedirectResponse(f"{base}/login", status_code=303, headers=SECURITY_HEADERS)
             admin = app.admin(actor)
             common: dict[str, Any] = {"who": actor, "csrf": csrf_for(request, actor), "page": name,
-                                      "held": _held(app), "flash": request.query_params.get("done"),
+                                      "held": _held(app), "flash": _flash(request.query_params),
                                       "here": _here(request), "may_act": not actor.read_only}
             try:
                 return render(request, template, **common, **build(request, admin))
@@ -128,8 +128,10 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
         return handler
 
-    def action(request: Request, csrf: str, act: Callable[[Admin], str], back: str) -> Response:
-        """A change from a form: from this site, with the session's CSRF token."""
+    def action(request: Request, csrf: str, act: Callable[[Admin], Done], back: str) -> Response:
+        """A change from a form: from this site, with the session's CSRF token.
+        The page it comes back to says what was done from ``_DONE``: the link
+        carries a code and counts, never text to show."""
         actor = who(request)
         if actor is None:
             return refused(request, 401, "log in first")
@@ -139,12 +141,12 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         if actor.read_only:  # Admin refuses each change too; a form may act on many
             return refused(request, 403, "a read-only operator may not change anything", actor)
         try:
-            done = act(app.admin(actor))
+            code, counts = act(app.admin(actor))
         except RedriveError as exc:
             return refused(request, status_of(exc), exc.message, actor)
         base = request.scope.get("root_path", "")
         joiner = "&" if "?" in back else "?"
-        return RedirectResponse(f"{base}{back}{joiner}{urlencode({'done': done})}", status_code=303,
+        return RedirectResponse(f"{base}{back}{joiner}{urlencode({'done': code, **counts})}", status_code=303,
                                 headers=SECURITY_HEADERS)
 
     # -- login ---------------------------------------------------------------------
@@ -210,32 +212,29 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
     @router.post("/jobs/{job_id}/retry")
     def retry(request: Request, job_id: str, csrf: str = Form("")) -> Response:
-        return action(request, csrf, lambda a: (a.retry(job_id), "Retried: the job is queued again.")[1],
+        return action(request, csrf, lambda a: (a.retry(job_id), ("retried", {}))[1],
                       f"/jobs/{job_id}")
 
     @router.post("/jobs/{job_id}/cancel")
     def cancel(request: Request, job_id: str, csrf: str = Form("")) -> Response:
-        return action(request, csrf, lambda a: (a.cancel(job_id), "Cancel asked.")[1], f"/jobs/{job_id}")
+        return action(request, csrf, lambda a: (a.cancel(job_id), ("cancel_asked", {}))[1], f"/jobs/{job_id}")
 
     @router.post("/jobs/bulk")
     def bulk(request: Request, csrf: str = Form(""), act: str = Form(""), ids: list[str] = Form([]),
              back: str = Form("")) -> Response:
-        def apply(admin: Admin) -> str:
+        def apply(admin: Admin) -> Done:
             if act not in ("retry", "cancel"):
                 raise ConfigError("choose retry or cancel")
             if not ids:
                 raise ConfigError("select at least one job")
-            done, refused = 0, []
+            done = 0
             for job_id in ids[:_BULK_MAX]:
                 try:
                     (admin.retry if act == "retry" else admin.cancel)(job_id)
                     done += 1
-                except RedriveError as exc:
-                    refused.append(exc.message)
-            verb = "Retried" if act == "retry" else "Cancel asked for"
-            told = f"{verb} {done} of {len(ids[:_BULK_MAX])}."
-            return told + (f" Not done: {refused[0]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
-                           if refused else "")
+                except RedriveError:  # not failed, ended, gone or another's: counted as not done
+                    pass
+            return f"{act}_selected", {"n": done, "of": len(ids[:_BULK_MAX])}
 
         return action(request, csrf, apply, _back(back, "/jobs"))
 
@@ -304,54 +303,48 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     @router.post("/dead-letters/replay")
     def replay(request: Request, csrf: str = Form(""), ids: list[str] = Form([]), start: str = Form(""),
                back: str = Form("")) -> Response:
-        def apply(admin: Admin) -> str:
+        def apply(admin: Admin) -> Done:
             if not ids:
                 raise ConfigError("select at least one dead letter")
             done = admin.replay(ids[:_BULK_MAX], from_start=start == "1")
             ran = sum(1 for r in done if r.job is not None)
-            where = "from the start" if start == "1" else "from the failed stage"
-            skipped = len(done) - ran
-            return f"Replayed {ran} {where}." + (f" {skipped} had been replayed already." if skipped else "")
+            return ("replayed_from_start" if start == "1" else "replayed", {"n": ran, "skipped": len(done) - ran})
 
         return action(request, csrf, apply, _back(back, "/dead-letters"))
 
     @router.post("/dead-letters/{letter_id}/notes")
     def note(request: Request, letter_id: str, csrf: str = Form(""), text: str = Form("")) -> Response:
-        def apply(admin: Admin) -> str:
+        def apply(admin: Admin) -> Done:
             if not text.strip():
                 raise ConfigError("a note needs some text")
             admin.note(letter_id, text.strip())
-            return "Note added."
+            return "noted", {}
 
         return action(request, csrf, apply, f"/dead-letters/{letter_id}")
 
     @router.post("/breakers/{name}/open")
     def force_open(request: Request, name: str, csrf: str = Form("")) -> Response:
-        return action(request, csrf, lambda a: (a.open_breaker(name), f"{name} forced open: its jobs are held.")[1],
+        return action(request, csrf, lambda a: (a.open_breaker(name), ("breaker_opened", {}))[1],
                       "/breakers")
 
     @router.post("/breakers/{name}/close")
     def force_close(request: Request, name: str, csrf: str = Form("")) -> Response:
-        return action(request, csrf, lambda a: (a.close_breaker(name), f"{name} closed: its jobs resume.")[1],
+        return action(request, csrf, lambda a: (a.close_breaker(name), ("breaker_closed", {}))[1],
                       "/breakers")
 
     @router.post("/queues/{queue}/pause")
     def pause_queue(request: Request, queue: str, csrf: str = Form("")) -> Response:
-        return action(request, csrf, lambda a: f"{queue} paused: no worker starts its jobs." if a.pause_queue(queue)
-                      else f"{queue} was paused already.", "/")
+        return action(request, csrf, lambda a: ("paused" if a.pause_queue(queue) else "paused_already", {}), "/")
 
     @router.post("/queues/{queue}/resume")
     def resume_queue(request: Request, queue: str, csrf: str = Form("")) -> Response:
-        return action(request, csrf, lambda a: f"{queue} resumed." if a.resume_queue(queue)
-                      else f"{queue} was not paused.", "/")
+        return action(request, csrf, lambda a: ("resumed" if a.resume_queue(queue) else "not_paused", {}), "/")
 
     @router.post("/schedules/{name}/run")
     def run_schedule(request: Request, name: str, csrf: str = Form(""), run: str = Form("")) -> Response:
-        def apply(admin: Admin) -> str:
-            made = admin.run_schedule(name, run=run)
-            created = sum(not r.duplicate for r in made)
-            return (f"{name} ran now: {created} job{'' if created == 1 else 's'} queued." if created
-                    else f"{name} had already run from this page: nothing more queued.")
+        def apply(admin: Admin) -> Done:
+            created = sum(not r.duplicate for r in admin.run_schedule(name, run=run))
+            return ("schedule_ran", {"n": created}) if created else ("schedule_ran_already", {})
 
         return action(request, csrf, apply, "/schedules")
 
@@ -378,6 +371,38 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
 
 _BULK_MAX = 1000  # rows one form may act on: a page's worth, generously
+
+# What an action did, as the page it comes back to says it: a code and
+# counts in the link, the words from here. Text from a link is never shown,
+# so nobody can send an operator a page that says what they did not do.
+Done = tuple[str, dict[str, int]]
+_DONE = {
+    "retried": "Retried: the job is queued again.",
+    "cancel_asked": "Cancel asked.",
+    "retry_selected": "Retried {n} of {of}; the rest were not failed, or not yours to retry.",
+    "cancel_selected": "Cancel asked for {n} of {of}; the rest had ended, or were not yours to cancel.",
+    "replayed": "Replayed {n} from the failed stage; {skipped} had been replayed already.",
+    "replayed_from_start": "Replayed {n} from the start; {skipped} had been replayed already.",
+    "noted": "Note added.",
+    "breaker_opened": "Breaker forced open: its jobs are held.",
+    "breaker_closed": "Breaker closed: its jobs resume.",
+    "paused": "Queue paused: no worker starts its jobs until it is resumed.",
+    "paused_already": "That queue was paused already.",
+    "resumed": "Queue resumed.",
+    "not_paused": "That queue was not paused.",
+    "schedule_ran": "Ran now: {n} job(s) queued.",
+    "schedule_ran_already": "That run was sent already: nothing more queued.",
+}
+_COUNTS = ("n", "of", "skipped")
+
+
+def _flash(query: Any) -> str | None:
+    """The line saying what was done: a known code's words, with whole counts only."""
+    told = _DONE.get(query.get("done") or "")
+    counts = {name: query.get(name) or "0" for name in _COUNTS}
+    if told is None or not all(value.isdigit() and len(value) <= 9 for value in counts.values()):
+        return None
+    return told.format(**{name: int(value) for name, value in counts.items()})
 _HISTORY = 5  # state changes shown per breaker
 _LETTER_STATES = ("open", "replayed", "escalated")
 _CHART_MINUTES = 60
