@@ -456,6 +456,48 @@ class Admin:
             done.append(Replay(letter=self.dead_letter(letter.id), job=job))
         return done
 
+    def replay_matching(
+        self,
+        *,
+        error_class: str | None = None,
+        stage: str | None = None,
+        task: str | None = None,
+        owner: str | None = None,
+        older_than: timedelta | None = None,
+        newer_than: timedelta | None = None,
+        from_start: bool = False,
+        dry_run: bool = False,
+        batch: int = 200,
+    ) -> Bulk:
+        """Replay every open dead letter the filter matches, ``batch`` at a
+        time, as ``replay`` does. Stopped halfway, the same call again
+        replays the rest: a replayed letter is no longer open. One entry on
+        the audit trail with the filter and the count; a ``dry_run`` only counts."""
+        self._acting("replay dead letters")
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 1000:
+            raise ConfigError("batch must be a whole number from 1 to 1000")
+        where = _letter_filter(error_class=error_class, stage=stage, task=task, owner=owner, state="open",
+                               older_than=older_than, newer_than=newer_than)
+        matched = done = 0
+        after = None
+        while True:
+            page = self.store.dead_letters_page(where=where, after=after, limit=batch)
+            matched += len(page.items)
+            if page.items and not dry_run:
+                done += sum(1 for r in self.replay([d.id for d in page.items], from_start=from_start)
+                            if r.job is not None)
+            if page.next_cursor is None:
+                break
+            after = page.next_cursor
+        result = Bulk("replay", matched, done, matched - done if not dry_run else 0, dry_run)
+        if not dry_run:
+            described = {k: (v.total_seconds() if isinstance(v, timedelta) else v)
+                         for k, v in asdict(where).items() if v is not None}
+            self.store.audit_record(by=self.actor.name, action="bulk_replay",
+                                    detail={"filter": described, "from_start": from_start, "count": done,
+                                            "skipped": result.skipped})
+        return result
+
     # -- circuit breakers ----------------------------------------------------------
 
     def breakers(self) -> dict[str, BreakerStatus]:

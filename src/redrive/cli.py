@@ -217,10 +217,20 @@ def _parser() -> argparse.ArgumentParser:
     note.add_argument("text")
     note.add_argument("--by", help="who writes the note (default: your login)")
     replay = operator("replay", _dead_replay,
-                      "Replay dead letters: their jobs run again from the failed stage.", dead_commands)
-    replay.add_argument("ids", nargs="+", metavar="id")
+                      "Replay dead letters: their jobs run again from the failed stage. Give ids, or a "
+                      "filter for every open letter it matches: redrive dead replay --task X --dry-run.",
+                      dead_commands)
+    replay.add_argument("ids", nargs="*", metavar="id")
     replay.add_argument("--from-start", action="store_true", help="run every stage again")
     replay.add_argument("--by", help="who replays, for the record (default: your login)")
+    matching = replay.add_argument_group("every open letter that matches (in batches; one audit entry)")
+    matching.add_argument("--error-class")
+    matching.add_argument("--stage")
+    matching.add_argument("--task")
+    matching.add_argument("--owner", help="the job's owner")
+    matching.add_argument("--older-than", type=_seconds, help="since the last failure: 1h, 7d")
+    matching.add_argument("--newer-than", type=_seconds, help="since the last failure: 1h, 7d")
+    matching.add_argument("--dry-run", action="store_true", help="print how many match, change nothing")
 
     breakers = commands.add_parser("breakers", help="See and force the shared circuit breakers.")
     breaker_commands = breakers.add_subparsers(dest="breakers_command", required=True, metavar="COMMAND")
@@ -768,6 +778,24 @@ def _dead_note(args: argparse.Namespace) -> int:
 
 
 def _dead_replay(args: argparse.Namespace) -> int:
+    filters = ("error_class", "stage", "task", "owner", "older_than", "newer_than")
+    filtered = any(getattr(args, name) for name in (*filters, "dry_run"))
+    if args.ids and filtered:
+        raise ConfigError("give dead letter ids or a filter (--task, --error-class, --stage, ...), not both")
+    if filtered:
+        with _admin(args) as admin:
+            done = admin.replay_matching(**{name: getattr(args, name) for name in filters},
+                                         from_start=args.from_start, dry_run=args.dry_run)
+        if done.dry_run:
+            print(f"{done.matched} open dead letter{'' if done.matched == 1 else 's'} match: nothing replayed "
+                  "(--dry-run)")
+        else:
+            skipped = f" ({done.skipped} replayed by someone else meanwhile)" if done.skipped else ""
+            print(f"replayed {done.done} dead letter{'' if done.done == 1 else 's'}{skipped}")
+        return 0
+    if not args.ids:
+        raise ConfigError("give dead letter ids, or a filter for every open letter it matches "
+                          "(--task, --error-class, --stage, --owner, --older-than, --newer-than)")
     with _admin(args) as admin:
         replays = admin.replay(args.ids, from_start=args.from_start)
     for r in replays:

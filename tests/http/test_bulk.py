@@ -118,3 +118,37 @@ def test_revealing_a_jobs_arguments_is_for_operators_and_goes_on_its_audit_trail
         assert TOKENS["operator"] not in shown.text
     trail = api_app.admin(Actor.operator("test")).audit_trail(job.id)
     assert [(e.by, e.action) for e in trail] == [("ops", "reveal")]
+
+
+def test_replaying_every_open_dead_letter_a_filter_matches(pg_url: str) -> None:
+    app = make_app(pg_url)
+    app.enqueue_many([JobRequest("fail", args=[str(n)]) for n in range(20)]
+                     + [JobRequest("greet", args=[str(n)]) for n in range(10)])
+    claimed = app.store.jobs_claim(queues=["default"], limit=100, worker_id="t", lease_ttl=timedelta(minutes=5))
+    app.store.jobs_finish([FailNow(job.lease, "BAD_INPUT", "no") for job in claimed])
+    ops = app.admin(Actor.operator("test"))
+    with serving(create_api(app, auth=TokenAuth(parse_tokens(SPECS)))) as url:
+        client = as_("operator", url)
+        wanted = {"action": "replay", "filter": {"task": "fail", "error_class": "BAD_INPUT"}}
+        dry = client.post("/api/v1/dead-letters/bulk", json={**wanted, "dry_run": True})
+        assert dry.json() == {"action": "replay", "matched": 20, "done": 0, "skipped": 0, "dry_run": True}
+        assert ops.dead_letter_facets(state="open").total == 30
+        done = client.post("/api/v1/dead-letters/bulk", json=wanted)
+        assert done.json()["done"] == 20 and _count(app, Status.QUEUED) == 20
+        assert as_("alice", url).post("/api/v1/dead-letters/bulk", json=wanted).status_code == 403
+        assert as_("viewer", url).post("/api/v1/dead-letters/bulk", json=wanted).status_code == 403
+
+    def redrive(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "redrive", "dead", "replay", *args, "--database-url", pg_url],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+
+    counted = redrive("--task", "greet", "--dry-run")
+    assert counted.stdout.strip() == "10 open dead letters match: nothing replayed (--dry-run)", counted.stderr
+    replayed = redrive("--task", "greet")
+    assert replayed.stdout.strip() == "replayed 10 dead letters"
+    assert ops.dead_letter_facets(state="open").total == 0 and _count(app, Status.QUEUED) == 30
+    entries = [(e.action, e.detail["count"], e.detail["filter"]) for e in ops.audit_trail()]
+    assert entries == [("bulk_replay", 20, {"state": "open", "task": "fail", "error_class": "BAD_INPUT"}),
+                       ("bulk_replay", 10, {"state": "open", "task": "greet"})]
+    assert redrive("1", "--task", "greet").returncode == 2
+    app.close()

@@ -24,7 +24,17 @@ from redrive.errors import ConfigError, Forbidden, RedriveError, UnknownDependen
 from redrive.http import responses as out
 from redrive.http.auth import Auth
 from redrive.http.errors import BatchTooLarge, Unauthorized, error
-from redrive.http.models import MAX_BATCH, BatchBody, BulkBody, EnqueueBody, NoteBody, ReplayBody, Strict
+from redrive.http.models import (
+    MAX_AGE_S,
+    MAX_BATCH,
+    BatchBody,
+    BulkBody,
+    EnqueueBody,
+    LetterBulkBody,
+    NoteBody,
+    ReplayBody,
+    Strict,
+)
 from redrive.http.throttle import Throttle
 from redrive.store.reads import page_size
 from redrive.views import (
@@ -46,7 +56,6 @@ from redrive.views import (
 JSON = dict[str, Any]
 _BEARER = HTTPBearer(auto_error=False, bearerFormat="redrive API token",
                      description="A token from REDRIVE_API_TOKENS: `Authorization: Bearer <token>`")
-_MAX_AGE_S = 100 * 366 * 86400  # a century: more is a typo, and overflows timedelta
 
 
 def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
@@ -178,8 +187,8 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def letter_filters(
         error_class: str | None = None, stage: str | None = None, task: str | None = None,
         owner: str | None = None, state: Literal["open", "replayed", "escalated"] | None = None,
-        older_than_s: Annotated[float | None, Query(ge=0, le=_MAX_AGE_S)] = None,
-        newer_than_s: Annotated[float | None, Query(ge=0, le=_MAX_AGE_S)] = None,
+        older_than_s: Annotated[float | None, Query(ge=0, le=MAX_AGE_S)] = None,
+        newer_than_s: Annotated[float | None, Query(ge=0, le=MAX_AGE_S)] = None,
     ) -> dict[str, Any]:
         return {"error_class": error_class, "stage": stage, "task": task, "owner": owner, "state": state,
                 "older_than": None if older_than_s is None else timedelta(seconds=older_than_s),
@@ -206,6 +215,20 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def note(letter_id: int, body: NoteBody, ops: Annotated[Admin, Depends(operator)]) -> JSON:
         """Add a resolution note, signed by the caller."""
         return dead_letter_view(ops.note(letter_id, body.text))
+
+    @router.post("/dead-letters/bulk", response_model=out.Bulk, tags=["dead letters"])
+    def replay_matching(body: LetterBulkBody, ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """Replay every open dead letter the filter matches, in batches.
+        Interrupted, the same call again does the rest. One audit entry with
+        the filter and the count; with ``dry_run`` only the count."""
+        chosen = body.filter
+        done = ops.replay_matching(
+            error_class=chosen.error_class, stage=chosen.stage, task=chosen.task, owner=chosen.owner,
+            older_than=None if chosen.older_than_s is None else timedelta(seconds=chosen.older_than_s),
+            newer_than=None if chosen.newer_than_s is None else timedelta(seconds=chosen.newer_than_s),
+            from_start=body.from_start, dry_run=body.dry_run)
+        return {"action": done.action, "matched": done.matched, "done": done.done, "skipped": done.skipped,
+                "dry_run": done.dry_run}
 
     @router.post("/dead-letters/replay", response_model=out.Replays, tags=["dead letters"])
     def replay(body: ReplayBody, ops: Annotated[Admin, Depends(operator)]) -> JSON:

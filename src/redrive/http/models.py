@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from redrive.core.states import Status
 
+MAX_AGE_S = 100 * 366 * 86400  # a century: more is a typo, and overflows timedelta
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -68,3 +70,21 @@ class BulkBody(Strict):
     action: Literal["retry", "cancel"]
     filter: BulkFilter = Field(default_factory=BulkFilter)
     dry_run: bool = Field(default=False, description="count what would be acted on, and change nothing")
+
+
+class LetterFilter(Strict):
+    """Which open dead letters a bulk replay is for; every field left out matches all."""
+
+    error_class: str | None = Field(default=None, min_length=1, max_length=255)
+    stage: str | None = Field(default=None, min_length=1, max_length=255)
+    task: str | None = Field(default=None, min_length=1, max_length=255)
+    owner: str | None = Field(default=None, min_length=1, max_length=255)
+    older_than_s: float | None = Field(default=None, ge=0, le=MAX_AGE_S)
+    newer_than_s: float | None = Field(default=None, ge=0, le=MAX_AGE_S)
+
+
+class LetterBulkBody(Strict):
+    action: Literal["replay"]
+    filter: LetterFilter = Field(default_factory=LetterFilter)
+    from_start: bool = False
+    dry_run: bool = Field(default=False, description="count what would be replayed, and change nothing")
