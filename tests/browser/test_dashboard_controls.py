@@ -90,3 +90,31 @@ def test_a_read_only_operator_sees_every_page_and_every_action_is_refused(browse
     assert state() == before
     assert dash_app.client.job(waiting.id).status is Status.QUEUED
     page.context.close()
+
+
+def test_every_job_a_filter_matches_is_retried_after_its_count_is_confirmed(browser, dash_app: App, dash_url: str,
+                                                                            shots) -> None:
+    from datetime import timedelta
+
+    from redrive import JobRequest
+    from redrive.core.transitions import FailNow
+
+    dash_app.enqueue_many([JobRequest("flaky", args=[str(n)], queue="email") for n in range(60)]
+                          + [JobRequest("flaky", args=[str(n)], queue="reports") for n in range(5)])
+    store = dash_app.store
+    claimed = store.jobs_claim(queues=["email", "reports"], limit=100, worker_id="t", lease_ttl=timedelta(minutes=5))
+    store.jobs_finish([FailNow(job.lease, "BAD_INPUT", "no") for job in claimed])
+    page = login(browser, dash_url)
+    page.goto(f"{dash_url}/jobs?status=failed&queue=email&limit=20")  # a page of 20; 60 match
+    page.locator("#matching button[data-action=retry-matching]").click()
+    assert page.locator("h1").inner_text() == "Retry 60 matching jobs?"
+    page.screenshot(path=str(shots / "bulk-confirm.png"), full_page=True)
+    assert dash_app.store.jobs_count()[Status.FAILED] == 65  # counted, nothing done yet
+    page.locator("button[data-action=confirm]").click()
+    page.wait_for_url("**/jobs?*done=retry_matching*")
+    assert page.locator(".flash").inner_text() == "Retried 60 matching jobs; 0 had changed meanwhile."
+    counts = dash_app.store.jobs_count()
+    assert (counts[Status.QUEUED], counts[Status.FAILED]) == (60, 5)  # the other queue's are left alone
+    trail = dash_app.admin(Actor.operator("t")).audit_trail()
+    assert [(e.action, e.detail["count"]) for e in trail] == [("bulk_retry", 60)]
+    page.context.close()

@@ -24,7 +24,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader
 
-from redrive.admin import Actor, Admin
+from redrive.admin import BULK_ACTIONS, Actor, Admin, Bulk
 from redrive.app import App
 from redrive.core.breaker import BreakerMode
 from redrive.core.outbox import OutboxStatus
@@ -128,10 +128,9 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
         return handler
 
-    def action(request: Request, csrf: str, act: Callable[[Admin], Done], back: str) -> Response:
-        """A change from a form: from this site, with the session's CSRF token.
-        The page it comes back to says what was done from ``_DONE``: the link
-        carries a code and counts, never text to show."""
+    def checked(request: Request, csrf: str) -> Actor | Response:
+        """Who sends a form that changes something, or the page refusing it:
+        it must come from this site, with the session's CSRF token."""
         actor = who(request)
         if actor is None:
             return refused(request, 401, "log in first")
@@ -140,6 +139,15 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
             return refused(request, 403, "this form did not come from this dashboard", actor)
         if actor.read_only:  # Admin refuses each change too; a form may act on many
             return refused(request, 403, "a read-only operator may not change anything", actor)
+        return actor
+
+    def action(request: Request, csrf: str, act: Callable[[Admin], Done], back: str) -> Response:
+        """A change from a form: from this site, with the session's CSRF token.
+        The page it comes back to says what was done from ``_DONE``: the link
+        carries a code and counts, never text to show."""
+        actor = checked(request, csrf)
+        if isinstance(actor, Response):
+            return actor
         try:
             code, counts = act(app.admin(actor))
         except RedriveError as exc:
@@ -237,6 +245,43 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
             return f"{act}_selected", {"n": done, "of": len(ids[:_BULK_MAX])}
 
         return action(request, csrf, apply, _back(back, "/jobs"))
+
+    @router.post("/jobs/matching")
+    def jobs_matching(request: Request, csrf: str = Form(""), act: str = Form(""), confirm: str = Form(""),
+                      status: str = Form(""), task: str = Form(""), queue: str = Form(""),
+                      error_code: str = Form(""), owner: str = Form(""), since: str = Form(""),
+                      until: str = Form("")) -> Response:
+        """Every job the list's filter matches: first a page with the count
+        to confirm, then the action, in batches (``Admin.bulk``)."""
+        where = {"status": status, "task": task, "queue": queue, "error_code": error_code, "owner": owner,
+                 "since": since, "until": until}
+
+        def bulk(admin: Admin, dry_run: bool) -> Bulk:
+            if act not in BULK_ACTIONS:
+                raise ConfigError("choose retry or cancel")
+            if status and status not in {s.value for s in Status}:
+                raise ConfigError(f"no state named {status!r}")
+            return admin.bulk(act, dry_run=dry_run, status=Status(status) if status else None, task=task or None,
+                              queue=queue or None, error_code=error_code or None, owner=owner or None,
+                              created_after=_when(since or None, "since"), created_before=_when(until or None, "until"))
+
+        back = "/jobs?" + urlencode({k: v for k, v in where.items() if v})
+        if confirm == "yes":
+            def apply(admin: Admin) -> Done:
+                done = bulk(admin, dry_run=False)
+                return f"{act}_matching", {"n": done.done, "skipped": done.skipped}
+
+            return action(request, csrf, apply, back)
+        actor = checked(request, csrf)
+        if isinstance(actor, Response):
+            return actor
+        try:
+            counted = bulk(app.admin(actor), dry_run=True)
+        except RedriveError as exc:
+            return refused(request, status_of(exc), exc.message, actor)
+        return render(request, "confirm.html", who=actor, csrf=csrf, held=_held(app), page="jobs",
+                      title="Confirm", may_act=True, count=counted.matched, act=act, where=where, back=back,
+                      target="/jobs/matching", noun="job")
 
     def dead_letters(request: Request, admin: Admin) -> dict[str, Any]:
         q = request.query_params
@@ -392,6 +437,8 @@ _DONE = {
     "not_paused": "That queue was not paused.",
     "schedule_ran": "Ran now: {n} job(s) queued.",
     "schedule_ran_already": "That run was sent already: nothing more queued.",
+    "retry_matching": "Retried {n} matching jobs; {skipped} had changed meanwhile.",
+    "cancel_matching": "Cancel asked for {n} matching jobs; {skipped} had changed meanwhile.",
 }
 _COUNTS = ("n", "of", "skipped")
 
