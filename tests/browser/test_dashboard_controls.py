@@ -14,13 +14,13 @@ def test_an_operator_pauses_and_resumes_a_queue_and_runs_a_schedule_now(browser,
     dash_app.enqueue("flaky", args=["x"], queue="email")  # a queue with a job: listed on the overview
     page = login(browser, dash_url)
     row = page.locator("tr[data-queue=email]")
-    row.locator("button[data-action=pause]").click()
+    row.locator("button[data-act=pause]").click()
     page.wait_for_url("**/?done=*")
     assert "Queue paused" in page.locator(".flash").inner_text()
     assert page.locator("tr[data-queue=email]").inner_text().count("by ops") == 1
     assert dash_app.admin(Actor.operator("t")).queues()[0].paused_by == "ops"
     page.screenshot(path=str(shots / "queue-paused.png"), full_page=True)
-    page.locator("tr[data-queue=email] button[data-action=resume]").click()
+    page.locator("tr[data-queue=email] button[data-act=resume]").click()
     page.wait_for_url("**/?done=*")
     assert "Queue resumed" in page.locator(".flash").inner_text()
     assert dash_app.admin(Actor.operator("t")).queues()[0].paused_by is None
@@ -28,7 +28,7 @@ def test_an_operator_pauses_and_resumes_a_queue_and_runs_a_schedule_now(browser,
     page.goto(f"{dash_url}/schedules")
     form = page.locator("tr[data-schedule=morning-digest] form")
     sent = {name: form.locator(f"input[name={name}]").get_attribute("value") for name in ("csrf", "run")}
-    form.locator("button[data-action=run]").click()
+    form.locator("button[data-act=run]").click()
     page.wait_for_url("**/schedules?done=*")
     assert "Ran now: 2 job(s) queued" in page.locator(".flash").inner_text()  # one per time zone
     # The same form again, as a double submit sends it: nothing more
@@ -106,11 +106,11 @@ def test_every_job_a_filter_matches_is_retried_after_its_count_is_confirmed(brow
     store.jobs_finish([FailNow(job.lease, "BAD_INPUT", "no") for job in claimed])
     page = login(browser, dash_url)
     page.goto(f"{dash_url}/jobs?status=failed&queue=email&limit=20")  # a page of 20; 60 match
-    page.locator("#matching button[data-action=retry-matching]").click()
+    page.locator("#matching button[data-act=retry-matching]").click()
     assert page.locator("h1").inner_text() == "Retry 60 matching jobs?"
     page.screenshot(path=str(shots / "bulk-confirm.png"), full_page=True)
     assert dash_app.store.jobs_count()[Status.FAILED] == 65  # counted, nothing done yet
-    page.locator("button[data-action=confirm]").click()
+    page.locator("button[data-act=confirm]").click()
     page.wait_for_url("**/jobs?*done=retry_matching*")
     assert page.locator(".flash").inner_text() == "Retried 60 matching jobs; 0 had changed meanwhile."
     counts = dash_app.store.jobs_count()
