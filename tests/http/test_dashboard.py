@@ -242,3 +242,27 @@ def test_the_line_saying_what_was_done_comes_from_the_dashboard_never_from_the_l
         page = ops.get(forged)
         assert page.status_code == 200 and 'class="flash"' not in page.text, forged
         assert "555-0100" not in page.text
+
+
+def test_the_session_cookie_is_an_id_of_its_own_that_logout_and_the_tokens_removal_end(api, api_app: App) -> None:
+    from redrive.http import TokenAuth, create_api
+    from redrive.http.auth import parse_tokens
+    from tests.http.conftest import SPECS
+
+    ops = _browser(api, "operator")
+    cookie = ops.cookies.get("redrive_session")
+    assert cookie and TOKENS["operator"] not in cookie and len(cookie) >= 40
+    assert ops.get("/").status_code == 200
+    # The same cookie in another browser works while the session lasts, and not after the logout
+    stolen = as_(None, api)
+    stolen.cookies.set("redrive_session", cookie)
+    assert stolen.get("/").status_code == 200
+    assert ops.post("/logout", data={"csrf": _csrf(ops.get("/").text)}).status_code == 303
+    assert stolen.get("/").status_code == 303 and stolen.get("/").headers["location"].endswith("/login")
+    # A token taken out of the configuration ends the sessions opened with it
+    alice = _browser(api, "alice")
+    assert alice.get("/jobs").status_code == 200
+    without_alice = create_api(api_app, auth=TokenAuth(parse_tokens([s for s in SPECS if "owner:alice" not in s])))
+    moved = as_(None, without_alice)
+    moved.cookies.set("redrive_session", alice.cookies.get("redrive_session"))
+    assert moved.get("/jobs").status_code == 303

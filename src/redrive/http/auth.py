@@ -11,6 +11,7 @@ appears in a log, an error or a response.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -69,6 +70,7 @@ class TokenAuth:
 
     def __init__(self, tokens: Mapping[str, Actor]) -> None:
         self._tokens = [(token.encode(), actor) for token, actor in tokens.items()]
+        self._digests = {digest(token): actor for token, actor in tokens.items()}
 
     def __call__(self, request: Request) -> Actor | None:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
@@ -76,10 +78,25 @@ class TokenAuth:
             return None
         return self.actor(given)
 
+    def by_digest(self, given: str) -> Actor | None:
+        """The principal of the token whose ``digest`` this is (a dashboard
+        session's), or None: a token taken out of the configuration ends its
+        sessions with it."""
+        found = None
+        for known, actor in self._digests.items():
+            if hmac.compare_digest(known, given):
+                found = actor
+        return found
+
     def actor(self, given: str) -> Actor | None:
-        """The principal of a token (from a header or the dashboard's session cookie), or None."""
+        """The principal of a token (from a header or the login form), or None."""
         found = None
         for token, actor in self._tokens:  # every one compared: the time says nothing
             if hmac.compare_digest(token, given.strip().encode()):
                 found = actor
         return found
+
+
+def digest(secret: str) -> str:
+    """What the store keeps of a token or a session id: never the thing itself."""
+    return hashlib.sha256(secret.strip().encode()).hexdigest()

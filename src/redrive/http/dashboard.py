@@ -30,7 +30,7 @@ from redrive.core.breaker import BreakerMode
 from redrive.core.outbox import OutboxStatus
 from redrive.core.states import Status
 from redrive.errors import ConfigError, Forbidden, RedriveError
-from redrive.http.auth import Auth, TokenAuth
+from redrive.http.auth import Auth, TokenAuth, digest
 from redrive.http.errors import status_of
 from redrive.http.throttle import Throttle
 from redrive.settings import Settings
@@ -49,6 +49,7 @@ from redrive.views import (
 )
 
 COOKIE = "redrive_session"
+SESSION_TTL = timedelta(hours=12)  # a working day's session: then the login form again
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
@@ -92,7 +93,8 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def who(request: Request) -> Actor | None:
         found = auth(request)
         if found is None and tokens is not None and (cookie := request.cookies.get(COOKIE)):
-            found = tokens.actor(cookie)
+            principal = app.store.session_read(id=digest(cookie))
+            found = tokens.by_digest(principal) if principal is not None else None
         return found
 
     def csrf_for(request: Request, actor: Actor) -> str:
@@ -112,7 +114,10 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         """A page for a principal: the login form without one, an error page for a refusal."""
 
         def handler(request: Request) -> Response:
-            actor = who(request)
+            try:
+                actor = who(request)
+            except RedriveError as exc:  # the store keeps the sessions: down, it cannot say who
+                return refused(request, status_of(exc), exc.message)
             throttle.check(actor.name if actor else f"anonymous@{request.client.host if request.client else '?'}")
             if actor is None:
                 base = request.scope.get("root_path", "")
@@ -131,7 +136,10 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def checked(request: Request, csrf: str) -> Actor | Response:
         """Who sends a form that changes something, or the page refusing it:
         it must come from this site, with the session's CSRF token."""
-        actor = who(request)
+        try:
+            actor = who(request)
+        except RedriveError as exc:
+            return refused(request, status_of(exc), exc.message)
         if actor is None:
             return refused(request, 401, "log in first")
         throttle.check(actor.name)
@@ -169,9 +177,13 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         base = request.scope.get("root_path", "")
         if tokens is None or not _same_site(request) or tokens.actor(token) is None:
             return render(request, "login.html", http_status=401, error="That token is not valid here.")
+        # The cookie holds a session id of its own, not the token: the store
+        # keeps a digest of each, so a logout (or the token's removal) ends it.
+        session = secrets.token_urlsafe(32)
+        app.store.session_open(id=digest(session), principal=digest(token), ttl=SESSION_TTL)
         response = RedirectResponse(f"{base}/", status_code=303, headers=SECURITY_HEADERS)
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https",
-                            path=base or "/")
+        response.set_cookie(COOKIE, session, httponly=True, samesite="strict", secure=request.url.scheme == "https",
+                            path=base or "/", max_age=int(SESSION_TTL.total_seconds()))
         return response
 
     @router.post("/logout")
@@ -180,6 +192,8 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         actor = who(request)
         if actor is None or not _same_site(request) or not hmac.compare_digest(csrf, csrf_for(request, actor)):
             return refused(request, 403, "this form did not come from this dashboard")
+        if cookie := request.cookies.get(COOKIE):
+            app.store.session_close(id=digest(cookie))
         response = RedirectResponse(f"{base}/login", status_code=303, headers=SECURITY_HEADERS)
         response.delete_cookie(COOKIE, path=base or "/")
         return response
@@ -397,13 +411,19 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
     @router.get("/_banner")
     def banner(request: Request) -> Response:
-        if who(request) is None:
+        try:
+            if who(request) is None:
+                return Response(status_code=204)
+        except RedriveError:  # the page keeps what it shows until the store answers
             return Response(status_code=204)
         return render(request, "banner.html", held=_held(app))
 
     @router.get("/_counts")
     def counts(request: Request) -> Response:
-        actor = who(request)
+        try:
+            actor = who(request)
+        except RedriveError:
+            return Response(status_code=204)
         if actor is None:
             return Response(status_code=204)
         try:

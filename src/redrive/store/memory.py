@@ -99,6 +99,7 @@ class MemoryStore:
         self._schedules: dict[str, datetime] = {}
         self._schedule_updated: dict[str, datetime] = {}
         self._audit: list[AuditEntry] = []
+        self._sessions: dict[str, tuple[str, datetime]] = {}  # id: (principal, expires at)
         self._finish_listeners: dict[UUID, list[Callable[[], None]]] = {}
         self._cancel_requests: dict[UUID, str] = {}  # running job -> who asked
         self._paused: dict[str, str] = {}  # queue -> who paused it
@@ -635,6 +636,21 @@ class MemoryStore:
             entry = AuditEntry(len(self._audit) + 1, self._clock(), by, action, job_id, dict(detail or {}))
             self._audit.append(entry)
             return entry
+
+    def session_open(self, *, id: str, principal: str, ttl: timedelta) -> None:
+        now = self._clock()
+        with self._lock:
+            self._sessions = {k: v for k, v in self._sessions.items() if v[1] >= now}
+            self._sessions[id] = (principal, now + ttl)
+
+    def session_read(self, *, id: str) -> str | None:
+        with self._lock:
+            found = self._sessions.get(id)
+        return found[0] if found is not None and found[1] > self._clock() else None
+
+    def session_close(self, *, id: str) -> None:
+        with self._lock:
+            self._sessions.pop(id, None)
 
     def audits_list(self, *, job_id: UUID | None) -> list[AuditEntry]:
         with self._lock:

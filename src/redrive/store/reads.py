@@ -17,7 +17,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
@@ -232,6 +232,18 @@ class Reads(Store, Protocol):
     def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
                      detail: dict[str, Any] | None = None) -> AuditEntry:
         """Put an operator's action on record (at the database's clock)."""
+
+    def session_open(self, *, id: str, principal: str, ttl: timedelta) -> None:
+        """Keep a dashboard session ``id`` for ``principal`` (both opaque
+        digests) until ``ttl`` from now, at the database's clock; sessions
+        past their time are forgotten."""
+
+    def session_read(self, *, id: str) -> str | None:
+        """The principal of session ``id`` while it lasts; None once it has
+        expired or been closed, or if it never was."""
+
+    def session_close(self, *, id: str) -> None:
+        """End session ``id`` now (a logout)."""
 
     def audits_list(self, *, job_id: UUID | None) -> list[AuditEntry]:
         """A job's audit trail, oldest first; with ``job_id=None`` the

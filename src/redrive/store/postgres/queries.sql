@@ -707,3 +707,15 @@ DELETE FROM redrive_worker WHERE id = %(id)s;
 -- name: workers_list
 SELECT id, host, pid, queues, concurrency, version, running, detail, started_at, heartbeat_at
 FROM redrive_worker ORDER BY started_at, id;
+
+-- name: session_open
+-- Sessions past their time go as a new one comes: the table stays small.
+WITH gone AS (DELETE FROM redrive_session WHERE expires_at < now())
+INSERT INTO redrive_session (id, principal, expires_at)
+VALUES (%(id)s, %(principal)s, now() + %(ttl)s::interval);
+
+-- name: session_read
+SELECT principal FROM redrive_session WHERE id = %(id)s AND expires_at > now();
+
+-- name: session_close
+DELETE FROM redrive_session WHERE id = %(id)s;

@@ -688,6 +688,16 @@ class PostgresStore:
                                           "detail": Jsonb(detail or {})})
         return AuditEntry(**rows[0])
 
+    def session_open(self, *, id: str, principal: str, ttl: timedelta) -> None:
+        self._run("session_open", {"id": id, "principal": principal, "ttl": ttl})
+
+    def session_read(self, *, id: str) -> str | None:
+        rows = self._run("session_read", {"id": id})
+        return rows[0]["principal"] if rows else None
+
+    def session_close(self, *, id: str) -> None:
+        self._run("session_close", {"id": id})
+
     def audits_list(self, *, job_id: UUID | None) -> list[AuditEntry]:
         if job_id is None:
             return [AuditEntry(**row) for row in self._run("audits_general")]

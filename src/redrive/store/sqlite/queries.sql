@@ -509,3 +509,15 @@ DELETE FROM redrive_worker WHERE id = :id;
 -- name: workers_list
 SELECT id, host, pid, queues, concurrency, version, running, detail, started_at, heartbeat_at
 FROM redrive_worker ORDER BY started_at, id;
+
+-- name: session_forget_expired
+DELETE FROM redrive_session WHERE expires_at < :now;
+
+-- name: session_open
+INSERT INTO redrive_session (id, principal, expires_at) VALUES (:id, :principal, :now + :ttl);
+
+-- name: session_read
+SELECT principal FROM redrive_session WHERE id = :id AND expires_at > :now;
+
+-- name: session_close
+DELETE FROM redrive_session WHERE id = :id;

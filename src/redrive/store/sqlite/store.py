@@ -798,6 +798,22 @@ class SQLiteStore:
             "detail": json.dumps(detail or {})}).fetchone())
         return _audit(row)
 
+    def session_open(self, *, id: str, principal: str, ttl: timedelta) -> None:
+        def body(conn: sqlite3.Connection, now: float) -> None:
+            conn.execute(self._queries["session_forget_expired"], {"now": now})
+            conn.execute(self._queries["session_open"], {"id": id, "principal": principal, "now": now,
+                                                          "ttl": ttl.total_seconds()})
+
+        self._write(body)
+
+    def session_read(self, *, id: str) -> str | None:
+        rows = self._reading(lambda conn, now: conn.execute(self._queries["session_read"],
+                                                            {"id": id, "now": now}).fetchall())
+        return rows[0]["principal"] if rows else None
+
+    def session_close(self, *, id: str) -> None:
+        self._write(lambda conn, now: conn.execute(self._queries["session_close"], {"id": id}))
+
     def audits_list(self, *, job_id: UUID | None) -> list[AuditEntry]:
         if job_id is None:
             return [_audit(row) for row in self._read("audits_general", {})]

@@ -177,3 +177,14 @@ def test_actions_on_no_one_job_have_a_trail_of_their_own(store: Reads) -> None:
     trail = store.audits_list(job_id=None)
     assert trail == [paused, bulk]
     assert trail[1].detail == {"filter": {"task": "t"}, "count": 3} and trail[1].job_id is None
+
+
+def test_a_dashboard_session_lasts_its_time_and_ends_when_closed(store: Reads) -> None:
+    store.session_open(id="s1", principal="p1", ttl=timedelta(hours=12))
+    store.session_open(id="s2", principal="p2", ttl=timedelta(hours=12))
+    store.session_open(id="gone", principal="p3", ttl=timedelta(seconds=-1))  # past its time at once
+    assert (store.session_read(id="s1"), store.session_read(id="s2")) == ("p1", "p2")
+    assert store.session_read(id="gone") is None and store.session_read(id="never") is None
+    store.session_close(id="s1")
+    assert (store.session_read(id="s1"), store.session_read(id="s2")) == (None, "p2")
+    store.session_close(id="s1")  # twice: nothing to do

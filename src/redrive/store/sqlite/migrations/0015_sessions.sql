@@ -1,0 +1,7 @@
+-- Dashboard sessions: the cookie holds a random id, the table a digest of it
+-- and of the API token it was opened with, until it expires or is closed.
+CREATE TABLE redrive_session (
+    id         TEXT PRIMARY KEY,
+    principal  TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
