@@ -118,3 +118,22 @@ def test_every_job_a_filter_matches_is_retried_after_its_count_is_confirmed(brow
     trail = dash_app.admin(Actor.operator("t")).audit_trail()
     assert [(e.action, e.detail["count"]) for e in trail] == [("bulk_retry", 60)]
     page.context.close()
+
+
+def test_the_jobs_list_refreshes_by_itself_until_updates_are_paused(browser, dash_app: App, dash_url: str) -> None:
+    page = login(browser, dash_url)
+    page.goto(f"{dash_url}/jobs")
+    first = dash_app.enqueue("flaky", args=["a"]).job
+    page.wait_for_selector(f"tr[data-job='{first.id}']", timeout=15_000)  # it came without a reload
+    when = page.locator(f"tr[data-job='{first.id}'] time")
+    assert when.get_attribute("title").endswith(" UTC")  # the exact time on hover
+    assert when.inner_text() == "just now" or when.inner_text().endswith(" ago")
+    page.check("#live-pause")
+    second = dash_app.enqueue("flaky", args=["b"]).job
+    page.wait_for_timeout(7_000)  # longer than a refresh: none came
+    assert page.locator(f"tr[data-job='{second.id}']").count() == 0
+    page.uncheck("#live-pause")
+    page.wait_for_selector(f"tr[data-job='{second.id}']", timeout=15_000)
+    assert page.request.get(f"{dash_url}/static/favicon.svg").ok
+    assert page.locator("link[rel=icon]").count() == 1
+    page.context.close()

@@ -23,6 +23,7 @@ from urllib.parse import urlencode, urlsplit
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader
+from markupsafe import Markup
 
 from redrive.admin import BULK_ACTIONS, Actor, Admin, Bulk
 from redrive.app import App
@@ -80,7 +81,25 @@ def _duration_shown(seconds: float | None) -> str:
     return f"{minutes // 60} h {minutes % 60} min"
 
 
-_TEMPLATES.filters |= {"when": _when_shown, "duration": _duration_shown}
+def _ago_shown(value: str | datetime | None) -> Markup:
+    """A time relative to now ("3 min ago", "in 2 h"), the exact UTC time on hover."""
+    if not value:
+        return Markup("–")
+    at = datetime.fromisoformat(value) if isinstance(value, str) else value
+    seconds = (datetime.now(UTC) - at).total_seconds()
+    span = abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if span >= size:
+            amount = f"{int(span // size)} {unit}"
+            break
+    else:
+        amount = f"{int(span)} s"
+    said = "just now" if span < 1 else (f"{amount} ago" if seconds >= 0 else f"in {amount}")
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        at.astimezone(UTC).isoformat(), _when_shown(at), said)
+
+
+_TEMPLATES.filters |= {"when": _when_shown, "ago": _ago_shown, "duration": _duration_shown}
 
 
 def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
