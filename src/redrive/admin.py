@@ -391,15 +391,17 @@ class Admin:
         state: str | None = None,
         older_than: timedelta | None = None,
         newer_than: timedelta | None = None,
+        job_id: UUID | str | None = None,
         after: str | None = None,
         limit: int = 50,
     ) -> Page[DeadLetter]:
         """A page of dead letters, newest first. ``state``: "open", "replayed"
         or "escalated"; age is measured from the last failure; ``owner``
-        filters by the job's owner."""
+        filters by the job's owner; ``job_id``: one job's letters."""
         self._operator_only("read dead letters")
         where = _letter_filter(error_class=error_class, stage=stage, task=task, owner=owner, state=state,
-                               older_than=older_than, newer_than=newer_than)
+                               older_than=older_than, newer_than=newer_than,
+                               job_id=None if job_id is None else checks.job_uuid(job_id))
         return self.store.dead_letters_page(where=where, after=after, limit=limit)
 
     def dead_letter_facets(

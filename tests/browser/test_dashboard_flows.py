@@ -4,7 +4,7 @@ open and closed and watch every page's banner follow."""
 
 from __future__ import annotations
 
-from redrive import App, Status
+from redrive import Actor, App, Status
 from redrive.testing import wait_for
 from tests.apps import dashboard
 from tests.browser.conftest import login
@@ -40,6 +40,12 @@ def test_a_dead_letter_replayed_from_its_stage_resumes_there(browser, dash_app: 
     wait_for(lambda: dash_app.client.job(job.id).status is Status.FAILED, timeout=15, what="the failure")
     assert dashboard.EFFECTS == {"cl-42:fetch": 1, "cl-42:llm": 1}
     page = login(browser, dash_url)
+    # The failed job's page links its dead letter and shows the last stack, redacted
+    page.goto(f"{dash_url}/jobs/{job.id}")
+    stack = page.locator("#last-stack").inner_text()
+    assert "Traceback" in stack or "line" in stack, stack
+    letter_id = dash_app.admin(Actor.operator("t")).dead_letters(job_id=job.id).items[0].id
+    assert page.locator("#dead-letter").get_attribute("href").endswith(f"/dead-letters/{letter_id}")
     page.goto(f"{dash_url}/dead-letters")
     letter = page.locator("tr[data-letter]").first
     assert "PERMANENT" in letter.inner_text() or "llm" in letter.inner_text()

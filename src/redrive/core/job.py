@@ -256,3 +256,4 @@ class DeadLetterFilter:
     state: str | None = None  # "open", "replayed", "escalated"
     older_than: timedelta | None = None
     newer_than: timedelta | None = None
+    job_id: UUID | None = None  # the letters of one job

@@ -242,7 +242,11 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def job(request: Request, admin: Admin) -> dict[str, Any]:
         found = admin.job(request.path_params["job_id"])
         shown = job_view(found)
+        # An operator sees the job's latest dead letter, linked, and its last stack (redacted)
+        letters = (admin.dead_letters(job_id=found.id, limit=1).items
+                   if admin.actor.is_operator and found.status is Status.FAILED else [])
         return {"title": f"Job {found.id}", "job": shown,
+                "letter": dead_letter_view(letters[0]) if letters else None,
                 "args": json.dumps({"args": shown["args"], "kwargs": shown["kwargs"]}, indent=2),
                 "result": json.dumps(shown["result"], indent=2),
                 "events": [event_view(e) for e in admin.job_events(found.id)]}

@@ -567,6 +567,7 @@ WHERE (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
   AND (%(stage)s::text IS NULL OR stage = %(stage)s::text)
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
   AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
+  AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
   AND (%(state)s::text IS NULL
        OR (%(state)s::text = 'open' AND replayed_at IS NULL)
        OR (%(state)s::text = 'replayed' AND replayed_at IS NOT NULL)
@@ -586,6 +587,7 @@ WITH matching AS (
   AND (%(stage)s::text IS NULL OR stage = %(stage)s::text)
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
   AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
+  AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
   AND (%(state)s::text IS NULL
        OR (%(state)s::text = 'open' AND replayed_at IS NULL)
        OR (%(state)s::text = 'replayed' AND replayed_at IS NOT NULL)

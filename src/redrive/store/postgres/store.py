@@ -978,6 +978,7 @@ def _letter_filter(where: DeadLetterFilter) -> dict[str, Any]:
     return {
         "error_class": where.error_class, "stage": where.stage, "task": where.task, "owner": where.owner,
         "state": where.state, "older_than_s": _seconds(where.older_than), "newer_than_s": _seconds(where.newer_than),
+        "job_id": where.job_id,
     }
 
 

@@ -229,6 +229,7 @@ WHERE (:error_class IS NULL OR error_class = :error_class)
   AND (:stage IS NULL OR stage = :stage)
   AND (:task IS NULL OR task = :task)
   AND (:owner IS NULL OR owner = :owner)
+  AND (:job_id IS NULL OR job_id = :job_id)
   AND (:state IS NULL
        OR (:state = 'open' AND replayed_at IS NULL)
        OR (:state = 'replayed' AND replayed_at IS NOT NULL)
@@ -394,6 +395,7 @@ WITH matching AS (
       AND (:stage IS NULL OR stage = :stage)
       AND (:task IS NULL OR task = :task)
       AND (:owner IS NULL OR owner = :owner)
+      AND (:job_id IS NULL OR job_id = :job_id)
       AND (:state IS NULL
            OR (:state = 'open' AND replayed_at IS NULL)
            OR (:state = 'replayed' AND replayed_at IS NOT NULL)

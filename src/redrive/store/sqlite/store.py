@@ -1023,6 +1023,7 @@ def _letter_filter(where: DeadLetterFilter) -> dict[str, Any]:
         "error_class": where.error_class, "stage": where.stage, "task": where.task, "owner": where.owner,
         "state": where.state, "older_than_s": None if where.older_than is None else where.older_than.total_seconds(),
         "newer_than_s": None if where.newer_than is None else where.newer_than.total_seconds(),
+        "job_id": None if where.job_id is None else str(where.job_id),
     }
 
 

@@ -129,6 +129,9 @@ def test_dead_letter_pages_and_facets(store: Reads) -> None:
     assert {c: sum(1 for _, k in facets.by_task if k == c) for c in facets.error_classes} == facets.error_classes
     assert store.dead_letter_facets(where=DeadLetterFilter(stage="llm")).error_classes == {
         "NOT_FOUND": 1, "AUTH_DENIED": 1}
+    one = pages[0][0]
+    assert [d.id for d in store.dead_letters_page(where=DeadLetterFilter(job_id=one.job_id))] == [one.id]
+    assert store.dead_letter_facets(where=DeadLetterFilter(job_id=one.job_id)).total == 1
 
 
 def test_outbox_pages_oldest_first(store: Reads) -> None:
