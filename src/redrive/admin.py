@@ -108,6 +108,7 @@ class BreakerStatus:
 BULK_ACTIONS: dict[str, tuple[Status, ...]] = {
     "retry": (Status.FAILED,),
     "cancel": (Status.SCHEDULED, Status.QUEUED, Status.RUNNING),
+    "delete": (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED),
 }
 
 
@@ -320,9 +321,9 @@ class Admin:
         created_before: datetime | None = None,
         batch: int = 500,
     ) -> Bulk:
-        """``action`` ("retry" or "cancel") on every job the filter matches,
-        among those it applies to (retry: failed; cancel: scheduled, queued,
-        running), ``batch`` at a time. An owner acts on their own jobs only.
+        """``action`` ("retry", "cancel" or "delete") on every job the filter
+        matches, among those it applies to (retry: failed; cancel: scheduled,
+        queued, running; delete: finished), ``batch`` at a time. An owner acts on their own jobs only.
         A job someone else changed meanwhile is skipped. Stopped halfway, the
         same call again finishes the rest: what was done no longer matches.
         One entry on the audit trail with the filter and the counts; a
@@ -346,10 +347,11 @@ class Admin:
         after = None
         while True:
             page = self.store.jobs_page(where=where, after=after, limit=batch)
-            for job in page.items:
-                matched += 1
-                if not dry_run and self._bulk_one(action, self._may_touch(job)):
-                    done += 1
+            matched += len(page.items)
+            if not dry_run and action == "delete":
+                done += len(self._delete([self._may_touch(job) for job in page.items], on_record=False))
+            elif not dry_run:
+                done += sum(1 for job in page.items if self._bulk_one(action, self._may_touch(job)))
             if page.next_cursor is None:
                 break
             after = page.next_cursor
@@ -369,6 +371,26 @@ class Admin:
             return True
         except (IllegalTransition, JobNotFound):  # ended, retried or gone meanwhile
             return False
+
+    def delete(self, job_id: UUID | str) -> None:
+        """Delete a finished job now, with its events, dead letters and keys
+        (an idempotency key can then be used afresh), as a prune would; on
+        the audit trail. A job still waiting or running is refused (cancel it)."""
+        self._acting("delete a job", operator=False)
+        job = self.job(job_id)
+        if job.status not in BULK_ACTIONS["delete"]:
+            raise IllegalTransition(f"job {job.id} is {job.status}; only a finished job can be deleted (cancel it first)")
+        if not self._delete([job]):
+            raise JobNotFound(f"no job has id {job.id}")
+
+    def _delete(self, jobs: list[Job], *, on_record: bool = True) -> list[UUID]:
+        """``on_record``: an entry per job (a bulk delete writes one for all)."""
+        gone = self.store.jobs_delete(job_ids=[job.id for job in jobs])
+        about = {job.id: job for job in jobs}
+        for job_id in gone if on_record else ():
+            self.store.audit_record(by=self.actor.name, action="delete", job_id=job_id,
+                                    detail={"task": about[job_id].task, "status": str(about[job_id].status)})
+        return gone
 
     def _cancel(self, job: Job) -> Job:
         cancelled = self.store.job_cancel(job_id=job.id, by=self.actor.name)

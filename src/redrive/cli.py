@@ -183,8 +183,12 @@ def _parser() -> argparse.ArgumentParser:
     cancel = operator("cancel", _jobs_cancel, "Cancel a job: a waiting one at once, a running one by "
                       "its worker (an async task is cancelled; a sync one sees redrive.cancelled()); or every "
                       "job a filter matches: redrive jobs cancel --queue Q --status queued.", jobs_commands)
-    for acting, verb, statuses in ((retry, "retrying", BULK_ACTIONS["retry"]), (cancel, "cancelling",
-                                                                             BULK_ACTIONS["cancel"])):
+    delete = operator("delete", _jobs_delete, "Delete a finished job now, with its events, dead letters and "
+                      "keys; or every finished job a filter matches: redrive jobs delete --status cancelled "
+                      "--since 7d.", jobs_commands)
+    for acting, verb, statuses in ((retry, "retrying", BULK_ACTIONS["retry"]),
+                                   (cancel, "cancelling", BULK_ACTIONS["cancel"]),
+                                   (delete, "deleting", BULK_ACTIONS["delete"])):
         acting.add_argument("job_id", nargs="?", help="one job; or leave it out and give a filter")
         acting.add_argument("--owner", help="act for this user: only their jobs")
         acting.add_argument("--by", help=f"who is {verb}, for the record (default: your login)")
@@ -710,6 +714,15 @@ def _jobs_retry(args: argparse.Namespace) -> int:
     return 0
 
 
+def _jobs_delete(args: argparse.Namespace) -> int:
+    if _bulk_asked(args):
+        return _jobs_bulk(args, "delete")
+    with _admin(args, owner=args.owner) as admin:
+        admin.delete(args.job_id)
+    print(f"{args.job_id} deleted")
+    return 0
+
+
 def _bulk_asked(args: argparse.Namespace) -> bool:
     """A filter instead of one job id; neither, or both, is a mistake said in one line."""
     filtered = any(getattr(args, name) for name in ("status", "task", "queue", "error_code", "since", "dry_run"))
@@ -726,7 +739,7 @@ def _jobs_bulk(args: argparse.Namespace, action: str) -> int:
     with _admin(args, owner=args.owner) as admin:
         done = admin.bulk(action, dry_run=args.dry_run, status=args.status, task=args.task, queue=args.queue,
                           error_code=args.error_code, created_after=since)
-    verb = {"retry": "retried", "cancel": "cancelled"}[action]
+    verb = {"retry": "retried", "cancel": "cancelled", "delete": "deleted"}[action]
     if done.dry_run:
         print(f"{done.matched} job{'' if done.matched == 1 else 's'} match: nothing {verb} (--dry-run)")
     else:

@@ -152,3 +152,32 @@ def test_replaying_every_open_dead_letter_a_filter_matches(pg_url: str) -> None:
                        ("bulk_replay", 10, {"state": "open", "task": "greet"})]
     assert redrive("1", "--task", "greet").returncode == 2
     app.close()
+
+
+def test_finished_jobs_are_deleted_one_or_by_filter_and_active_ones_are_refused(pg_url: str) -> None:
+    app = make_app(pg_url)
+    jobs = [app.enqueue("greet", args=[str(n)], owner="alice").job for n in range(10)]
+    ops_admin = app.admin(Actor.operator("test"))
+    for job in jobs[:6]:
+        ops_admin.cancel(job.id)
+    with serving(create_api(app, auth=TokenAuth(parse_tokens(SPECS)))) as url:
+        alice, bob = as_("alice", url), as_("bob", url)
+        assert alice.delete(f"/api/v1/jobs/{jobs[9].id}").status_code == 409  # still queued: cancel it first
+        assert bob.delete(f"/api/v1/jobs/{jobs[0].id}").status_code == 403  # not bob's
+        assert as_("viewer", url).delete(f"/api/v1/jobs/{jobs[0].id}").status_code == 403
+        gone = alice.delete(f"/api/v1/jobs/{jobs[0].id}")
+        assert gone.status_code == 204 and gone.content == b""
+        assert alice.get(f"/api/v1/jobs/{jobs[0].id}").status_code == 404
+        assert alice.delete(f"/api/v1/jobs/{jobs[0].id}").status_code == 404
+
+    def redrive(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "redrive", "jobs", "delete", *args, "--database-url", pg_url],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+
+    assert redrive("--status", "cancelled", "--dry-run").stdout.strip() == "5 jobs match: nothing deleted (--dry-run)"
+    assert _count(app, Status.CANCELLED) == 5
+    assert redrive("--status", "cancelled").stdout.strip() == "deleted 5 jobs"
+    assert (_count(app, Status.CANCELLED), _count(app, Status.QUEUED)) == (0, 4)
+    assert [(e.action, e.detail["count"]) for e in ops_admin.audit_trail()] == [("bulk_delete", 5)]
+    assert [e.action for e in ops_admin.store.audits_list(job_id=jobs[0].id)] == ["delete"]
+    app.close()

@@ -266,3 +266,15 @@ def test_the_session_cookie_is_an_id_of_its_own_that_logout_and_the_tokens_remov
     moved = as_(None, without_alice)
     moved.cookies.set("redrive_session", alice.cookies.get("redrive_session"))
     assert moved.get("/jobs").status_code == 303
+
+
+def test_a_finished_job_is_deleted_from_its_page(api, api_app: App) -> None:
+    job = api_app.enqueue("greet", args=["x"]).job
+    api_app.admin(Actor.operator("test")).cancel(job.id)
+    ops = _browser(api, "operator")
+    page = ops.get(f"/jobs/{job.id}").text
+    assert f'action="/jobs/{job.id}/delete"' in page
+    gone = ops.post(f"/jobs/{job.id}/delete", data={"csrf": _csrf(page)})
+    assert gone.status_code == 303 and gone.headers["location"] == "/jobs?done=deleted"
+    assert "Deleted: the job" in ops.get("/jobs?done=deleted").text
+    assert ops.get(f"/jobs/{job.id}").status_code == 404

@@ -77,6 +77,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "retry": lambda a, w: a.retry(w.failed.id),
     "cancel": lambda a, w: a.cancel(w.waiting.id),
     "bulk": lambda a, w: a.bulk("cancel", owner="ann"),
+    "delete": lambda a, w: a.delete(w.failed.id),
     "dead_letters": lambda a, w: a.dead_letters(),
     "dead_letter": lambda a, w: a.dead_letter(w.letter_id),
     "dead_letter_facets": lambda a, w: a.dead_letter_facets(),
@@ -100,7 +101,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "run_schedule": lambda a, w: Admin(a.store, actor=a.actor, registry=_scheduled().registry).run_schedule(
         "nightly", run="r1"),
 }
-OWNERS_MAY = {"job", "jobs", "job_events", "retry", "cancel", "bulk"}
+OWNERS_MAY = {"job", "jobs", "job_events", "retry", "cancel", "bulk", "delete"}
 
 
 def test_every_operation_of_admin_has_a_rule_here() -> None:

@@ -130,7 +130,7 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
     @router.post("/jobs/bulk", response_model=out.Bulk, tags=["jobs"])
     def bulk(body: BulkBody, ops: Annotated[Admin, Depends(admin)]) -> JSON:
-        """Retry or cancel every job the filter matches, in batches: an owner
+        """Retry, cancel or delete every job the filter matches, in batches: an owner
         acts on their own jobs only. Interrupted, the same call again does
         the rest. One audit entry with the filter and the count; with
         ``dry_run`` only the count."""
@@ -167,6 +167,14 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def retry(job_id: str, ops: Annotated[Admin, Depends(admin)], body: Strict | None = None) -> JSON:
         """A failed job runs again, at the stage that failed; 409 otherwise."""
         return job_view(ops.retry(job_id))
+
+    @router.delete("/jobs/{job_id}", status_code=204, response_class=Response, tags=["jobs"],
+                   responses={204: {"description": "deleted"}})
+    def delete(job_id: str, ops: Annotated[Admin, Depends(admin)]) -> Response:
+        """A finished job goes now, with its events, dead letters and keys
+        (409 while it can still run: cancel it first). On the audit trail."""
+        ops.delete(job_id)
+        return Response(status_code=204)
 
     @router.post("/jobs/{job_id}/reveal", response_model=out.Job, tags=["jobs"])
     def reveal(job_id: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:

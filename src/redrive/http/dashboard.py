@@ -264,6 +264,14 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def cancel(request: Request, job_id: str, csrf: str = Form("")) -> Response:
         return action(request, csrf, lambda a: (a.cancel(job_id), ("cancel_asked", {}))[1], f"/jobs/{job_id}")
 
+    @router.post("/jobs/{job_id}/delete")
+    def delete(request: Request, job_id: str, csrf: str = Form("")) -> Response:
+        def apply(admin: Admin) -> Done:
+            admin.delete(job_id)
+            return "deleted", {}
+
+        return action(request, csrf, apply, "/jobs")
+
     @router.post("/jobs/bulk")
     def bulk(request: Request, csrf: str = Form(""), act: str = Form(""), ids: list[str] = Form([]),
              back: str = Form("")) -> Response:
@@ -472,6 +480,7 @@ _DONE = {
     "replayed": "Replayed {n} from the failed stage; {skipped} had been replayed already.",
     "replayed_from_start": "Replayed {n} from the start; {skipped} had been replayed already.",
     "noted": "Note added.",
+    "deleted": "Deleted: the job, its events and its dead letters are gone.",
     "breaker_opened": "Breaker forced open: its jobs are held.",
     "breaker_closed": "Breaker closed: its jobs resume.",
     "paused": "Queue paused: no worker starts its jobs until it is resumed.",

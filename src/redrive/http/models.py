@@ -55,7 +55,7 @@ class ReplayBody(Strict):
 class BulkFilter(Strict):
     """Which jobs a bulk action is for; every field left out matches all.
     ``status`` narrows what the action applies to (retry: failed; cancel:
-    scheduled, queued, running)."""
+    scheduled, queued, running; delete: succeeded, failed, cancelled)."""
 
     status: list[Status] | None = Field(default=None, max_length=6)
     task: str | None = Field(default=None, min_length=1, max_length=255)
@@ -67,7 +67,7 @@ class BulkFilter(Strict):
 
 
 class BulkBody(Strict):
-    action: Literal["retry", "cancel"]
+    action: Literal["retry", "cancel", "delete"]
     filter: BulkFilter = Field(default_factory=BulkFilter)
     dry_run: bool = Field(default=False, description="count what would be acted on, and change nothing")
 

@@ -407,15 +407,24 @@ class MemoryStore:
             finished = [(j.finished_at, j) for j in self._jobs.values()
                         if j.status in TERMINAL and j.finished_at is not None and j.id not in held]
             doomed = [j for at, j in sorted(finished, key=lambda pair: pair[0]) if at < before][:limit]
-            gone = {j.id for j in doomed}
-            for job_id in gone:
-                del self._jobs[job_id]
-            self._events = [e for e in self._events if e.job_id not in gone]
-            self._letters = {i: d for i, d in self._letters.items() if d.job_id not in gone}
-            self._keys = {name: key for name, key in self._keys.items() if key[1] not in gone}
-            for job_id in gone:
-                self._cancel_requests.pop(job_id, None)
-            return len(gone)
+            return len(self._forget({j.id for j in doomed}))
+
+    def jobs_delete(self, *, job_ids: Sequence[UUID]) -> list[UUID]:
+        with self._lock:
+            gone = {i for i in job_ids if i in self._jobs and self._jobs[i].status in TERMINAL}
+            self._forget(gone)
+        return [i for i in dict.fromkeys(job_ids) if i in gone]
+
+    def _forget(self, gone: set[UUID]) -> set[UUID]:
+        """Finished jobs gone, with their events, letters, keys and requests (the lock held)."""
+        for job_id in gone:
+            del self._jobs[job_id]
+        self._events = [e for e in self._events if e.job_id not in gone]
+        self._letters = {i: d for i, d in self._letters.items() if d.job_id not in gone}
+        self._keys = {name: key for name, key in self._keys.items() if key[1] not in gone}
+        for job_id in gone:
+            self._cancel_requests.pop(job_id, None)
+        return gone
 
     def job_cancel(self, *, job_id: UUID, by: str) -> Job:
         with self._lock:

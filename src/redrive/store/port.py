@@ -162,6 +162,12 @@ class Store(Protocol):
         at them (and any cancel request left on them). A job with an open dead
         letter stays. Returns how many went."""
 
+    def jobs_delete(self, *, job_ids: Sequence[UUID]) -> list[UUID]:
+        """Delete the finished jobs among ``job_ids`` now, as a prune would
+        (events, dead letters, keys), an open dead letter included: an
+        operator chose them. Returns the ids that went; a job still active,
+        or gone already, is left out."""
+
     def job_cancel(self, *, job_id: UUID, by: str) -> Job:
         """scheduled or queued -> cancelled at once (the event says ``by``).
         A running job is returned still running, with the request recorded:

@@ -211,6 +211,23 @@ WITH doomed AS (
 )
 SELECT count(*) AS pruned FROM jobs;
 
+-- name: jobs_delete
+-- Finished jobs an operator picked, with what a prune takes with them.
+WITH jobs AS (
+    DELETE FROM redrive_job_done AS d WHERE d.id = ANY(%(ids)s::uuid[]) RETURNING d.id
+), events AS (
+    DELETE FROM redrive_job_event AS e USING jobs WHERE e.job_id = jobs.id
+), letters AS (
+    DELETE FROM redrive_dead_letter AS l USING jobs WHERE l.job_id = jobs.id
+), keys AS (
+    DELETE FROM redrive_job_key AS k USING jobs WHERE k.job_id = jobs.id
+), requests AS (
+    DELETE FROM redrive_cancel_request AS c USING jobs WHERE c.job_id = jobs.id
+), permits AS (
+    DELETE FROM redrive_permit AS p USING jobs WHERE p.job_id = jobs.id
+)
+SELECT id FROM jobs;
+
 -- name: schema_present
 -- Whether a connection of the caller's is to a database redrive uses.
 SELECT to_regclass('redrive_job') IS NOT NULL AS present;

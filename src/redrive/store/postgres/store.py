@@ -538,6 +538,11 @@ class PostgresStore:
             for row in rows
         ])
 
+    def jobs_delete(self, *, job_ids: Sequence[UUID]) -> list[UUID]:
+        if not job_ids:
+            return []
+        return [row["id"] for row in self._run("jobs_delete", {"ids": list(job_ids)})]
+
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         return self._run("jobs_prune", {"older_than": older_than, "limit": limit})[0]["pruned"]
 

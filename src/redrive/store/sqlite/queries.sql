@@ -276,6 +276,9 @@ WHERE d.finished_at < :before
 ORDER BY d.finished_at
 LIMIT :limit;
 
+-- name: jobs_deletable
+SELECT id FROM redrive_job_done WHERE id IN (SELECT value FROM json_each(:ids));
+
 -- name: prune_jobs
 DELETE FROM redrive_job_done WHERE id IN (SELECT value FROM json_each(:ids));
 

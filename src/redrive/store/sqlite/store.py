@@ -618,15 +618,28 @@ class SQLiteStore:
         self._finished({f.lease.job_id for f in written if f.status in TERMINAL})
         return written
 
+    def jobs_delete(self, *, job_ids: Sequence[UUID]) -> list[UUID]:
+        def body(conn: sqlite3.Connection, now: float) -> list[UUID]:
+            picked = [row["id"] for row in conn.execute(self._queries["jobs_deletable"],
+                                                        {"ids": json.dumps([str(i) for i in job_ids])})]
+            self._forget(conn, picked)
+            return [UUID(i) for i in picked]
+
+        return self._write(body) if job_ids else []
+
+    def _forget(self, conn: sqlite3.Connection, ids: list[str]) -> None:
+        """Finished jobs gone, with their events, letters, keys, requests and permits."""
+        doomed = json.dumps(ids)
+        for name in ("prune_events", "prune_letters", "prune_keys", "prune_cancel_requests", "prune_permits",
+                     "prune_jobs"):
+            conn.execute(self._queries[name], {"ids": doomed})
+
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         def body(conn: sqlite3.Connection, now: float) -> int:
             picked = conn.execute(self._queries["jobs_prunable"], {
                 "before": now - older_than.total_seconds(), "limit": limit,
             }).fetchall()
-            ids = json.dumps([row["id"] for row in picked])
-            for name in ("prune_events", "prune_letters", "prune_keys", "prune_cancel_requests", "prune_permits",
-                         "prune_jobs"):
-                conn.execute(self._queries[name], {"ids": ids})
+            self._forget(conn, [row["id"] for row in picked])
             return len(picked)
 
         return self._write(body)

@@ -3,6 +3,7 @@ what is active, recent or still awaiting an operator stays."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -12,6 +13,7 @@ from redrive.core.job import DeadLetterFilter
 from redrive.core.states import Status
 from redrive.core.transitions import Completion
 from redrive.store.port import Store
+from redrive.store.reads import JobFilter
 from redrive.testing import Clock, applied, claim_one, fail, letter_of, new, revive
 
 AGE = timedelta(days=30)  # any age: the tests move the stores' clock past it
@@ -110,3 +112,20 @@ def test_app_prune_works_through_every_batch(timed_store: Store, clock: Clock) -
     clock.advance(AGE * 1.5)
     assert app.admin(OPERATOR).prune(AGE, batch=3) == 7
     assert not store.jobs_count().get(Status.SUCCEEDED)
+
+
+def test_finished_jobs_picked_by_id_go_at_once_and_active_ones_stay(timed_store: Store) -> None:
+    store = timed_store
+    store.jobs_insert(jobs=[new(task="done"), new(task="broken"), new(task="waiting")])
+    done = succeed(store)
+    broken = claim_one(store)
+    fail(store, broken)  # its dead letter is open: an operator's delete takes it too
+    waiting = store.jobs_page(where=JobFilter(task="waiting")).items[0].id
+    stranger = uuid.uuid4()
+    gone = store.jobs_delete(job_ids=[done, broken.id, waiting, stranger])
+    assert sorted(gone) == sorted([done, broken.id])
+    assert store.job_get(job_id=done) is None and store.job_get(job_id=broken.id) is None
+    assert store.job_events_list(job_id=done) == [] and store.dead_letters_page(
+        where=DeadLetterFilter(job_id=broken.id)).items == []
+    assert store.job_get(job_id=waiting).status is Status.QUEUED
+    assert store.jobs_delete(job_ids=[done]) == [] and store.jobs_delete(job_ids=[]) == []
