@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import timedelta
 
+import httpx
 import pytest
 
 from redrive import Actor, App, JobRequest, Status
@@ -52,6 +53,8 @@ def test_bulk_retry_of_5000_failed_jobs_by_filter_acts_per_owner_and_leaves_one_
     _fail_all(app, ("alice", "bob"))
     with serving(create_api(app, auth=TokenAuth(parse_tokens(SPECS)))) as url:
         alice, ops = as_("alice", url), as_("operator", url)
+        for caller in (alice, ops):
+            caller.timeout = httpx.Timeout(180)  # one call retries 2,500 jobs: seconds, more on a loaded machine
         wanted = {"action": "retry", "filter": {"task": "fail", "status": ["failed"]}}
         # A dry run counts and changes nothing
         dry = ops.post("/api/v1/jobs/bulk", json={**wanted, "dry_run": True})
