@@ -278,3 +278,19 @@ def test_a_finished_job_is_deleted_from_its_page(api, api_app: App) -> None:
     assert gone.status_code == 303 and gone.headers["location"] == "/jobs?done=deleted"
     assert "Deleted: the job" in ops.get("/jobs?done=deleted").text
     assert ops.get(f"/jobs/{job.id}").status_code == 404
+
+
+def test_every_open_dead_letter_a_filter_matches_is_replayed_after_its_count_is_confirmed(api, api_app: App) -> None:
+    jobs = [api_app.enqueue("fail", args=[f"bad {n}"]).job for n in range(3)]
+    asyncio.run(_run_until(api_app, lambda: all(api_app.client.job(j.id).status is Status.FAILED for j in jobs)))
+    ops = _browser(api, "operator")
+    listing = ops.get("/dead-letters?task=fail").text
+    assert 'action="/dead-letters/matching"' in listing
+    fields = {"csrf": _csrf(listing), "task": "fail", "start": "0"}
+    confirm = ops.post("/dead-letters/matching", data=fields)
+    assert confirm.status_code == 200 and "Replay 3 matching open dead letters?" in confirm.text
+    assert api_app.admin(Actor.operator("t")).dead_letter_facets(state="open").total == 3  # counted only
+    done = ops.post("/dead-letters/matching", data={**fields, "confirm": "yes"})
+    assert done.status_code == 303 and done.headers["location"].endswith("done=replayed_matching&n=3&skipped=0")
+    assert api_app.admin(Actor.operator("t")).dead_letter_facets(state="open").total == 0
+    assert as_("viewer", api).post("/dead-letters/matching", data=fields).status_code in (403, 401)

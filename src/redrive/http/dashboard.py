@@ -402,6 +402,39 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
         return action(request, csrf, apply, _back(back, "/dead-letters"))
 
+    @router.post("/dead-letters/matching")
+    def letters_matching(request: Request, csrf: str = Form(""), confirm: str = Form(""), start: str = Form(""),
+                         error_class: str = Form(""), stage: str = Form(""), task: str = Form(""),
+                         owner: str = Form(""), older_than_h: str = Form(""), newer_than_h: str = Form("")) -> Response:
+        """Every open dead letter the list's filter matches: first a page
+        with the count to confirm, then the replay (``Admin.replay_matching``)."""
+        where = {"error_class": error_class, "stage": stage, "task": task, "owner": owner,
+                 "older_than_h": older_than_h, "newer_than_h": newer_than_h}
+
+        def replay(admin: Admin, dry_run: bool) -> Bulk:
+            return admin.replay_matching(error_class=error_class or None, stage=stage or None, task=task or None,
+                                         owner=owner or None, older_than=_hours(older_than_h or None, "older than"),
+                                         newer_than=_hours(newer_than_h or None, "newer than"),
+                                         from_start=start == "1", dry_run=dry_run)
+
+        back = "/dead-letters?" + urlencode({k: v for k, v in where.items() if v})
+        if confirm == "yes":
+            def apply(admin: Admin) -> Done:
+                done = replay(admin, dry_run=False)
+                return "replayed_matching", {"n": done.done, "skipped": done.skipped}
+
+            return action(request, csrf, apply, back)
+        actor = checked(request, csrf)
+        if isinstance(actor, Response):
+            return actor
+        try:
+            counted = replay(app.admin(actor), dry_run=True)
+        except RedriveError as exc:
+            return refused(request, status_of(exc), exc.message, actor)
+        return render(request, "confirm.html", who=actor, csrf=csrf, held=_held(app), page="dead-letters",
+                      title="Confirm", may_act=True, count=counted.matched, act="replay", where=where, back=back,
+                      target="/dead-letters/matching", noun="open dead letter", extra={"start": start})
+
     @router.post("/dead-letters/{letter_id}/notes")
     def note(request: Request, letter_id: str, csrf: str = Form(""), text: str = Form("")) -> Response:
         def apply(admin: Admin) -> Done:
@@ -490,6 +523,7 @@ _DONE = {
     "schedule_ran": "Ran now: {n} job(s) queued.",
     "schedule_ran_already": "That run was sent already: nothing more queued.",
     "retry_matching": "Retried {n} matching jobs; {skipped} had changed meanwhile.",
+    "replayed_matching": "Replayed {n} matching dead letters; {skipped} had been replayed meanwhile.",
     "cancel_matching": "Cancel asked for {n} matching jobs; {skipped} had changed meanwhile.",
 }
 _COUNTS = ("n", "of", "skipped")
