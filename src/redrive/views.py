@@ -122,7 +122,8 @@ def schedule_view(state: ScheduleState | None, schedule: Schedule | None = None,
     name = state.name if state is not None else schedule.name if schedule is not None else None
     fired_until = state.fired_until if state is not None else None
     out: JSONDict = {"name": name, "fired_until": plain(fired_until),
-                     "updated_at": plain(state.updated_at) if state is not None else None}
+                     "updated_at": plain(state.updated_at) if state is not None else None,
+                     "paused_by": state.paused_by if state is not None else None}
     if schedule is not None and now is not None:
         zones = {}
         for tz in schedule.zones():

@@ -26,7 +26,7 @@ def test_an_operator_pauses_and_resumes_a_queue_and_runs_a_schedule_now(browser,
     assert dash_app.admin(Actor.operator("t")).queues()[0].paused_by is None
 
     page.goto(f"{dash_url}/schedules")
-    form = page.locator("tr[data-schedule=morning-digest] form")
+    form = page.locator("tr[data-schedule=morning-digest] form", has=page.locator("button[data-act=run]"))
     sent = {name: form.locator(f"input[name={name}]").get_attribute("value") for name in ("csrf", "run")}
     form.locator("button[data-act=run]").click()
     page.wait_for_url("**/schedules?done=*")
@@ -37,8 +37,16 @@ def test_an_operator_pauses_and_resumes_a_queue_and_runs_a_schedule_now(browser,
     ran = [j for j in dash_app.client.jobs(limit=50).items if (j.idempotency_key or "").startswith("morning-digest:now-")]
     assert len(ran) == 2
     page.screenshot(path=str(shots / "schedule-run-now.png"), full_page=True)
+    page.goto(f"{dash_url}/schedules")
+    page.locator("tr[data-schedule=morning-digest] button[data-act=pause]").click()
+    page.wait_for_url("**/schedules?done=schedule_paused")
+    assert "paused" in page.locator("tr[data-schedule=morning-digest]").first.inner_text()
+    assert dash_app.admin(Actor.operator("t")).schedules()[0].paused_by == "ops"
+    page.locator("tr[data-schedule=morning-digest] button[data-act=resume]").click()
+    page.wait_for_url("**/schedules?done=schedule_resumed")
+    assert dash_app.admin(Actor.operator("t")).schedules()[0].paused_by is None
     audit = [e.action for e in dash_app.admin(Actor.operator("t")).audit_trail()]
-    assert audit == ["pause_queue", "resume_queue", "run_schedule"]
+    assert audit == ["pause_queue", "resume_queue", "run_schedule", "pause_schedule", "resume_schedule"]
     page.context.close()
 
 

@@ -299,3 +299,19 @@ def test_metrics_are_for_operators_and_read_the_store(api, api_app: App) -> None
     assert samples[("redrive_queue_jobs", (("queue", "default"), ("state", "queued")))] == 3
     assert samples[("redrive_jobs_enqueued_total", (("queue", "default"), ("task", "greet")))] == 3
     assert samples[("redrive_breaker_state", (("dependency", "mailer"), ("state", "closed")))] == 1
+
+
+def test_an_operator_pauses_resumes_and_runs_a_schedule_through_the_api(api, api_app: App) -> None:
+    ops = as_("operator", api)
+    assert ops.post("/api/v1/schedules/digest/pause").json() == {"schedule": "digest", "changed": True}
+    assert ops.post("/api/v1/schedules/digest/pause").json()["changed"] is False
+    (listed,) = ops.get("/api/v1/schedules").json()["items"]
+    assert listed["paused_by"] == "ops"
+    first = ops.post("/api/v1/schedules/digest/run", headers={"Idempotency-Key": "run-1"}).json()
+    again = ops.post("/api/v1/schedules/digest/run", headers={"Idempotency-Key": "run-1"}).json()
+    assert (first["created"], again["created"]) == (2, 0)  # two time zones, once
+    assert ops.post("/api/v1/schedules/digest/resume").json()["changed"] is True
+    assert ops.get("/api/v1/schedules").json()["items"][0]["paused_by"] is None
+    missing = ops.post("/api/v1/schedules/weekly/pause")
+    assert missing.status_code == 422 and _error(missing)["code"] == "CONFIG_INVALID"
+    assert as_("viewer", api).post("/api/v1/schedules/digest/pause").status_code == 403

@@ -196,3 +196,31 @@ def test_an_operator_runs_a_schedule_now_once_per_form_and_its_times_go_on(sqlit
     with pytest.raises(ConfigError, match="no schedule named 'weekly'"):
         ops.run_schedule("weekly", run="x")
     app.close()
+
+
+def test_a_paused_schedule_skips_its_firings_and_fires_again_from_its_next_time(sqlite_url: str) -> None:
+    from redrive import Actor
+    from redrive.store.sqlite.store import SQLiteStore
+    from redrive.testing import Clock
+
+    clock = Clock(datetime(2026, 3, 2, 8, 0, tzinfo=UTC))
+    app = App(store=SQLiteStore(sqlite_url.removeprefix("sqlite:///"), clock=clock))
+    app.task(lambda: None, name="digest")
+    app.schedule("hourly", "digest", "0 * * * *")
+    scheduler = Scheduler(app.client, clock=clock)
+    ops = app.admin(Actor.operator("ops:ann"))
+    scheduler.tick()
+    clock.advance(timedelta(hours=1))
+    assert len(scheduler.tick()) == 1  # 09:00
+    assert ops.pause_schedule("hourly") and not ops.pause_schedule("hourly")
+    clock.advance(timedelta(hours=3))
+    assert scheduler.tick() == []  # 10:00, 11:00 and 12:00 skipped
+    assert ops.resume_schedule("hourly")
+    assert scheduler.tick() == []  # not caught up on resume
+    clock.advance(timedelta(hours=1))
+    (made,) = scheduler.tick()
+    assert made.job.idempotency_key.startswith("hourly:2026-03-02T13")
+    assert [e.action for e in ops.audit_trail()] == ["pause_schedule", "resume_schedule"]
+    with pytest.raises(ConfigError, match="no schedule named 'weekly'"):
+        ops.pause_schedule("weekly")
+    app.close()

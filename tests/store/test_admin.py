@@ -98,6 +98,9 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "close_breaker": lambda a, w: a.close_breaker("gateway"),
     "outbox": lambda a, w: a.outbox(),
     "prune": lambda a, w: a.prune(timedelta(days=1)),
+    "pause_schedule": lambda a, w: Admin(a.store, actor=a.actor, registry=_scheduled().registry).pause_schedule(
+        "nightly"),
+    "resume_schedule": lambda a, w: a.resume_schedule("nightly"),
     "run_schedule": lambda a, w: Admin(a.store, actor=a.actor, registry=_scheduled().registry).run_schedule(
         "nightly", run="r1"),
 }

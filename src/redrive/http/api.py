@@ -4,6 +4,7 @@ function: store calls block, and FastAPI runs them on its threads."""
 
 # No ``from __future__ import annotations``: FastAPI reads the routes'
 # annotations, and ``Depends(actor)`` names a function local to ``routes``.
+import uuid
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -312,6 +313,25 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         now = app.store.now()
         return {"items": [schedule_view(states.get(name), declared.get(name), now)
                           for name in sorted(set(states) | set(declared))]}
+
+    @router.post("/schedules/{name}/pause", response_model=out.ScheduleChange, tags=["schedules"])
+    def pause_schedule(name: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
+        """Schedulers skip its firings until it is resumed; skipped ones are not caught up."""
+        return {"schedule": name, "changed": ops.pause_schedule(name)}
+
+    @router.post("/schedules/{name}/resume", response_model=out.ScheduleChange, tags=["schedules"])
+    def resume_schedule(name: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:
+        return {"schedule": name, "changed": ops.resume_schedule(name)}
+
+    @router.post("/schedules/{name}/run", response_model=out.ScheduleRun, tags=["schedules"])
+    def run_schedule(name: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None,
+                     idempotency_key: Annotated[str | None, Header(max_length=64)] = None) -> JSON:
+        """Fire it now, one job per time zone (and entity). With an
+        ``Idempotency-Key`` header the same key fires once; without, each
+        call fires anew."""
+        made = ops.run_schedule(name, run=idempotency_key or uuid.uuid4().hex)
+        return {"schedule": name, "created": sum(not r.duplicate for r in made),
+                "items": [{**job_view(r.job), "duplicate": r.duplicate} for r in made]}
 
     @router.get("/outbox", response_model=out.Page[out.OutboxRow], tags=["outbox"])
     def outbox(ops: Annotated[Admin, Depends(operator)],

@@ -463,6 +463,16 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def resume_queue(request: Request, queue: str, csrf: str = Form("")) -> Response:
         return action(request, csrf, lambda a: ("resumed" if a.resume_queue(queue) else "not_paused", {}), "/")
 
+    @router.post("/schedules/{name}/pause")
+    def pause_schedule(request: Request, name: str, csrf: str = Form("")) -> Response:
+        return action(request, csrf, lambda a: ("schedule_paused" if a.pause_schedule(name)
+                                                else "schedule_paused_already", {}), "/schedules")
+
+    @router.post("/schedules/{name}/resume")
+    def resume_schedule(request: Request, name: str, csrf: str = Form("")) -> Response:
+        return action(request, csrf, lambda a: ("schedule_resumed" if a.resume_schedule(name)
+                                                else "schedule_not_paused", {}), "/schedules")
+
     @router.post("/schedules/{name}/run")
     def run_schedule(request: Request, name: str, csrf: str = Form(""), run: str = Form("")) -> Response:
         def apply(admin: Admin) -> Done:
@@ -522,6 +532,10 @@ _DONE = {
     "not_paused": "That queue was not paused.",
     "schedule_ran": "Ran now: {n} job(s) queued.",
     "schedule_ran_already": "That run was sent already: nothing more queued.",
+    "schedule_paused": "Schedule paused: its firings are skipped until it is resumed.",
+    "schedule_paused_already": "That schedule was paused already.",
+    "schedule_resumed": "Schedule resumed: it fires from its next time.",
+    "schedule_not_paused": "That schedule was not paused.",
     "retry_matching": "Retried {n} matching jobs; {skipped} had changed meanwhile.",
     "replayed_matching": "Replayed {n} matching dead letters; {skipped} had been replayed meanwhile.",
     "cancel_matching": "Cancel asked for {n} matching jobs; {skipped} had changed meanwhile.",

@@ -218,6 +218,7 @@ class Schedule(Closed):
     name: str
     fired_until: datetime | None
     updated_at: datetime | None
+    paused_by: str | None = Field(default=None, description="who paused it; null: it fires")
     task: str | None = Field(default=None, description="null: no longer declared by the app")
     cron: str | None = None
     zones: dict[str, Zone] = Field(default_factory=dict)
@@ -277,3 +278,14 @@ class AuditEntry(Closed):
 
 class Audit(Closed):
     items: list[AuditEntry]
+
+
+class ScheduleChange(Closed):
+    schedule: str
+    changed: bool = Field(description="false: it was paused (or firing) already")
+
+
+class ScheduleRun(Closed):
+    schedule: str
+    created: int = Field(description="jobs queued now; 0 when this run's key was sent already")
+    items: list[Enqueued]

@@ -54,19 +54,27 @@ class Scheduler(Plugin):
         """Enqueue what is due; a schedule that fails is retried next tick."""
         now = now or self._clock()
         made: list[EnqueueResult] = []
+        try:
+            paused = {s.name for s in self._client.store.schedules_list() if s.paused_by is not None}
+        except RedriveError as exc:
+            log.error("schedules: %s [%s]; trying again next tick", exc, exc.code)
+            return made
         for schedule in self.schedules:
             try:
-                made += self._fire(schedule, now)
+                made += self._fire(schedule, now, paused=schedule.name in paused)
             except RedriveError as exc:
                 log.error("schedule %s: %s [%s]", schedule.name, exc, exc.code)
             except Exception:
                 log.exception("schedule %s failed; trying again next tick", schedule.name)
         return made
 
-    def _fire(self, schedule: Schedule, now: datetime) -> list[EnqueueResult]:
+    def _fire(self, schedule: Schedule, now: datetime, *, paused: bool = False) -> list[EnqueueResult]:
         store = self._client.store
         since = store.schedule_checkpoint(name=schedule.name, now=now)
         if now <= since:
+            return []
+        if paused:  # its firings meanwhile are skipped, not caught up on resume
+            store.schedule_advance(name=schedule.name, to=now)
             return []
         due = [f for tz in schedule.zones()
                for f in missed(self._firings(schedule, tz, since, now), now, schedule.catch_up, self.grace)]

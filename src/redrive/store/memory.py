@@ -98,6 +98,7 @@ class MemoryStore:
         self._outbox: dict[str, OutboxRow] = {}
         self._schedules: dict[str, datetime] = {}
         self._schedule_updated: dict[str, datetime] = {}
+        self._schedule_paused: dict[str, str] = {}  # schedule: who paused it
         self._audit: list[AuditEntry] = []
         self._sessions: dict[str, tuple[str, datetime]] = {}  # id: (principal, expires at)
         self._finish_listeners: dict[UUID, list[Callable[[], None]]] = {}
@@ -382,6 +383,22 @@ class MemoryStore:
             if name not in self._schedules:
                 self._schedule_updated[name] = self._clock()
             return self._schedules.setdefault(name, now)
+
+    def schedule_pause(self, *, name: str, by: str, now: datetime) -> bool:
+        with self._lock:
+            if self._schedule_paused.get(name) is not None:
+                return False
+            self._schedules.setdefault(name, now)
+            self._schedule_paused[name] = by
+            self._schedule_updated[name] = self._clock()
+            return True
+
+    def schedule_resume(self, *, name: str) -> bool:
+        with self._lock:
+            if self._schedule_paused.pop(name, None) is None:
+                return False
+            self._schedule_updated[name] = self._clock()
+            return True
 
     def schedule_advance(self, *, name: str, to: datetime) -> None:
         with self._lock:
@@ -673,7 +690,8 @@ class MemoryStore:
 
     def schedules_list(self) -> list[ScheduleState]:
         with self._lock:
-            return [ScheduleState(name, at, self._schedule_updated[name]) for name, at in sorted(self._schedules.items())]
+            return [ScheduleState(name, at, self._schedule_updated[name], self._schedule_paused.get(name))
+                    for name, at in sorted(self._schedules.items())]
 
     # -- reading -------------------------------------------------------------
 

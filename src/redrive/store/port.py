@@ -229,6 +229,15 @@ class Store(Protocol):
     def schedule_advance(self, *, name: str, to: datetime) -> None:
         """Move the checkpoint forward to ``to`` (never back)."""
 
+    def schedule_pause(self, *, name: str, by: str, now: datetime) -> bool:
+        """Schedulers skip ``name``'s firings until it is resumed (one seen
+        for the first time is created paused at ``now``). False when it was
+        paused already."""
+
+    def schedule_resume(self, *, name: str) -> bool:
+        """``name`` fires again from its next time; what it skipped while
+        paused stays skipped. False when it was not paused."""
+
     def alerts_firing(self) -> dict[str, str]:
         """The alert rules firing now, each with its incident."""
 

@@ -188,6 +188,7 @@ class ScheduleState:
     name: str
     fired_until: datetime  # every firing up to here has been enqueued
     updated_at: datetime
+    paused_by: str | None = None  # who paused it; None: it fires
 
 
 class Reads(Store, Protocol):

@@ -505,7 +505,7 @@ GROUP BY 1, 2, 3
 ORDER BY 2, 1, 3;
 
 -- name: schedules_list
-SELECT name, fired_until, updated_at FROM redrive_schedule ORDER BY name;
+SELECT name, fired_until, updated_at, paused_by FROM redrive_schedule ORDER BY name;
 
 -- name: jobs_count
 SELECT status, count(*) AS n FROM redrive_job GROUP BY status
@@ -738,3 +738,15 @@ SELECT principal FROM redrive_session WHERE id = %(id)s AND expires_at > now();
 
 -- name: session_close
 DELETE FROM redrive_session WHERE id = %(id)s;
+
+-- name: schedule_pause
+-- A schedule not seen yet is created paused, at the given time: nothing before it is caught up.
+INSERT INTO redrive_schedule (name, fired_until, updated_at, paused_by) VALUES (%(name)s, %(now)s, now(), %(by)s)
+ON CONFLICT (name) DO UPDATE SET paused_by = excluded.paused_by, updated_at = now()
+WHERE redrive_schedule.paused_by IS NULL
+RETURNING name;
+
+-- name: schedule_resume
+UPDATE redrive_schedule SET paused_by = NULL, updated_at = now()
+WHERE name = %(name)s AND paused_by IS NOT NULL
+RETURNING name;

@@ -631,6 +631,12 @@ class PostgresStore:
         page = paged(rows, size, lambda row: encode_cursor(row["created_at"].isoformat(), row["key"]))
         return Page([_outbox_row(row) for row in page.items], page.next_cursor)
 
+    def schedule_pause(self, *, name: str, by: str, now: datetime) -> bool:
+        return bool(self._run("schedule_pause", {"name": name, "by": by, "now": now}))
+
+    def schedule_resume(self, *, name: str) -> bool:
+        return bool(self._run("schedule_resume", {"name": name}))
+
     def schedule_checkpoint(self, *, name: str, now: datetime) -> datetime:
         for _ in range(2):  # a row another scheduler created this instant is visible on the second try
             rows = self._run("schedule_checkpoint", {"name": name, "now": now})

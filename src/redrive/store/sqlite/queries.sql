@@ -413,7 +413,7 @@ SELECT task, error_class, coalesce(stage, '') AS stage, count(*) AS n
 FROM matching GROUP BY task, error_class, coalesce(stage, '');
 
 -- name: schedules_list
-SELECT name, fired_until, updated_at FROM redrive_schedule ORDER BY name;
+SELECT name, fired_until, updated_at, paused_by FROM redrive_schedule ORDER BY name;
 
 -- name: jobs_count
 SELECT status, count(*) AS n FROM redrive_job GROUP BY status
@@ -526,3 +526,14 @@ SELECT principal FROM redrive_session WHERE id = :id AND expires_at > :now;
 
 -- name: session_close
 DELETE FROM redrive_session WHERE id = :id;
+
+-- name: schedule_pause
+INSERT INTO redrive_schedule (name, fired_until, updated_at, paused_by) VALUES (:name, :at, :now, :by)
+ON CONFLICT (name) DO UPDATE SET paused_by = excluded.paused_by, updated_at = :now
+WHERE redrive_schedule.paused_by IS NULL
+RETURNING name;
+
+-- name: schedule_resume
+UPDATE redrive_schedule SET paused_by = NULL, updated_at = :now
+WHERE name = :name AND paused_by IS NOT NULL
+RETURNING name;

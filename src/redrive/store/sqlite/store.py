@@ -838,8 +838,16 @@ class SQLiteStore:
                 for row in self._read("workers_list")]
 
     def schedules_list(self) -> list[ScheduleState]:
-        return [ScheduleState(row["name"], _time(row["fired_until"]), _time(row["updated_at"]))
+        return [ScheduleState(row["name"], _time(row["fired_until"]), _time(row["updated_at"]), row["paused_by"])
                 for row in self._read("schedules_list")]
+
+    def schedule_pause(self, *, name: str, by: str, now: datetime) -> bool:
+        return bool(self._write(lambda conn, clock: conn.execute(self._queries["schedule_pause"], {
+            "name": name, "by": by, "at": now.timestamp(), "now": clock}).fetchall()))
+
+    def schedule_resume(self, *, name: str) -> bool:
+        return bool(self._write(lambda conn, clock: conn.execute(self._queries["schedule_resume"], {
+            "name": name, "now": clock}).fetchall()))
 
     def jobs_count(self) -> dict[Status, int]:
         counts = dict.fromkeys(Status, 0)

@@ -191,3 +191,16 @@ def test_a_dashboard_session_lasts_its_time_and_ends_when_closed(store: Reads) -
     store.session_close(id="s1")
     assert (store.session_read(id="s1"), store.session_read(id="s2")) == (None, "p2")
     store.session_close(id="s1")  # twice: nothing to do
+
+
+def test_a_schedule_is_paused_and_resumed_once_each(store: Reads) -> None:
+    now = store.now()
+    assert store.schedule_pause(name="fresh", by="ops:ann", now=now)  # never fired yet: made paused
+    assert not store.schedule_pause(name="fresh", by="ops:bob", now=now)
+    store.schedule_checkpoint(name="firing", now=now)
+    states = {s.name: s for s in store.schedules_list()}
+    assert (states["fresh"].paused_by, states["firing"].paused_by) == ("ops:ann", None)
+    assert states["fresh"].fired_until == now
+    assert store.schedule_resume(name="fresh") and not store.schedule_resume(name="fresh")
+    assert not store.schedule_resume(name="firing") and not store.schedule_resume(name="never")
+    assert {s.name: s.paused_by for s in store.schedules_list()} == {"fresh": None, "firing": None}
