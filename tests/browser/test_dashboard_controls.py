@@ -138,7 +138,7 @@ def test_the_jobs_list_refreshes_by_itself_until_updates_are_paused(browser, das
     assert when.inner_text() == "just now" or when.inner_text().endswith(" ago")
     page.check("#live-pause")
     second = dash_app.enqueue("flaky", args=["b"]).job
-    page.wait_for_timeout(7_000)  # longer than a refresh: none came
+    page.wait_for_timeout(6_000)  # longer than a refresh (every 5 s): none came
     assert page.locator(f"tr[data-job='{second.id}']").count() == 0
     page.uncheck("#live-pause")
     page.wait_for_selector(f"tr[data-job='{second.id}']", timeout=15_000)

@@ -1,0 +1,201 @@
+"""``python -m bench.backlog``: the dashboard and the API over a big backlog
+on PostgreSQL (docs/performance.md). A scratch database gets ``--queued``
+waiting jobs and ``--finished`` finished ones (copied from real rows of each
+kind with ``generate_series``: fast, and every column as redrive writes it),
+and some dead letters; a real server on 127.0.0.1 then answers each page
+and route in turn, ``--repeats`` times. Each figure is the median, against
+the login page (which reads no job) in the same run, and held to the issue's
+bounds: under 100 ms and under 10 times the login page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+import httpx
+import psycopg
+
+from redrive import App, JobRequest, Status
+from redrive.core.transitions import Completion, FailNow
+from redrive.http import TokenAuth, create_api
+from redrive.http.auth import parse_tokens
+from redrive.store.reads import JobFilter
+
+OPERATOR = "bench-operator-0123456789abcdef"
+TASKS, QUEUES, OWNERS = 20, 5, 100
+BOUND_MS, BOUND_RATIO = 100.0, 10.0
+
+
+def _noop(*args: object) -> None:
+    """The tasks the rows name: the bench reads jobs, it runs none."""
+
+
+def _scratch(server: str) -> str:
+    name = f"redrive_backlog_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def _drop(server: str, name: str) -> None:
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _fill(app: App, url: str, queued: int, finished: int, letters: int) -> None:
+    """One real job of each kind, then copies of it: ids, times, task, queue and owner varied."""
+    app.enqueue_many([JobRequest("t0", args=[n], queue="q0", owner="o0") for n in range(3)])
+    store = app.store
+    done, broken = store.jobs_claim(queues=["q0"], limit=2, worker_id="bench", lease_ttl=timedelta(hours=1))
+    store.jobs_finish([Completion(done.lease, {"ok": True}), FailNow(broken.lease, "BAD_INPUT", "no")])
+    with psycopg.connect(url, autocommit=True) as conn:
+        columns = [name for (name,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'redrive_job' "
+            "ORDER BY ordinal_position")]
+        varied = {
+            "id": "gen_random_uuid()",
+            "task": f"'t' || (g %% {TASKS})", "queue": f"'q' || (g %% {QUEUES})", "owner": f"'o' || (g %% {OWNERS})",
+            "created_at": "now() - make_interval(secs => g * 0.01)", "run_at": "now() - make_interval(secs => g * 0.01)",
+        }
+        names = ", ".join(columns)
+        # Finished ones ended spread out too (the overview's hour reads them by finished_at)
+        ended = {**varied, "finished_at": "now() - make_interval(secs => g * 0.01)",
+                 "updated_at": "now() - make_interval(secs => g * 0.01)"}
+        # The waiting jobs: copies of the third, still queued
+        template = store.jobs_page(where=JobFilter(statuses=(Status.QUEUED,)), limit=1).items[0].id
+        for table, source, count in (("redrive_job", template, queued), ("redrive_job_done", done.id, finished // 2),
+                                     ("redrive_job_done", broken.id, finished - finished // 2)):
+            started = time.perf_counter()
+            chosen = ", ".join((ended if table == "redrive_job_done" else varied).get(c, f"t.{c}") for c in columns)
+            if table == "redrive_job_done" and source == broken.id:
+                chosen = chosen.replace("t.failed_at", "now() - make_interval(secs => g * 0.01)")
+            conn.execute(f"INSERT INTO {table} ({names}) SELECT {chosen} FROM generate_series(1, %s) AS g, "
+                         f"(SELECT * FROM {'redrive_job' if table == 'redrive_job' else 'redrive_job_done'} "
+                         f"WHERE id = %s) AS t", (count, source))
+            print(f"  {count:>10,} rows into {table} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        letter_columns = [name for (name,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'redrive_dead_letter' "
+            "AND column_name <> 'id' ORDER BY ordinal_position")]
+        conn.execute(f"INSERT INTO redrive_dead_letter ({', '.join(letter_columns)}) "
+                     f"SELECT {', '.join('l.' + c for c in letter_columns)} FROM generate_series(1, %s) AS g, "
+                     "(SELECT * FROM redrive_dead_letter LIMIT 1) AS l", (letters,))
+        conn.execute("ANALYZE")
+
+
+def _serve(app: App) -> tuple[str, Callable[[], None]]:
+    import threading
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(create_api(app, auth=TokenAuth(parse_tokens([f"{OPERATOR}=operator:bench"]))),
+                                           host="127.0.0.1", port=0, log_config=None, access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(10)
+
+    return f"http://127.0.0.1:{port}", stop
+
+
+def _fifth(browser: httpx.Client, query: str) -> str:
+    """The fifth page's address, by following the list's own next-page links."""
+    import html
+    import re
+
+    path = f"/jobs?{query}"
+    for _ in range(4):
+        found = re.search(r'href="(\?[^"]*cursor=[^"]+)"', browser.get(path).text)
+        assert found, f"no next page after {path}"
+        path = "/jobs" + html.unescape(found.group(1))
+    return path
+
+
+def _pages(browser: httpx.Client) -> dict[str, tuple[str, str]]:
+    """What is measured: (who asks, the address)."""
+    return {
+        "login page (the floor)": ("browser", "/login"),
+        "overview": ("browser", "/"),
+        "jobs, first page": ("browser", "/jobs"),
+        "jobs, fifth page": ("browser", _fifth(browser, "limit=50")),
+        "jobs by task, first page": ("browser", "/jobs?task=t7"),
+        "jobs by status, first page": ("browser", "/jobs?status=failed"),
+        "jobs by owner, first page": ("browser", "/jobs?owner=o42"),
+        "jobs by owner, fifth page": ("browser", _fifth(browser, "owner=o42")),
+        "dead letters": ("browser", "/dead-letters"),
+        "GET /api/v1/queues": ("api", "/api/v1/queues"),
+        "GET /api/v1/jobs": ("api", "/api/v1/jobs"),
+        "GET /metrics": ("api", "/metrics"),
+    }
+
+
+def measure(server: str, queued: int, finished: int, letters: int, repeats: int) -> list[tuple[str, float, float]]:
+    name = _scratch(server)
+    url = f"{server}/{name}"
+    try:
+        from redrive.store.postgres.store import PostgresStore
+
+        PostgresStore(url, check_schema=False).migrate()
+        app = App(url)
+        for n in range(TASKS):
+            app.task(name=f"t{n}")(_noop)
+        print(f"filling {queued:,} queued and {finished:,} finished jobs...", file=sys.stderr)
+        _fill(app, url, queued, finished, letters)
+        base, stop = _serve(app)
+        try:
+            with httpx.Client(base_url=base, timeout=120, headers={"Origin": base}) as browser, \
+                    httpx.Client(base_url=base, timeout=120, headers={"Authorization": f"Bearer {OPERATOR}"}) as api:
+                assert browser.post("/login", data={"token": OPERATOR}).status_code == 303
+                pages = _pages(browser)
+                clients = {"browser": browser, "api": api}
+                times: dict[str, list[float]] = {label: [] for label in pages}
+                for _ in range(repeats):
+                    for label, (who, path) in pages.items():  # in turn: the machine's drift hits them alike
+                        started = time.perf_counter()
+                        answer = clients[who].get(path)
+                        times[label].append((time.perf_counter() - started) * 1000)
+                        assert answer.status_code == 200, (label, answer.status_code, answer.text[:200])
+        finally:
+            stop()
+            app.close()
+        floor = statistics.median(times["login page (the floor)"])
+        return [(label, statistics.median(ms), statistics.median(ms) / floor) for label, ms in times.items()]
+    finally:
+        _drop(server, name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.backlog", description=__doc__.splitlines()[0])
+    parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432")
+    parser.add_argument("--queued", type=int, default=1_000_000)
+    parser.add_argument("--finished", type=int, default=10_000_000)
+    parser.add_argument("--letters", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    if urlsplit(args.server).hostname not in ("127.0.0.1", "localhost", "::1"):
+        parser.error("the bench runs against a local server only")
+    rows = measure(args.server, args.queued, args.finished, args.letters, args.repeats)
+    print(f"\n{args.queued:,} queued, {args.finished:,} finished, {args.letters:,} dead letters; "
+          f"medians of {args.repeats}")
+    print(f"| page | ms | × login | under {BOUND_MS:g} ms and {BOUND_RATIO:g}× |\n|---|---:|---:|---|")
+    failed = 0
+    for label, ms, ratio in rows:
+        held = ms < BOUND_MS and ratio < BOUND_RATIO
+        failed += not held
+        print(f"| {label} | {ms:.1f} | {ratio:.1f} | {'yes' if held else 'NO'} |")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
