@@ -21,7 +21,6 @@ CHANGELISTS = ["cl-1", "cl-2", "cl-3"]
 TEAM = ["ann@example.com", "bob@example.com", "cy@example.com"]
 
 
-@pytest.mark.pgbouncer
 @pytest.mark.parametrize("crash_at", ["before_send", "after_send", "after_record"])
 def test_every_intent_is_applied_once_whatever_the_crash_point(db_url, tmp_path, workers, crash_at) -> None:
     client = Client(notify_app.registry, settings=Settings.load(database_url=db_url))

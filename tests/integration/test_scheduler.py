@@ -82,7 +82,6 @@ def test_after_downtime_only_the_most_recent_missed_firing_is_caught_up(db_url: 
 
 
 @pytest.mark.slow
-@pytest.mark.pgbouncer
 def test_two_scheduler_processes_create_no_duplicate(db_url: str, tmp_path) -> None:
     app = App(db_url)
     _ = app.store  # migrated
