@@ -4,8 +4,8 @@ processes killed with SIGKILL while they drain lose nothing and end nothing
 twice; two migrations at once apply each step once; a new job wakes an idle
 worker through LISTEN on a direct connection (REDRIVE_LISTEN_URL), or is
 found by polling without one. The idempotent enqueue race, the outbox and
-the schedules run through PgBouncer too (their tests are marked
-``pgbouncer``)."""
+a worker running the schedules run through PgBouncer too (their tests are
+marked ``pgbouncer``)."""
 
 from __future__ import annotations
 
