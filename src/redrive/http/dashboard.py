@@ -168,6 +168,29 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
             return refused(request, 403, "a read-only operator may not change anything", actor)
         return actor
 
+    def matching(request: Request, csrf: str, confirmed: bool, run: Callable[[Admin, bool], Bulk], *, act: str,
+                 where: dict[str, str], page: str, noun: str, done_code: str,
+                 extra: dict[str, str] | None = None) -> Response:
+        """An action on everything a list's filter matches: a page with the
+        count (``run`` dry) to confirm first, then ``run`` for real."""
+        back = f"/{page}?" + urlencode({k: v for k, v in where.items() if v})
+        if confirmed:
+            def apply(admin: Admin) -> Done:
+                done = run(admin, False)
+                return done_code, {"n": done.done, "skipped": done.skipped}
+
+            return action(request, csrf, apply, back)
+        actor = checked(request, csrf)
+        if isinstance(actor, Response):
+            return actor
+        try:
+            counted = run(app.admin(actor), True)
+        except RedriveError as exc:
+            return refused(request, status_of(exc), exc.message, actor)
+        return render(request, "confirm.html", who=actor, csrf=csrf, held=_held(app), page=page, title="Confirm",
+                      may_act=True, count=counted.matched, act=act, where=where, back=back,
+                      target=f"/{page}/matching", noun=noun, extra=extra)
+
     def action(request: Request, csrf: str, act: Callable[[Admin], Done], back: str) -> Response:
         """A change from a form: from this site, with the session's CSRF token.
         The page it comes back to says what was done from ``_DONE``: the link
@@ -303,30 +326,15 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
         def bulk(admin: Admin, dry_run: bool) -> Bulk:
             if act not in BULK_ACTIONS:
-                raise ConfigError("choose retry or cancel")
+                raise ConfigError("choose retry, cancel or delete")
             if status and status not in {s.value for s in Status}:
                 raise ConfigError(f"no state named {status!r}")
             return admin.bulk(act, dry_run=dry_run, status=Status(status) if status else None, task=task or None,
                               queue=queue or None, error_code=error_code or None, owner=owner or None,
                               created_after=_when(since or None, "since"), created_before=_when(until or None, "until"))
 
-        back = "/jobs?" + urlencode({k: v for k, v in where.items() if v})
-        if confirm == "yes":
-            def apply(admin: Admin) -> Done:
-                done = bulk(admin, dry_run=False)
-                return f"{act}_matching", {"n": done.done, "skipped": done.skipped}
-
-            return action(request, csrf, apply, back)
-        actor = checked(request, csrf)
-        if isinstance(actor, Response):
-            return actor
-        try:
-            counted = bulk(app.admin(actor), dry_run=True)
-        except RedriveError as exc:
-            return refused(request, status_of(exc), exc.message, actor)
-        return render(request, "confirm.html", who=actor, csrf=csrf, held=_held(app), page="jobs",
-                      title="Confirm", may_act=True, count=counted.matched, act=act, where=where, back=back,
-                      target="/jobs/matching", noun="job")
+        return matching(request, csrf, confirm == "yes", bulk, act=act, where=where, page="jobs", noun="job",
+                        done_code=f"{act}_matching")
 
     def dead_letters(request: Request, admin: Admin) -> dict[str, Any]:
         q = request.query_params
@@ -417,23 +425,8 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
                                          newer_than=_hours(newer_than_h or None, "newer than"),
                                          from_start=start == "1", dry_run=dry_run)
 
-        back = "/dead-letters?" + urlencode({k: v for k, v in where.items() if v})
-        if confirm == "yes":
-            def apply(admin: Admin) -> Done:
-                done = replay(admin, dry_run=False)
-                return "replayed_matching", {"n": done.done, "skipped": done.skipped}
-
-            return action(request, csrf, apply, back)
-        actor = checked(request, csrf)
-        if isinstance(actor, Response):
-            return actor
-        try:
-            counted = replay(app.admin(actor), dry_run=True)
-        except RedriveError as exc:
-            return refused(request, status_of(exc), exc.message, actor)
-        return render(request, "confirm.html", who=actor, csrf=csrf, held=_held(app), page="dead-letters",
-                      title="Confirm", may_act=True, count=counted.matched, act="replay", where=where, back=back,
-                      target="/dead-letters/matching", noun="open dead letter", extra={"start": start})
+        return matching(request, csrf, confirm == "yes", replay, act="replay", where=where, page="dead-letters",
+                        noun="open dead letter", done_code="replayed_matching", extra={"start": start})
 
     @router.post("/dead-letters/{letter_id}/notes")
     def note(request: Request, letter_id: str, csrf: str = Form(""), text: str = Form("")) -> Response:
