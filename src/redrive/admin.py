@@ -16,6 +16,7 @@ dead letter or the breaker's history.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
@@ -29,6 +30,7 @@ from redrive.core.breaker import Breaker, force_closed, force_open, time_open
 from redrive.core.dead_letters import MANUAL_RETRY, REPLAY, revive_plan
 from redrive.core.job import DeadLetter, DeadLetterFilter, EnqueueResult, Job, JobEvent
 from redrive.core.outbox import OutboxRow, OutboxStatus
+from redrive.core.rollups import Series, Window, series, window_named
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.declarations import Registry
 from redrive.errors import ConfigError, DeadLetterNotFound, Forbidden, IllegalTransition, JobNotFound, UnknownDependency
@@ -48,6 +50,7 @@ from redrive.store.reads import (
 from redrive.store.url import open_store
 
 _NOTE_LIMIT = 2000
+_FINAL = ("succeeded", "failed", "cancelled")  # the endings of a job, not of one attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +240,22 @@ class Admin:
             raise ConfigError(f"minutes is 1 to 1440, not {minutes}")
         now = self.store.now()
         since = now.replace(second=0, microsecond=0) - timedelta(minutes=minutes - 1)
-        return self.store.finished_per_minute(since=since)
+        counts: Counter[tuple[datetime, str, str]] = Counter()
+        for row in self.store.rollups_read(since=since):
+            if row.kind in _FINAL:
+                counts[(row.at, row.queue, row.kind)] += row.n
+        return [MinuteCount(queue, at, Status(kind), n) for (at, queue, kind), n in sorted(counts.items())]
+
+    def charts(self, window: str = "1h", *, by: str = "queue") -> tuple[list[Series], Window, datetime]:
+        """Per queue (or per task, ``by="task"``), the attempts that ended in
+        each slot of ``window`` (1h, 24h or 7d) by how they ended, with their
+        durations' and waits' buckets; read from the rollups, never from
+        history, so pruning jobs leaves them. With the window and the store's
+        time now."""
+        self._operator_only("see the queues")
+        chosen, now = window_named(window), self.store.now()
+        rows = self.store.rollups_read(since=chosen.start(now))
+        return series(((r.at, r.queue, r.task, r.kind, r.bucket, r.n) for r in rows), chosen, now, by), chosen, now
 
     def pause_queue(self, queue: str) -> bool:
         """No worker starts a job of ``queue`` until it is resumed (every

@@ -20,6 +20,7 @@ from redrive.core.breaker import failure_percent, time_open
 from redrive.core.job import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, DeadLetter, Job, JobEvent
 from redrive.core.outbox import OutboxRow
 from redrive.core.redact import redact
+from redrive.core.rollups import Series, Window, quantile
 from redrive.core.schedule import Schedule, last_firing, next_firing
 from redrive.store.port import WORKER_STALE_AFTER_S, BreakerEvent
 from redrive.store.reads import AuditEntry, DeadLetterFacets, MinuteCount, Page, QueueStats, ScheduleState, WorkerInfo
@@ -112,6 +113,26 @@ def queue_view(stats: QueueStats) -> JSONDict:
 
 def minute_view(count: MinuteCount) -> JSONDict:
     return {"queue": count.queue, "minute": plain(count.minute), "status": str(count.status), "count": count.count}
+
+
+def chart_view(found: list[Series], window: Window, now: datetime, by: str) -> JSONDict:
+    """Charts as the API answers them: per series its totals, its durations'
+    and waits' p50 and p95 (ms, estimated from buckets), and each slot."""
+    return {"window": window.name, "slot_seconds": int(window.slot.total_seconds()), "by": by,
+            "start": plain(window.start(now)), "series": [{
+                "key": one.key, "totals": one.totals(), **_percentiles(one.merged("durations"), one.merged("waits")),
+                "slots": [{"start": plain(slot.start), **slot.counts, **_percentiles(slot.durations, slot.waits)}
+                          for slot in one.slots]} for one in found]}
+
+
+def _percentiles(durations: dict[int, int], waits: dict[int, int]) -> JSONDict:
+    return {f"{name}_{label}_ms": _ms(quantile(buckets, q))
+            for name, buckets in (("duration", durations), ("wait", waits))
+            for label, q in (("p50", 0.5), ("p95", 0.95))}
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def schedule_view(state: ScheduleState | None, schedule: Schedule | None = None,

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,9 +61,9 @@ def dash_url(dash_app: App) -> Iterator[str]:
 class BackgroundWorker:
     """A worker on a thread of its own, as `redrive worker` runs one."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, **options: Any) -> None:
         self.worker = Worker(app.client, poll_interval=timedelta(milliseconds=50),
-                             shutdown_grace=timedelta(seconds=2))
+                             shutdown_grace=timedelta(seconds=2), **options)
         self.thread = threading.Thread(target=asyncio.run, args=(self.worker.run(),), daemon=True)
         self.thread.start()
 

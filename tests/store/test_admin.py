@@ -83,6 +83,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "dead_letter_facets": lambda a, w: a.dead_letter_facets(),
     "queues": lambda a, w: a.queues(),
     "finished_per_minute": lambda a, w: a.finished_per_minute(60),
+    "charts": lambda a, w: a.charts("24h", by="task"),
     "pause_queue": lambda a, w: a.pause_queue("email"),
     "resume_queue": lambda a, w: a.resume_queue("reports"),
     "reveal": lambda a, w: a.reveal(w.failed.id),
@@ -134,7 +135,7 @@ def test_the_owner_may_do_what_owners_may_and_nothing_else(world: World, operati
 
 # What only reads: a read-only operator may do these, as an operator, and nothing else.
 READS = {"job", "jobs", "job_events", "dead_letters", "dead_letter", "dead_letter_facets", "queues",
-         "finished_per_minute", "audit_trail", "schedules", "workers", "breaker_history", "breakers", "outbox"}
+         "finished_per_minute", "charts", "audit_trail", "schedules", "workers", "breaker_history", "breakers", "outbox"}
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))

@@ -201,9 +201,12 @@ def set_aside(lease: Lease, problem: str) -> FailNow:
 
 
 
-def finish_of(job: Job, execution: Execution, duration_ms: int) -> Finish:
-    """The write that records how a run of ``job`` ended."""
+def finish_of(job: Job, execution: Execution, duration_ms: int, wait_ms: int | None = None) -> Finish:
+    """The write that records how a run of ``job`` ended: how long it ran and
+    (when known) how long it waited once due, both kept in its rollups."""
     meta: dict[str, JSON] = {"duration_ms": duration_ms}
+    if wait_ms is not None:
+        meta["wait_ms"] = wait_ms
     if execution.told:  # what the task said (add_context: a gateway's status), apart from the engine's keys
         meta["context"] = execution.told
     match execution.outcome:

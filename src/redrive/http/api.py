@@ -42,6 +42,7 @@ from redrive.views import (
     audit_view,
     breaker_event_view,
     breaker_view,
+    chart_view,
     dead_letter_view,
     event_view,
     facets_view,
@@ -282,6 +283,16 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
                    minutes: Annotated[int, Query(ge=1, le=1440)] = 60) -> JSON:
         """Jobs that ended per queue, minute and outcome over the last ``minutes``."""
         return {"items": [minute_view(c) for c in ops.finished_per_minute(minutes)]}
+
+    @router.get("/charts", response_model=out.Charts, tags=["queues"])
+    def charts(ops: Annotated[Admin, Depends(operator)],
+               window: Annotated[Literal["1h", "24h", "7d"], Query()] = "1h",
+               by: Annotated[Literal["queue", "task"], Query()] = "queue") -> JSON:
+        """Attempts ended per slot (a minute, an hour or six) by how they
+        ended, with duration and queue-wait percentiles, per queue or per
+        task: from the rollups, so they outlive pruned history."""
+        found, chosen, now = ops.charts(window, by=by)
+        return chart_view(found, chosen, now, by)
 
     @router.post("/queues/{queue}/pause", response_model=out.QueueChange, tags=["queues"])
     def pause(queue: str, ops: Annotated[Admin, Depends(operator)], body: Strict | None = None) -> JSON:

@@ -29,9 +29,11 @@ from redrive.admin import BULK_ACTIONS, Actor, Admin, Bulk
 from redrive.app import App
 from redrive.core.breaker import BreakerMode
 from redrive.core.outbox import OutboxStatus
+from redrive.core.rollups import KEEP, WINDOWS
 from redrive.core.states import Status
 from redrive.errors import ConfigError, Forbidden, RedriveError
 from redrive.http.auth import Auth, TokenAuth, digest
+from redrive.http.charts import BARS_H, LINES_H, drawn
 from redrive.http.errors import status_of
 from redrive.http.throttle import Throttle
 from redrive.settings import Settings
@@ -396,6 +398,17 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
                          methods=["GET"])
     router.add_api_route("/breakers", page("breakers.html", "breakers", breakers), methods=["GET"])
     router.add_api_route("/schedules", page("schedules.html", "schedules", schedules), methods=["GET"])
+
+    def charts(request: Request, admin: Admin) -> dict[str, Any]:
+        q = request.query_params
+        window, by = q.get("window") or "1h", q.get("by") or "queue"
+        found, chosen, _ = admin.charts(window, by=by)
+        slot = {"1h": "minute", "24h": "hour", "7d": "6 hours"}[chosen.name]
+        return {"title": "Charts", "series": drawn(found, chosen), "window": chosen.name, "by": by,
+                "windows": list(WINDOWS), "slot": slot, "kept": f"{KEEP.days} days",
+                "bars_h": BARS_H, "lines_h": LINES_H}
+
+    router.add_api_route("/charts", page("charts.html", "charts", charts), methods=["GET"])
     router.add_api_route("/outbox", page("outbox.html", "outbox", outbox), methods=["GET"])
 
     @router.post("/dead-letters/replay")

@@ -186,6 +186,42 @@ class Throughput(Closed):
     items: list[MinuteCount] = Field(description="oldest minute first; minutes with no ended job are left out")
 
 
+class _Timing(Closed):
+    duration_p50_ms: float | None = Field(description="estimated from duration buckets; null: nothing timed")
+    duration_p95_ms: float | None
+    wait_p50_ms: float | None = Field(description="from due to started, estimated from wait buckets")
+    wait_p95_ms: float | None
+
+
+class ChartSlot(_Timing):
+    start: datetime
+    succeeded: int
+    failed: int = Field(description="failed for good")
+    retried: int = Field(description="attempts that failed and were retried")
+    cancelled: int = Field(description="cancelled while running")
+
+
+class Endings(Closed):
+    succeeded: int
+    failed: int
+    retried: int
+    cancelled: int
+
+
+class ChartSeries(_Timing):
+    key: str = Field(description="the queue or the task")
+    totals: Endings
+    slots: list[ChartSlot] = Field(description="oldest first, every slot of the window")
+
+
+class Charts(Closed):
+    window: Literal["1h", "24h", "7d"]
+    slot_seconds: int
+    by: Literal["queue", "task"]
+    start: datetime = Field(description="the first slot's start, UTC")
+    series: list[ChartSeries] = Field(description="by key; keys with nothing in the window are left out")
+
+
 class QueueChange(Closed):
     queue: str
     changed: bool = Field(description="false: it was paused (or running) already")

@@ -1,6 +1,6 @@
 """The plugins that keep the store in shape: the reclaimer gives expired
-leases back to the queue (every worker runs one), the pruner deletes old
-history. Both are safe to run in every worker at once (the writes are
+leases back to the queue and the rollup compactor folds the charts' rollups
+(every worker runs both), the pruner deletes old history. Both are safe to run in every worker at once (the writes are
 fenced, the store skips rows another worker holds) and jittered so many
 workers do not act in lockstep."""
 
@@ -19,6 +19,7 @@ log = logging.getLogger("redrive.worker")
 
 PRUNE_BATCH = 1000
 PRUNE_EVERY_S = 60.0
+COMPACT_EVERY_S = 300.0
 
 
 class Reclaimer(Plugin):
@@ -68,3 +69,19 @@ class Pruner(Plugin):
                 log.info("pruned %d finished jobs older than %s", pruned, self.retention)
             if pruned < PRUNE_BATCH:
                 await asyncio.sleep(PRUNE_EVERY_S * beside.rng.uniform(0.5, 1.0))
+
+
+class RollupCompactor(Plugin):
+    """Every five minutes (jittered), the rollups folded as core/rollups.py
+    says: shards added together, minutes into hours after a day, gone after
+    ``KEEP``. Safe in every worker at once (a row moves once)."""
+
+    name = "rollup-compactor"
+
+    async def run(self, beside: Beside) -> None:
+        while True:
+            await asyncio.sleep(COMPACT_EVERY_S * beside.rng.uniform(0.5, 1.0))
+            try:
+                await beside.call(beside.store.rollups_compact)
+            except StoreError as exc:
+                log.warning("compacting the rollups failed, retrying: %s", exc)

@@ -51,7 +51,7 @@ from redrive.runtime.completer import STORE_RETRY_PAUSE_S, Completer, announce
 from redrive.runtime.executor import execute, stages_of
 from redrive.runtime.interrupts import Interrupt
 from redrive.runtime.link import Link
-from redrive.runtime.maintenance import Pruner, Reclaimer
+from redrive.runtime.maintenance import Pruner, Reclaimer, RollupCompactor
 from redrive.runtime.outage import OutageLog
 from redrive.runtime.plugins import Beside, Plugin
 from redrive.runtime.presence import Presence, installed_version, memory_bytes
@@ -114,7 +114,8 @@ class Worker:
         the worker runs and stopped once it has drained. ``schedules=True``
         adds the registry's schedules (a ``Scheduler``); a ``retention``
         (default: the ``job_retention`` setting) adds a ``Pruner`` of
-        history older than that. Every worker runs a ``Reclaimer``.
+        history older than that. Every worker runs a ``Reclaimer`` and a
+        ``RollupCompactor``.
         ``max_jobs`` and ``max_memory`` (bytes) recycle a supervisor's
         child: after claiming that many jobs, or once its resident memory
         passes that, the worker claims no more, lets what it holds finish
@@ -174,7 +175,7 @@ class Worker:
         self._store: Store | None = None  # opened on the database threads when the worker starts
         self._completer = Completer(self._call, lambda: self.store)
         self._gate = BreakerGate(self.registry.dependencies, lambda: self.store, self._call, events=self.events)
-        self.plugins: list[Plugin] = [Reclaimer(), *plugins]
+        self.plugins: list[Plugin] = [Reclaimer(), RollupCompactor(), *plugins]
         if schedules and self.registry.schedules:
             self.plugins.append(Scheduler(client))
         if self.retention > timedelta(0):
@@ -463,7 +464,7 @@ class Worker:
             if running.abandoned:
                 return
             duration_s = loop.time() - started
-            item = finish_of(job, execution, round(duration_s * 1000))
+            item = finish_of(job, execution, round(duration_s * 1000), round(queue_wait(job, self.lease_ttl) * 1000))
             if traced is not None:
                 traced.end(*_traced_outcome(item))
             self._completer.submit(item, job.attempts, partial(self._written, running, item, duration_s))

@@ -28,6 +28,7 @@ from redrive.core.job import (
 )
 from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, usage_of
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
+from redrive.core.rollups import rollup_folds, rollup_tally
 from redrive.core.states import ACTIVE, ACTIVE_ORDER, TERMINAL, Status, check_transition
 from redrive.core.transitions import (
     Cancellation,
@@ -45,9 +46,9 @@ from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
     JobFilter,
-    MinuteCount,
     Page,
     QueueStats,
+    Rollup,
     RunEnded,
     ScheduleState,
     WorkerInfo,
@@ -107,6 +108,7 @@ class MemoryStore:
         self._workers: dict[str, WorkerInfo] = {}
         self._permits: list[tuple[str, UUID, UUID, datetime]] = []  # key, job, lease, started
         self._alerts: dict[str, str] = {}  # alert rule firing -> its incident
+        self._rollups: dict[tuple[int, str, str, str, int], int] = {}  # (at, queue, task, kind, bucket): n
 
     def migrate(self) -> list[int]:
         return []
@@ -266,7 +268,14 @@ class MemoryStore:
             for item in items:
                 if job := self._live(item.lease):
                     written.append(self._finish(job, item, now))
-            return written
+            return self._rolled(written, now)
+
+    def _rolled(self, written: list[Finished], now: datetime) -> list[Finished]:
+        minute = int(now.timestamp()) // 60 * 60
+        for (queue, task, kind, bucket), n in rollup_tally(written).items():
+            key = (minute, queue, task, kind, bucket)
+            self._rollups[key] = self._rollups.get(key, 0) + n
+        return written
 
     def _finish(self, job: Job, item: Finish, now: datetime) -> Finished:
         match item:
@@ -414,8 +423,9 @@ class MemoryStore:
                 if j.status is Status.RUNNING and (j.lease_owner == worker_id if worker_id is not None else
                                                    j.lease_expires_at is not None and j.lease_expires_at <= now)
             ][:limit]
-            return [self._finish(job, taken_back(job.lease, job.lease_owner, last=job.attempts >= job.max_attempts,
-                                                 crashed=worker_id is not None, bystander=bystanders), now) for job in taken]
+            return self._rolled([self._finish(job, taken_back(
+                job.lease, job.lease_owner, last=job.attempts >= job.max_attempts, crashed=worker_id is not None,
+                bystander=bystanders), now) for job in taken], now)
 
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         with self._lock:
@@ -626,13 +636,24 @@ class MemoryStore:
             del self._alerts[rule]
             return True
 
-    def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
-        counts: Counter[tuple[datetime, str, Status]] = Counter()
+    def rollups_read(self, *, since: datetime) -> list[Rollup]:
+        start = since.timestamp()
         with self._lock:
-            for job in self._jobs.values():
-                if job.finished_at is not None and job.status not in ACTIVE and job.finished_at >= since:
-                    counts[(job.finished_at.replace(second=0, microsecond=0), job.queue, job.status)] += 1
-        return [MinuteCount(queue, minute, status, n) for (minute, queue, status), n in sorted(counts.items())]
+            return [Rollup(datetime.fromtimestamp(at, UTC), queue, task, kind, bucket, n)
+                    for (at, queue, task, kind, bucket), n in sorted(self._rollups.items()) if at >= start]
+
+    def rollups_compact(self) -> int:
+        changed = 0
+        with self._lock:
+            for name, before, grain_s in rollup_folds(self._clock()):
+                folding = name == "rollups_fold"  # one writer, no shards: only the grain changes
+                for key in [k for k in self._rollups if k[0] < before and not (folding and k[0] % grain_s == 0)]:
+                    n = self._rollups.pop(key)
+                    changed += 1
+                    if folding:
+                        folded = (key[0] // grain_s * grain_s, *key[1:])
+                        self._rollups[folded] = self._rollups.get(folded, 0) + n
+        return changed
 
     def dead_letters_page(
         self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,

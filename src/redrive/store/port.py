@@ -139,7 +139,9 @@ class Store(Protocol):
         of the answer (the same lease twice in a batch is applied once, the
         first). A failure writes its dead letter with it; a retry of a job
         whose cancel was asked while it ran ends the job cancelled instead.
-        The answer says what was written, in the order of ``items``."""
+        Each ending written adds to its minute's rollups in the same
+        transaction (``core/rollups.rollup_tally``). The answer says what was
+        written, in the order of ``items``."""
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         """Record finished stages' output and counts on running jobs (fenced)."""
@@ -161,6 +163,12 @@ class Store(Protocol):
         events, their handled dead letters and the idempotency keys that point
         at them (and any cancel request left on them). A job with an open dead
         letter stays. Returns how many went."""
+
+    def rollups_compact(self) -> int:
+        """Fold the rollups every ending adds to (core/rollups.py): shards
+        together after ``SHARDS_FOR``, minutes into hours after
+        ``MINUTES_FOR``, gone after ``KEEP``; how many rows were moved or
+        dropped. Safe to run in every worker at once: a row moves once."""
 
     def jobs_delete(self, *, job_ids: Sequence[UUID]) -> list[UUID]:
         """Delete the finished jobs among ``job_ids`` now, as a prune would

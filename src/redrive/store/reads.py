@@ -104,6 +104,20 @@ class RunEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class Rollup:
+    """How many of a queue's and task's attempts ended as ``kind`` (or, kind
+    ``wait``, waited) within ``bucket`` (core/rollups.py) in the minute or hour
+    starting ``at``."""
+
+    at: datetime
+    queue: str
+    task: str
+    kind: str
+    bucket: int
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
 class MinuteCount:
     """How many of a queue's jobs ended in one minute (``minute``: its
     start, UTC), by how they ended (succeeded, failed for good, cancelled)."""
@@ -206,10 +220,9 @@ class Reads(Store, Protocol):
         and durations read, for every worker's jobs. Reads the history's
         ``finished_at`` index and each job's last event."""
 
-    def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
-        """Jobs that ended at or after ``since``, counted by queue, minute and
-        outcome, oldest minute first. Reads the history's ``finished_at``
-        index: an hour of it, not the whole."""
+    def rollups_read(self, *, since: datetime) -> list[Rollup]:
+        """The rollup rows (core/rollups.py) from ``since`` on, oldest first,
+        shards added together: what every chart reads, never the history."""
 
     def dead_letters_page(
         self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,

@@ -12,13 +12,28 @@ _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
 
-def load_queries(package: str) -> dict[str, str]:
-    text = resources.files(package).joinpath("queries.sql").read_text()
+_PARAM = re.compile(r"(?<![:\w]):(\w+)")  # :name, not a ::cast
+
+
+def load_queries(package: str, *, pyformat: bool = False) -> dict[str, str]:
+    """A store's named queries: its own ``queries.sql`` and the ``shared.sql``
+    both SQL stores run as written (with ``pyformat``, its ``:name``
+    parameters read as ``%(name)s``, psycopg's style)."""
+    own = _named(resources.files(package).joinpath("queries.sql").read_text(), f"{package}/queries.sql")
+    shared = _named(resources.files(__package__).joinpath("shared.sql").read_text(), "shared.sql")
+    if both := sorted(own.keys() & shared.keys()):
+        raise ConfigError(f"{package}/queries.sql names {', '.join(both)}, which shared.sql holds")
+    if pyformat:
+        shared = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in shared.items()}
+    return {**shared, **own}
+
+
+def _named(text: str, where: str) -> dict[str, str]:
     parts = _NAME.split(text)
     # parts = [preamble, name1, body1, name2, body2, ...]
     queries = {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
     if len(queries) != len(parts[1::2]):
-        raise ConfigError(f"{package}/queries.sql names a query twice")
+        raise ConfigError(f"{where} names a query twice")
     return queries
 
 

@@ -251,7 +251,7 @@ RETURNING j.id, j.lease_token;
 -- letter was replayed and this is the same non-retryable error_class (the
 -- mirror of core/dead_letters.py's escalates). The rows answered say what was
 -- written, each with the place (n) of its item in :items, a JSON array of
--- {n, kind, id, token, meta, result, error, delay_s, by, refund, reclaim}: a key left
+-- {n, kind, id, token, meta, result, error, delay_s, by, refund, reclaim, dur_b, wait_b}: a key left
 -- out reads as NULL, and a retry's or a failure's details are one object,
 -- ``error`` {code, message, class, retryable, stage, stage_attempts, stack,
 -- context}, read only by the rows that have one (a batch is mostly successes).
@@ -261,14 +261,14 @@ WITH asked AS (
         CASE i.kind WHEN 'cancel' THEN i.by ELSE c.by END AS cancelled_by
     FROM jsonb_to_recordset(%(items)s) AS i(
         n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, error jsonb,
-        delay_s double precision, by text, refund int, reclaim boolean)
+        delay_s double precision, by text, refund int, reclaim boolean, dur_b int, wait_b int)
     -- only a retry looks for a cancel request
     LEFT JOIN redrive_cancel_request AS c ON i.kind = 'retry' AND c.job_id = i.id
 ), moved AS (
     DELETE FROM redrive_job AS j USING asked AS i
     WHERE j.id = i.id AND j.lease_token = i.token AND (j.lease_expires_at > now() OR i.reclaim) AND i.ends IN ('complete', 'fail', 'cancel')
     RETURNING j.*, i.n, i.kind, i.ends, i.cancelled_by, i.result AS new_result, i.meta AS event_meta,
-        i.error AS failure, coalesce(i.error->>'stage', j.stage) AS new_stage,
+        i.error AS failure, coalesce(i.error->>'stage', j.stage) AS new_stage, i.dur_b, i.wait_b,
         CASE i.ends WHEN 'complete' THEN 'succeeded' WHEN 'fail' THEN 'failed' ELSE 'cancelled' END AS new_status
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
@@ -322,7 +322,24 @@ WITH asked AS (
     FROM asked AS i
     WHERE j.id = i.id AND j.lease_token = i.token AND (j.lease_expires_at > now() OR i.reclaim) AND i.ends IN ('retry', 'requeue')
     RETURNING j.id, i.n, i.kind, j.task, j.queue, j.attempts, j.stage,
-        coalesce(i.refund, 0) AS refund, i.error->>'code' AS error_code, i.delay_s, i.meta
+        coalesce(i.refund, 0) AS refund, i.error->>'code' AS error_code, i.delay_s, i.meta, i.dur_b, i.wait_b
+), rolled AS (
+    -- core/rollups.py: each ending, and its run's wait, added to its minute's
+    -- rollup on this connection's shard (no two workers wait on one row)
+    INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
+    SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, e.queue, e.task, pg_backend_pid() %% 4,
+        v.kind, v.bucket, count(*)
+    FROM (
+        SELECT queue, task, new_status AS kind, dur_b, wait_b FROM moved
+        UNION ALL
+        -- a requeue spent its attempt only when a crashed worker's lease was taken back
+        SELECT queue, task, 'retried', dur_b, wait_b FROM retried WHERE kind = 'retry' OR refund = 0
+    ) AS e
+    CROSS JOIN LATERAL (VALUES (e.kind, e.dur_b), ('wait', e.wait_b)) AS v(kind, bucket)
+    WHERE v.bucket IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5, 6
+    ORDER BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT m.id, now(), 'running', m.new_status, m.attempts,
@@ -750,3 +767,19 @@ RETURNING name;
 UPDATE redrive_schedule SET paused_by = NULL, updated_at = now()
 WHERE name = %(name)s AND paused_by IS NOT NULL
 RETURNING name;
+
+-- name: rollups_fold
+-- Rows older than :before become rows :grain_s wide on shard 0, added to
+-- what such a row holds already. The DELETE feeds the INSERT, so two folds at
+-- once move each row once (the second waits, then finds it gone) and an
+-- ending added to a row meanwhile moves with it.
+WITH moved AS (
+    DELETE FROM redrive_rollup
+    WHERE at < %(before)s AND (shard <> 0 OR at %% %(grain_s)s <> 0)
+    RETURNING at / %(grain_s)s * %(grain_s)s AS at, queue, task, kind, bucket, n
+)
+INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
+SELECT at, queue, task, 0, kind, bucket, sum(n) FROM moved
+GROUP BY at, queue, task, kind, bucket
+ORDER BY at, queue, task, kind, bucket
+ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n;

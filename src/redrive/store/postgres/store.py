@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import chain, islice
 from typing import Any
 from urllib.parse import unquote
@@ -49,6 +49,7 @@ from redrive.core.job import (
 )
 from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, scan_size, usage_of
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
+from redrive.core.rollups import bucket_of, rollup_folds
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.core.transitions import (
     KINDS,
@@ -80,9 +81,9 @@ from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
     JobFilter,
-    MinuteCount,
     Page,
     QueueStats,
+    Rollup,
     RunEnded,
     ScheduleState,
     WorkerInfo,
@@ -149,7 +150,7 @@ class PostgresStore:
         self._finish_thread: threading.Thread | None = None
         self._finish_ready = threading.Event()
         self._closing = threading.Event()
-        self._queries = load_queries(_PACKAGE)
+        self._queries = load_queries(_PACKAGE, pyformat=True)
         if clock is not None:
             self._queries = {name: _on_clock(name, sql) for name, sql in self._queries.items()}
         self._migrations = load_migrations(_PACKAGE)
@@ -689,9 +690,20 @@ class PostgresStore:
     def alert_resolve(self, *, rule: str, incident: str) -> bool:
         return bool(self._run("alert_resolve", {"rule": rule, "incident": incident}))
 
-    def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
-        return [MinuteCount(row["queue"], row["minute"], Status(row["status"]), row["n"])
-                for row in self._run("finished_per_minute", {"since": since})]
+    def rollups_read(self, *, since: datetime) -> list[Rollup]:
+        return [Rollup(datetime.fromtimestamp(at, UTC), queue, task, kind, bucket, int(n))
+                for at, queue, task, kind, bucket, n in self._run(
+                    "rollups_read", {"since": int(since.timestamp())}, rows=tuple_row)]
+
+    def rollups_compact(self) -> int:
+        now = self.now()
+        return sum(self._rollups_change(name, before, grain_s)
+                   for name, before, grain_s in rollup_folds(now))
+
+    def _rollups_change(self, name: str, before: int, grain_s: int) -> int:
+        with self._errors(), self._connection() as conn, conn.cursor() as cur:
+            cur.execute(self._queries[name], self._with_clock({"before": before, "grain_s": grain_s}))
+            return cur.rowcount
 
     def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
                      detail: dict[str, Any] | None = None) -> AuditEntry:
@@ -1035,7 +1047,10 @@ def _finish_json(n: int, item: Finish) -> dict[str, Any]:
     needs; a retry's or a failure's details as one ``error`` object."""
     lease = item.lease
     out: dict[str, Any] = {"n": n, "kind": KINDS[type(item)], "id": str(lease.job_id), "token": str(lease.token),
-                           "meta": item.meta if type(item.meta) is dict else dict(item.meta)}
+                           "meta": item.meta if type(item.meta) is dict else dict(item.meta),
+                           "dur_b": bucket_of(item.meta.get("duration_ms"))}  # its rollup (core/rollups.py)
+    if (wait_ms := item.meta.get("wait_ms")) is not None:
+        out["wait_b"] = bucket_of(wait_ms)
     if by_reclaim(item):
         out["reclaim"] = True  # the only write that may end an expired lease
     match item:

@@ -537,3 +537,22 @@ RETURNING name;
 UPDATE redrive_schedule SET paused_by = NULL, updated_at = :now
 WHERE name = :name AND paused_by IS NOT NULL
 RETURNING name;
+
+-- name: rollup_add
+INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
+VALUES (:at, :queue, :task, 0, :kind, :bucket, :n)
+ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n;
+
+-- name: rollups_fold
+-- Rows older than :before become rows :grain_s wide, added to what such a row
+-- holds already; rollups_folded then drops the rows moved (one transaction,
+-- one writer; a row that stays starts a :grain_s, so none is both).
+INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
+SELECT at / :grain_s * :grain_s, queue, task, 0, kind, bucket, sum(n)
+FROM redrive_rollup
+WHERE at < :before AND at % :grain_s <> 0
+GROUP BY at / :grain_s * :grain_s, queue, task, kind, bucket
+ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n;
+
+-- name: rollups_folded
+DELETE FROM redrive_rollup WHERE at < :before AND at % :grain_s <> 0;

@@ -39,6 +39,7 @@ from redrive.core.job import (
 )
 from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, scan_size, usage_of
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
+from redrive.core.rollups import rollup_folds, rollup_tally
 from redrive.core.states import ACTIVE_ORDER, TERMINAL, Status
 from redrive.core.transitions import (
     Cancellation,
@@ -67,9 +68,9 @@ from redrive.store.reads import (
     AuditEntry,
     DeadLetterFacets,
     JobFilter,
-    MinuteCount,
     Page,
     QueueStats,
+    Rollup,
     RunEnded,
     ScheduleState,
     WorkerInfo,
@@ -438,9 +439,21 @@ class SQLiteStore:
                         written[item.lease] = finished
             return written
 
-        written = self._write(body)
+        def recorded(conn: sqlite3.Connection, now: float) -> dict[Lease, Finished]:
+            written = body(conn, now)
+            self._roll(conn, written.values(), now)
+            return written
+
+        written = self._write(recorded)
         self._finished({f.lease.job_id for f in written.values() if f.status in TERMINAL})
         return [written[lease] for lease in dict.fromkeys(item.lease for item in items) if lease in written]
+
+    def _roll(self, conn: sqlite3.Connection, written: Iterable[Finished], now: float) -> None:
+        """The endings written, added to their minute's rollups in the same transaction."""
+        minute = int(now) // 60 * 60
+        for (queue, task, kind, bucket), n in rollup_tally(written).items():
+            conn.execute(self._queries["rollup_add"], {"at": minute, "queue": queue, "task": task,
+                                                       "kind": kind, "bucket": bucket, "n": n})
 
     def _complete(self, conn: sqlite3.Connection, items: list[Completion], now: float) -> dict[Lease, Finished]:
         """Successes, the most common ending, in three statements for the batch."""
@@ -612,6 +625,7 @@ class SQLiteStore:
                                     last=row["attempts"] >= row["max_attempts"], crashed=worker_id is not None, bystander=bystanders)
                 if (finished := self._finish_one(conn, ending, now)) is not None:
                     written.append(finished)
+            self._roll(conn, written, now)
             return written
 
         written = self._write(body)
@@ -800,9 +814,22 @@ class SQLiteStore:
         return self._write(lambda conn, now: conn.execute(self._queries["alert_resolve"], {
             "rule": rule, "incident": incident}).fetchone() is not None)
 
-    def finished_per_minute(self, *, since: datetime) -> list[MinuteCount]:
-        return [MinuteCount(row["queue"], _time(row["minute"]), Status(row["status"]), row["n"])
-                for row in self._read("finished_per_minute", {"since": since.timestamp()})]
+    def rollups_read(self, *, since: datetime) -> list[Rollup]:
+        return [Rollup(datetime.fromtimestamp(at, UTC), queue, task, kind, bucket, n)
+                for at, queue, task, kind, bucket, n in self._read("rollups_read", {"since": int(since.timestamp())})]
+
+    def rollups_compact(self) -> int:
+        def body(conn: sqlite3.Connection, now: float) -> int:
+            changed = 0
+            for name, before, grain_s in rollup_folds(datetime.fromtimestamp(now, UTC)):
+                params = {"before": before, "grain_s": grain_s}
+                if name == "rollups_fold":
+                    conn.execute(self._queries["rollups_fold"], params)
+                    name = "rollups_folded"
+                changed += conn.execute(self._queries[name], params).rowcount
+            return changed
+
+        return self._write(body)
 
     def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
                      detail: dict[str, Any] | None = None) -> AuditEntry:

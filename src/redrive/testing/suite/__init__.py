@@ -15,6 +15,7 @@ store author provides are listed in ``redrive.testing``'s docstring.
 | ``reads`` | pages, filters, queue counts, facets |
 | ``clock`` | due times, leases and ages on an injected clock |
 | ``retention`` | pruning history |
+| ``rollups`` | what endings add to the charts' rollups, their compaction |
 | ``workers`` | the worker registry |
 | ``alerts`` | the endings alert rules read, and which rules fire |
 """
@@ -36,12 +37,13 @@ from redrive.testing.suite import (
     outbox_and_schedules,
     reads,
     retention,
+    rollups,
     workers,
 )
 
 MODULES: tuple[ModuleType, ...] = (
     jobs, endings, limits, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock, retention,
-    workers, alerts,
+    rollups, workers, alerts,
 )
 
 

@@ -94,22 +94,6 @@ def test_queue_stats_count_active_jobs_and_the_oldest_due_wait(store: Reads) -> 
     assert running.queue == "b" and done.queue == "c"
 
 
-def test_finished_jobs_are_counted_per_queue_minute_and_outcome(store: Reads) -> None:
-    since = store.now() - timedelta(minutes=1)
-    store.jobs_insert(jobs=[new(queue="a"), new(queue="a"), new(queue="a"), new(queue="b")])
-    a1, a2, a3 = claim(store, 3, queues=["a"])
-    applied(store.jobs_finish([Completion(a1.lease, None), Completion(a2.lease, None)]))
-    applied(store.jobs_finish([FailNow(a3.lease, "NOT_FOUND", "gone")]))
-    applied(store.jobs_finish([RetryLater(claim_one(store, queues=["b"]).lease, timedelta(seconds=0), "UPSTREAM_5XX",
-                                       "later")]))  # a retry is not an end
-    counted = store.finished_per_minute(since=since)
-    assert {(c.queue, c.status): c.count for c in counted} == {("a", Status.SUCCEEDED): 2, ("a", Status.FAILED): 1}
-    for c in counted:
-        assert c.minute.second == 0 and c.minute.microsecond == 0 and c.minute.utcoffset() == timedelta(0)
-        assert since - timedelta(minutes=1) < c.minute <= store.now()
-    assert store.finished_per_minute(since=store.now() + timedelta(minutes=1)) == []
-
-
 def test_dead_letter_pages_and_facets(store: Reads) -> None:
     store.jobs_insert(jobs=[new(task=f"t{n}") for n in range(5)])
     for n, job in enumerate(claim(store, 5)):

@@ -1,0 +1,59 @@
+"""PostgreSQL's rollups under concurrency: workers on their own connections
+write to their own shards (no one waits on another's row), and two
+compactions at once move each row once."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import timedelta
+
+from redrive.core.rollups import MINUTES_FOR, bucket_of
+from redrive.core.transitions import Completion
+from redrive.store.postgres.store import PostgresStore
+from redrive.testing import Clock, applied, claim, new
+
+
+def _sums(store: PostgresStore) -> Counter:
+    out: Counter = Counter()
+    for row in store.rollups_read(since=store.now() - timedelta(days=3)):
+        out[(row.task, row.kind, row.bucket)] += row.n
+    return out
+
+
+def test_two_workers_write_and_two_compactions_fold_at_once_without_losing_a_count(pg_url: str) -> None:
+    clock = Clock()
+    handles = [PostgresStore(pg_url, clock=clock) for _ in range(2)]
+    try:
+        first = handles[0]
+        first.jobs_insert(jobs=[new(task="both") for _ in range(400)])
+
+        def work(handle: PostgresStore) -> None:
+            while jobs := claim(handle, 10):
+                applied(handle.jobs_finish([Completion(job.lease, None, {"duration_ms": 7}) for job in jobs]))
+
+        threads = [threading.Thread(target=work, args=(h,)) for h in handles]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        before = _sums(first)
+        assert before == {("both", "succeeded", bucket_of(7)): 400}
+        with first._connection() as conn:
+            shards = conn.execute("SELECT count(DISTINCT shard) FROM redrive_rollup").fetchone()
+        assert shards and shards["count"] >= 1
+
+        clock.advance(MINUTES_FOR + timedelta(hours=1))
+        folds = [threading.Thread(target=h.rollups_compact) for h in handles]
+        for thread in folds:
+            thread.start()
+        for thread in folds:
+            thread.join(timeout=30)
+        assert _sums(first) == before
+        with first._connection() as conn:
+            left = conn.execute("SELECT count(*) AS n, max(shard) AS shard, bool_and(at % 3600 = 0) AS hourly "
+                                "FROM redrive_rollup").fetchone()
+        assert left == {"n": 1, "shard": 0, "hourly": True}
+    finally:
+        for handle in handles:
+            handle.close()
