@@ -72,7 +72,7 @@ def test_a_read_only_operator_sees_every_page_and_every_action_is_refused(browse
     page = login(browser, dash_url, "viewer")
     assert "(read-only)" in page.locator("header .who").inner_text()
     pages = ["/", "/jobs", f"/jobs/{failed.id}", "/dead-letters", f"/dead-letters/{letter.id}", "/breakers",
-             "/schedules", "/outbox"]
+             "/schedules", "/outbox", "/charts"]
     for path in pages:
         answer = page.goto(f"{dash_url}{path}")
         assert answer is not None and answer.status == 200, path

@@ -62,7 +62,7 @@ def test_an_owner_is_kept_to_their_own_jobs(browser, dash_app: App, dash_url: st
     bob = login(browser, dash_url, "bob")
     answer = bob.goto(f"{dash_url}/jobs/{theirs.id}")
     assert answer.status == 403 and "alice-private" not in bob.content()
-    for path in ("/dead-letters", "/breakers", "/schedules", "/outbox", "/dead-letters/1"):
+    for path in ("/dead-letters", "/breakers", "/schedules", "/outbox", "/charts", "/dead-letters/1"):
         assert bob.goto(f"{dash_url}{path}").status == 403, path
     bob.goto(f"{dash_url}/jobs")
     assert str(theirs.id) not in bob.content()

@@ -44,6 +44,7 @@ RULES = {
     ("POST", "/api/v1/breakers/{name}/close"): "operator",
     ("GET", "/api/v1/queues"): "operator",
     ("GET", "/api/v1/queues/throughput"): "operator",
+    ("GET", "/api/v1/charts"): "operator",
     ("POST", "/api/v1/queues/{queue}/pause"): "operator",
     ("POST", "/api/v1/queues/{queue}/resume"): "operator",
     ("GET", "/api/v1/schedules"): "operator",

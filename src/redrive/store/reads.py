@@ -80,6 +80,12 @@ class JobFilter:
                 and (self.created_before is None or job.created_at < self.created_before))
 
 
+# Waiting jobs are counted one by one up to this many per queue and state;
+# beyond, the store gives an estimate (``QueueStats.estimated``), so a page of
+# queue counts costs the same at a million waiting jobs as at ten thousand.
+EXACT_UP_TO = 10_000
+
+
 @dataclass(frozen=True, slots=True)
 class QueueStats:
     """One queue's active jobs by state, how long its oldest due job has
@@ -90,6 +96,7 @@ class QueueStats:
     oldest_due_age_s: float | None = None  # None: nothing due is waiting
     oldest_running_age_s: float | None = None  # since the longest-running job started; None: none runs
     paused_by: str | None = None  # who paused it; None: not paused (filled in by Admin.queues)
+    estimated: bool = False  # a waiting count beyond EXACT_UP_TO is the database's estimate
 
 
 @dataclass(frozen=True, slots=True)

@@ -483,15 +483,38 @@ ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s;
 
 -- name: queues_stats
--- Active jobs only: the hot table, never the history.
-SELECT queue, status, count(*) AS n,
-       extract(epoch FROM now() - min(run_at) FILTER (WHERE status <> 'running' AND run_at <= now()))::float8
-           AS oldest_due_age_s,
-       extract(epoch FROM now() - min(started_at) FILTER (WHERE status = 'running'))::float8
-           AS oldest_running_age_s
+-- Never every waiting job (migration 0023's index): the queues found by
+-- skipping through the index, then per queue and waiting state its oldest
+-- entry and a count that stops at :cap (the store asks the planner beyond
+-- it: queue_estimate); running jobs exactly, from the running leases' index.
+WITH RECURSIVE queues AS (
+    (SELECT queue FROM redrive_job WHERE status IN ('scheduled', 'queued') ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM redrive_job AS j
+            WHERE j.status IN ('scheduled', 'queued') AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
+    FROM queues AS q WHERE q.queue IS NOT NULL
+)
+SELECT q.queue, s.status,
+    (SELECT count(*) FROM (SELECT FROM redrive_job AS j
+                           WHERE j.queue = q.queue AND j.status = s.status AND j.status IN ('scheduled', 'queued')
+                           LIMIT %(cap)s) AS c) AS n,
+    extract(epoch FROM now() - (SELECT j.run_at FROM redrive_job AS j
+                                WHERE j.queue = q.queue AND j.status = s.status
+                                  AND j.status IN ('scheduled', 'queued') AND j.run_at <= now()
+                                ORDER BY j.run_at LIMIT 1))::float8 AS oldest_due_age_s,
+    NULL::float8 AS oldest_running_age_s
+FROM queues AS q CROSS JOIN (VALUES ('scheduled'), ('queued')) AS s(status)
+WHERE q.queue IS NOT NULL
+UNION ALL
+SELECT queue, 'running', count(*), NULL, extract(epoch FROM now() - min(started_at))::float8
 FROM redrive_job
-GROUP BY queue, status
-ORDER BY queue;
+WHERE status = 'running'
+GROUP BY queue
+ORDER BY 1, 2;
+
+-- name: queue_estimate
+-- The planner's row estimate for one queue's jobs in one state (FORMAT JSON).
+EXPLAIN (FORMAT JSON) SELECT FROM redrive_job WHERE queue = %(queue)s AND status = %(status)s;
 
 -- name: runs_ended
 SELECT d.finished_at AS at, d.task, d.status = 'failed' AS failed,

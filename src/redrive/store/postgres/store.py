@@ -78,6 +78,7 @@ from redrive.errors import (
 from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, worker_detail
 from redrive.store.postgres.deadlines import Deadlines, Overran
 from redrive.store.reads import (
+    EXACT_UP_TO,
     AuditEntry,
     DeadLetterFacets,
     JobFilter,
@@ -667,9 +668,14 @@ class PostgresStore:
 
     def queues_stats(self) -> list[QueueStats]:
         stats: dict[str, QueueStats] = {}
-        for row in self._run("queues_stats"):
+        for row in self._run("queues_stats", {"cap": EXACT_UP_TO}):
             queue = stats.setdefault(row["queue"], QueueStats(row["queue"], dict.fromkeys(ACTIVE_ORDER, 0)))
-            queue.counts[Status(row["status"])] = row["n"]
+            n = row["n"]
+            if n >= EXACT_UP_TO and row["status"] != "running":
+                (plan,) = self._run("queue_estimate", {"queue": row["queue"], "status": row["status"]})[0].values()
+                n = max(EXACT_UP_TO, round(plan[0]["Plan"]["Plan Rows"]))
+                stats[row["queue"]] = queue = replace(queue, estimated=True)
+            queue.counts[Status(row["status"])] = n
             age = row["oldest_due_age_s"]
             if age is not None and (queue.oldest_due_age_s is None or age > queue.oldest_due_age_s):
                 stats[row["queue"]] = queue = replace(queue, oldest_due_age_s=age)

@@ -356,13 +356,31 @@ ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
 -- name: queues_stats
--- Active jobs only: the hot table, never the history.
-SELECT queue, status, count(*) AS n,
-       min(CASE WHEN status <> 'running' AND run_at <= :now THEN run_at END) AS oldest_due,
-       min(CASE WHEN status = 'running' THEN started_at END) AS oldest_running
+-- Never a scan of the table (migration 0018's index): the queues found by
+-- skipping through the index, then per queue and waiting state a count of
+-- its index entries and its first (oldest) one; running jobs apart.
+WITH RECURSIVE queues(queue) AS (
+    SELECT (SELECT queue FROM redrive_job WHERE status IN ('scheduled', 'queued') ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM redrive_job AS j
+            WHERE j.status IN ('scheduled', 'queued') AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
+    FROM queues AS q WHERE q.queue IS NOT NULL
+)
+SELECT q.queue, s.status,
+    (SELECT count(*) FROM redrive_job AS j
+     WHERE j.queue = q.queue AND j.status = s.status AND j.status IN ('scheduled', 'queued')) AS n,
+    (SELECT min(j.run_at) FROM redrive_job AS j
+     WHERE j.queue = q.queue AND j.status = s.status AND j.status IN ('scheduled', 'queued')
+       AND j.run_at <= :now) AS oldest_due,
+    NULL AS oldest_running
+FROM queues AS q CROSS JOIN (SELECT 'scheduled' AS status UNION ALL SELECT 'queued') AS s
+WHERE q.queue IS NOT NULL
+UNION ALL
+SELECT queue, 'running', count(*), NULL, min(started_at)
 FROM redrive_job
-GROUP BY queue, status
-ORDER BY queue;
+WHERE status = 'running'
+GROUP BY queue
+ORDER BY 1, 2;
 
 -- name: runs_ended
 SELECT d.finished_at AS at, d.task, d.status = 'failed' AS failed,

@@ -1,0 +1,57 @@
+"""Queue counts past EXACT_UP_TO waiting jobs: PostgreSQL answers the
+planner's estimate and says so; SQLite counts its index exactly. Either way
+no read walks every waiting job's row."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from redrive.core.states import Status
+from redrive.store.postgres.store import PostgresStore
+from redrive.store.reads import EXACT_UP_TO
+from redrive.store.sqlite.store import SQLiteStore
+from redrive.testing import claim, new
+
+MANY = EXACT_UP_TO + 2_000
+
+
+def _fill(store) -> None:
+    for _ in range(MANY // 2_000):
+        store.jobs_insert(jobs=[new(queue="big") for _ in range(2_000)])
+    store.jobs_insert(jobs=[new(queue="small"), new(queue="small"), new(queue="small", delay=timedelta(hours=1))])
+    claim(store, 1, queues=["small"])
+
+
+def test_postgres_estimates_a_queue_past_the_exact_count_and_says_so(pg_url: str) -> None:
+    store = PostgresStore(pg_url)
+    try:
+        _fill(store)
+        with store._connection() as conn:
+            conn.execute("ANALYZE redrive_job")
+        stats = {q.queue: q for q in store.queues_stats()}
+        big, small = stats["big"], stats["small"]
+        assert big.estimated and 0.8 * MANY <= big.counts[Status.QUEUED] <= 1.25 * MANY
+        assert big.oldest_due_age_s is not None and big.oldest_due_age_s >= 0
+        assert not small.estimated
+        assert small.counts == {Status.SCHEDULED: 1, Status.QUEUED: 1, Status.RUNNING: 1}
+        # the plan reads the waiting jobs' index, not the table
+        with store._connection() as conn:
+            plan = "\n".join(r["QUERY PLAN"] for r in conn.execute(
+                "EXPLAIN " + store._queries["queues_stats"].replace("%(cap)s", str(EXACT_UP_TO))))
+        assert "redrive_job_waiting" in plan and "Seq Scan on redrive_job " not in plan
+    finally:
+        store.close()
+
+
+def test_sqlite_counts_every_queue_exactly_from_its_index(tmp_path) -> None:
+    store = SQLiteStore(str(tmp_path / "redrive.db"))
+    try:
+        _fill(store)
+        stats = {q.queue: q for q in store.queues_stats()}
+        assert not stats["big"].estimated and stats["big"].counts[Status.QUEUED] == MANY
+        assert stats["small"].counts == {Status.SCHEDULED: 1, Status.QUEUED: 1, Status.RUNNING: 1}
+        plan = " ".join(str(tuple(r)) for r in store._conn.execute(
+            "EXPLAIN QUERY PLAN " + store._queries["queues_stats"], {"now": 0.0}))
+        assert "redrive_job_waiting" in plan and "SCAN redrive_job " not in plan.replace("SCAN redrive_job USING", "")
+    finally:
+        store.close()
