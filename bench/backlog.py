@@ -5,7 +5,9 @@ kind with ``generate_series``: fast, and every column as redrive writes it),
 and some dead letters; a real server on 127.0.0.1 then answers each page
 and route in turn, ``--repeats`` times. Each figure is the median, against
 the login page (which reads no job) in the same run, and held to the issue's
-bounds: under 100 ms and under 10 times the login page.
+bounds: under 100 ms and under 10 times the login page. ``--index-cost
+JOBS`` measures instead what the indexes these reads need cost the hot path:
+enqueue and two processes claiming, against a database without them.
 """
 
 from __future__ import annotations
@@ -86,6 +88,22 @@ def _fill(app: App, url: str, queued: int, finished: int, letters: int) -> None:
         conn.execute(f"INSERT INTO redrive_dead_letter ({', '.join(letter_columns)}) "
                      f"SELECT {', '.join('l.' + c for c in letter_columns)} FROM generate_series(1, %s) AS g, "
                      "(SELECT * FROM redrive_dead_letter LIMIT 1) AS l", (letters,))
+        # A week of rollups as a busy system keeps them: per task (in its queue) and minute for the
+        # last 25 hours, per hour before that; successes in three duration buckets, failures,
+        # retries and waits in two
+        started = time.perf_counter()
+        conn.execute(
+            "INSERT INTO redrive_rollup (at, queue, task, shard, kind, bucket, n) "
+            "SELECT at, 'q' || (t %% %s), 't' || t, 0, k.kind, k.bucket, 1 + (at / 60 + t) %% 50 "
+            "FROM generate_series(0, %s - 1) AS t, "
+            "LATERAL (SELECT m * 60 AS at FROM generate_series((extract(epoch FROM now())::bigint - 25 * 3600) / 60, "
+            "                                                  extract(epoch FROM now())::bigint / 60) AS m "
+            "         UNION ALL SELECT h * 3600 FROM generate_series((extract(epoch FROM now())::bigint - 7 * 86400) / 3600, "
+            "                                                        (extract(epoch FROM now())::bigint - 25 * 3600) / 3600 - 1) AS h) AS a, "
+            "(VALUES ('succeeded', 3), ('succeeded', 4), ('succeeded', 5), ('failed', 4), ('retried', 6), "
+            "        ('wait', 1), ('wait', 2)) AS k(kind, bucket)", (QUEUES, TASKS))
+        print(f"  {conn.execute('SELECT count(*) FROM redrive_rollup').fetchone()[0]:>10,} rollup rows in "
+              f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
         conn.execute("ANALYZE")
 
 
@@ -134,6 +152,7 @@ def _pages(browser: httpx.Client) -> dict[str, tuple[str, str]]:
         "jobs by owner, first page": ("browser", "/jobs?owner=o42"),
         "jobs by owner, fifth page": ("browser", _fifth(browser, "owner=o42")),
         "dead letters": ("browser", "/dead-letters"),
+        "charts, 24 hours per task": ("browser", "/charts?window=24h&by=task"),
         "GET /api/v1/queues": ("api", "/api/v1/queues"),
         "GET /api/v1/jobs": ("api", "/api/v1/jobs"),
         "GET /metrics": ("api", "/metrics"),
@@ -175,6 +194,76 @@ def measure(server: str, queued: int, finished: int, letters: int, repeats: int)
         _drop(server, name)
 
 
+# The indexes the big backlog's reads added (migrations 0019, 0023, 0024): what they cost the hot path
+NEW_INDEXES = ("redrive_job_created", "redrive_job_waiting", "redrive_job_done_unsucceeded",
+               "redrive_dead_letter_open_facets")
+
+
+def _drain(url: str, seconds: list[float]) -> None:
+    """One worker process's loop without a worker: claim 100, end them, until none is left."""
+    from redrive.store.postgres.store import PostgresStore
+
+    store = PostgresStore(url)
+    started = time.perf_counter()
+    while jobs := store.jobs_claim(queues=["default"], limit=100, worker_id="bench", lease_ttl=timedelta(minutes=5)):
+        store.jobs_finish([Completion(job.lease, None, {"duration_ms": 1, "wait_ms": 1}) for job in jobs])
+    seconds.append(time.perf_counter() - started)
+    store.close()
+
+
+def _hot_path(url: str, jobs: int) -> dict[str, float]:
+    """Jobs per second: single enqueues, enqueues of 1,000, and two processes claiming and ending them."""
+    import multiprocessing
+
+    app = App(url)
+    app.task(name="t0")(_noop)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("TRUNCATE redrive_job, redrive_job_done, redrive_job_event, redrive_rollup, redrive_job_key")
+        started = time.perf_counter()
+        for _ in range(jobs // 10):
+            app.enqueue("t0")
+        single = jobs // 10 / (time.perf_counter() - started)
+        started = time.perf_counter()
+        for _ in range(jobs // 1000):
+            app.enqueue_many([JobRequest("t0")] * 1000)
+        batch = jobs // 1000 * 1000 / (time.perf_counter() - started)
+        with multiprocessing.Manager() as manager:
+            seconds = manager.list()
+            started = time.perf_counter()
+            workers = [multiprocessing.Process(target=_drain, args=(url, seconds)) for _ in range(2)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            drained = (jobs + jobs // 10) / (time.perf_counter() - started)
+        return {"enqueue, 1 a call": single, "enqueue, 1,000 a call": batch, "claim and end, 2 processes": drained}
+    finally:
+        app.close()
+
+
+def index_cost(server: str, jobs: int, repeats: int) -> list[tuple[str, float, float]]:
+    """The hot path with the new indexes against the same without them, taking turns, medians."""
+    from redrive.store.postgres.store import PostgresStore
+
+    names = [_scratch(server), _scratch(server)]
+    try:
+        for name in names:
+            PostgresStore(f"{server}/{name}", check_schema=False).migrate()
+        with psycopg.connect(f"{server}/{names[1]}", autocommit=True) as conn:
+            for index in NEW_INDEXES:
+                conn.execute(f"DROP INDEX {index}")
+        runs: dict[str, list[dict[str, float]]] = {"with": [], "without": []}
+        for _ in range(repeats):
+            for label, name in zip(("with", "without"), names, strict=True):
+                runs[label].append(_hot_path(f"{server}/{name}", jobs))
+        return [(figure, statistics.median(r[figure] for r in runs["with"]),
+                 statistics.median(r[figure] for r in runs["without"])) for figure in runs["with"][0]]
+    finally:
+        for name in names:
+            _drop(server, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.backlog", description=__doc__.splitlines()[0])
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432")
@@ -182,9 +271,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--finished", type=int, default=10_000_000)
     parser.add_argument("--letters", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--index-cost", type=int, metavar="JOBS", default=0,
+                        help="instead: the enqueue and claim cost of the backlog's indexes, over JOBS jobs a repeat")
     args = parser.parse_args(argv)
     if urlsplit(args.server).hostname not in ("127.0.0.1", "localhost", "::1"):
         parser.error("the bench runs against a local server only")
+    if args.index_cost:
+        print(f"| figure (jobs/s), medians of {args.repeats} | with the indexes | without | ratio |\n|---|---:|---:|---:|")
+        for figure, with_, without in index_cost(args.server, args.index_cost, args.repeats):
+            print(f"| {figure} | {with_:,.0f} | {without:,.0f} | {with_ / without:.2f} |")
+        return 0
     rows = measure(args.server, args.queued, args.finished, args.letters, args.repeats)
     print(f"\n{args.queued:,} queued, {args.finished:,} finished, {args.letters:,} dead letters; "
           f"medians of {args.repeats}")

@@ -254,7 +254,7 @@ class Admin:
         time now."""
         self._operator_only("see the queues")
         chosen, now = window_named(window), self.store.now()
-        rows = self.store.rollups_read(since=chosen.start(now))
+        rows = self.store.rollups_read(since=chosen.start(now), slot=chosen.slot)
         return series(((r.at, r.queue, r.task, r.kind, r.bucket, r.n) for r in rows), chosen, now, by), chosen, now
 
     def pause_queue(self, queue: str) -> bool:

@@ -49,6 +49,15 @@ def rollup_folds(now: datetime) -> list[tuple[str, int, int]]:
             ("rollups_forget", at - int(KEEP.total_seconds()), 0)]
 
 
+def rollup_range(since: datetime, slot: timedelta) -> dict[str, int]:
+    """``rollups_read``'s parameters: from ``since`` (a whole second), in
+    slots of ``slot`` (whole minutes: rows start a minute apart)."""
+    grain = int(slot.total_seconds())
+    if grain < 60 or grain % 60:
+        raise ConfigError(f"a rollup slot is a whole number of minutes, not {slot}")
+    return {"since": math.floor(since.timestamp()), "grain_s": grain}
+
+
 def bucket_of(ms: object) -> int:
     """The bucket a duration or a wait of ``ms`` falls in (``UNTIMED`` for
     none, or for anything that is not a number of ms)."""

@@ -227,9 +227,11 @@ class Reads(Store, Protocol):
         and durations read, for every worker's jobs. Reads the history's
         ``finished_at`` index and each job's last event."""
 
-    def rollups_read(self, *, since: datetime) -> list[Rollup]:
+    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1)) -> list[Rollup]:
         """The rollup rows (core/rollups.py) from ``since`` on, oldest first,
-        shards added together: what every chart reads, never the history."""
+        added up into slots ``slot`` wide (whole minutes; a row of a folded
+        hour lands in its hour's slot): what every chart reads, never the
+        history."""
 
     def dead_letters_page(
         self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,

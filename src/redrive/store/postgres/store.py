@@ -49,7 +49,7 @@ from redrive.core.job import (
 )
 from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, scan_size, usage_of
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
-from redrive.core.rollups import bucket_of, rollup_folds
+from redrive.core.rollups import bucket_of, rollup_folds, rollup_range
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.core.transitions import (
     KINDS,
@@ -696,10 +696,10 @@ class PostgresStore:
     def alert_resolve(self, *, rule: str, incident: str) -> bool:
         return bool(self._run("alert_resolve", {"rule": rule, "incident": incident}))
 
-    def rollups_read(self, *, since: datetime) -> list[Rollup]:
+    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1)) -> list[Rollup]:
         return [Rollup(datetime.fromtimestamp(at, UTC), queue, task, kind, bucket, int(n))
                 for at, queue, task, kind, bucket, n in self._run(
-                    "rollups_read", {"since": int(since.timestamp())}, rows=tuple_row)]
+                    "rollups_read", rollup_range(since, slot), rows=tuple_row)]
 
     def rollups_compact(self) -> int:
         now = self.now()

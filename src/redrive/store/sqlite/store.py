@@ -39,7 +39,7 @@ from redrive.core.job import (
 )
 from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, scan_size, usage_of
 from redrive.core.outbox import OUTBOX_COLUMNS, OutboxChange, OutboxRow, OutboxStatus
-from redrive.core.rollups import rollup_folds, rollup_tally
+from redrive.core.rollups import rollup_folds, rollup_range, rollup_tally
 from redrive.core.states import ACTIVE_ORDER, TERMINAL, Status
 from redrive.core.transitions import (
     Cancellation,
@@ -814,9 +814,9 @@ class SQLiteStore:
         return self._write(lambda conn, now: conn.execute(self._queries["alert_resolve"], {
             "rule": rule, "incident": incident}).fetchone() is not None)
 
-    def rollups_read(self, *, since: datetime) -> list[Rollup]:
+    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1)) -> list[Rollup]:
         return [Rollup(datetime.fromtimestamp(at, UTC), queue, task, kind, bucket, n)
-                for at, queue, task, kind, bucket, n in self._read("rollups_read", {"since": int(since.timestamp())})]
+                for at, queue, task, kind, bucket, n in self._read("rollups_read", rollup_range(since, slot))]
 
     def rollups_compact(self) -> int:
         def body(conn: sqlite3.Connection, now: float) -> int:
