@@ -88,18 +88,18 @@ def _fill(app: App, url: str, queued: int, finished: int, letters: int) -> None:
         conn.execute(f"INSERT INTO redrive_dead_letter ({', '.join(letter_columns)}) "
                      f"SELECT {', '.join('l.' + c for c in letter_columns)} FROM generate_series(1, %s) AS g, "
                      "(SELECT * FROM redrive_dead_letter LIMIT 1) AS l", (letters,))
-        # A week of rollups as a busy system keeps them: per task (in its queue) and minute for the
-        # last 25 hours, per hour before that; successes in three duration buckets, failures,
-        # retries and waits in two
+        # A week of rollups as a busy system keeps them: per task (in its queue) and minute for
+        # the last two hours, per hour before that (as the compaction leaves them); successes in
+        # three duration buckets, failures, retries and waits in two
         started = time.perf_counter()
         conn.execute(
             "INSERT INTO redrive_rollup (at, queue, task, shard, kind, bucket, n) "
             "SELECT at, 'q' || (t %% %s), 't' || t, 0, k.kind, k.bucket, 1 + (at / 60 + t) %% 50 "
             "FROM generate_series(0, %s - 1) AS t, "
-            "LATERAL (SELECT m * 60 AS at FROM generate_series((extract(epoch FROM now())::bigint - 25 * 3600) / 60, "
+            "LATERAL (SELECT m * 60 AS at FROM generate_series((extract(epoch FROM now())::bigint - 2 * 3600) / 60, "
             "                                                  extract(epoch FROM now())::bigint / 60) AS m "
             "         UNION ALL SELECT h * 3600 FROM generate_series((extract(epoch FROM now())::bigint - 7 * 86400) / 3600, "
-            "                                                        (extract(epoch FROM now())::bigint - 25 * 3600) / 3600 - 1) AS h) AS a, "
+            "                                                        (extract(epoch FROM now())::bigint - 2 * 3600) / 3600 - 1) AS h) AS a, "
             "(VALUES ('succeeded', 3), ('succeeded', 4), ('succeeded', 5), ('failed', 4), ('retried', 6), "
             "        ('wait', 1), ('wait', 2)) AS k(kind, bucket)", (QUEUES, TASKS))
         print(f"  {conn.execute('SELECT count(*) FROM redrive_rollup').fetchone()[0]:>10,} rollup rows in "

@@ -241,9 +241,9 @@ class Admin:
         now = self.store.now()
         since = now.replace(second=0, microsecond=0) - timedelta(minutes=minutes - 1)
         counts: Counter[tuple[datetime, str, str]] = Counter()
-        for row in self.store.rollups_read(since=since):
+        for row in self.store.rollups_read(since=since, by="queue", timed=False):
             if row.kind in _FINAL:
-                counts[(row.at, row.queue, row.kind)] += row.n
+                counts[(row.at, row.key, row.kind)] += row.n
         return [MinuteCount(queue, at, Status(kind), n) for (at, queue, kind), n in sorted(counts.items())]
 
     def charts(self, window: str = "1h", *, by: str = "queue") -> tuple[list[Series], Window, datetime]:
@@ -254,8 +254,10 @@ class Admin:
         time now."""
         self._operator_only("see the queues")
         chosen, now = window_named(window), self.store.now()
-        rows = self.store.rollups_read(since=chosen.start(now), slot=chosen.slot)
-        return series(((r.at, r.queue, r.task, r.kind, r.bucket, r.n) for r in rows), chosen, now, by), chosen, now
+        if by not in ("queue", "task"):
+            raise ConfigError(f"by must be queue or task, not {str(by)[:20]!r}")
+        rows = self.store.rollups_read(since=chosen.start(now), slot=chosen.slot, by=by)
+        return series(((r.at, r.key, r.kind, r.bucket, r.n) for r in rows), chosen, now), chosen, now
 
     def pause_queue(self, queue: str) -> bool:
         """No worker starts a job of ``queue`` until it is resumed (every

@@ -16,8 +16,8 @@ from redrive.testing import Clock, applied, claim, new
 
 def _sums(store: PostgresStore) -> Counter:
     out: Counter = Counter()
-    for row in store.rollups_read(since=store.now() - timedelta(days=3)):
-        out[(row.task, row.kind, row.bucket)] += row.n
+    for row in store.rollups_read(since=store.now() - timedelta(days=3), by="task"):
+        out[(row.key, row.kind, row.bucket)] += row.n
     return out
 
 

@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from redrive.core.transitions import Finish, Finished, Requeue, RetryLater
 from redrive.errors import ConfigError
@@ -30,9 +31,10 @@ UNTIMED = -1  # an ending no run timed (a crashed worker's job, taken back)
 ENDINGS = ("succeeded", "failed", "retried", "cancelled")
 WAIT = "wait"
 
-# Rows of the last MINUTES_FOR stay a minute wide (what the 1-hour and 24-hour
-# charts read), older ones are folded into hours, and those older than KEEP go.
-MINUTES_FOR = timedelta(hours=25)
+# Rows of the last MINUTES_FOR stay a minute wide (what the 1-hour chart reads),
+# older ones are folded into hours (so a 7-day chart reads 168 rows per queue,
+# task and bucket, not 10,080), and those older than KEEP go.
+MINUTES_FOR = timedelta(hours=2)
 KEEP = timedelta(days=35)
 # PostgreSQL writes each connection's endings to one of a few shards so two
 # workers never wait on the same row; after SHARDS_FOR they are added together.
@@ -49,13 +51,16 @@ def rollup_folds(now: datetime) -> list[tuple[str, int, int]]:
             ("rollups_forget", at - int(KEEP.total_seconds()), 0)]
 
 
-def rollup_range(since: datetime, slot: timedelta) -> dict[str, int]:
+def rollup_range(since: datetime, slot: timedelta, by: str, timed: bool) -> dict[str, Any]:
     """``rollups_read``'s parameters: from ``since`` (a whole second), in
-    slots of ``slot`` (whole minutes: rows start a minute apart)."""
+    slots of ``slot`` (whole minutes: rows start a minute apart), per queue
+    or per task."""
     grain = int(slot.total_seconds())
     if grain < 60 or grain % 60:
         raise ConfigError(f"a rollup slot is a whole number of minutes, not {slot}")
-    return {"since": math.floor(since.timestamp()), "grain_s": grain}
+    if by not in ("queue", "task"):
+        raise ConfigError(f"by must be queue or task, not {by[:20]!r}")
+    return {"since": math.floor(since.timestamp()), "grain_s": grain, "by": by, "timed": bool(timed)}
 
 
 def bucket_of(ms: object) -> int:
@@ -179,21 +184,16 @@ class Series:
         return out
 
 
-def series(rows: Iterable[tuple[datetime, str, str, str, int, int]], window: Window, now: datetime,
-           by: str = "queue") -> list[Series]:
-    """Rollup rows of (at, queue, task, kind, bucket, n) as one series per
-    queue (or per task, ``by="task"``), sorted by name; rows outside the
-    window are left out."""
-    if by not in ("queue", "task"):
-        raise ConfigError(f"by must be queue or task, not {by[:20]!r}")
+def series(rows: Iterable[tuple[datetime, str, str, int, int]], window: Window, now: datetime) -> list[Series]:
+    """Rollup rows of (at, key, kind, bucket, n) as one series per key (a
+    queue or a task), sorted by name; rows outside the window are left out."""
     start = window.start(now)
     width = window.slot.total_seconds()
     found: dict[str, Series] = {}
-    for at, queue, task, kind, bucket, n in rows:
+    for at, key, kind, bucket, n in rows:
         index = int((at - start).total_seconds() // width)
         if not 0 <= index < window.slots:
             continue
-        key = queue if by == "queue" else task
         if key not in found:
             found[key] = Series(key, [Slot(start + window.slot * i) for i in range(window.slots)])
         found[key].slots[index].add(kind, bucket, n)

@@ -281,7 +281,8 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     @router.get("/queues/throughput", response_model=out.Throughput, tags=["queues"])
     def throughput(ops: Annotated[Admin, Depends(operator)],
                    minutes: Annotated[int, Query(ge=1, le=1440)] = 60) -> JSON:
-        """Jobs that ended per queue, minute and outcome over the last ``minutes``."""
+        """Jobs that ended per queue, minute and outcome over the last ``minutes``
+        (minutes older than two hours come folded into their hour's first)."""
         return {"items": [minute_view(c) for c in ops.finished_per_minute(minutes)]}
 
     @router.get("/charts", response_model=out.Charts, tags=["queues"])

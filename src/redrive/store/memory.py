@@ -28,7 +28,7 @@ from redrive.core.job import (
 )
 from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, usage_of
 from redrive.core.outbox import OutboxChange, OutboxRow, OutboxStatus
-from redrive.core.rollups import rollup_folds, rollup_range, rollup_tally
+from redrive.core.rollups import UNTIMED, WAIT, rollup_folds, rollup_range, rollup_tally
 from redrive.core.states import ACTIVE, ACTIVE_ORDER, TERMINAL, Status, check_transition
 from redrive.core.transitions import (
     Cancellation,
@@ -636,16 +636,17 @@ class MemoryStore:
             del self._alerts[rule]
             return True
 
-    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1)) -> list[Rollup]:
-        where = rollup_range(since, slot)
+    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1), by: str = "queue",
+                     timed: bool = True) -> list[Rollup]:
+        where = rollup_range(since, slot, by, timed)
         grain = where["grain_s"]
-        added: Counter[tuple[int, str, str, str, int]] = Counter()
+        added: Counter[tuple[int, str, str, int]] = Counter()
         with self._lock:
             for (at, queue, task, kind, bucket), n in self._rollups.items():
-                if at >= where["since"]:
-                    added[(at // grain * grain, queue, task, kind, bucket)] += n
-        return [Rollup(datetime.fromtimestamp(at, UTC), queue, task, kind, bucket, n)
-                for (at, queue, task, kind, bucket), n in sorted(added.items())]
+                if at >= where["since"] and (timed or kind != WAIT):
+                    added[(at // grain * grain, task if by == "task" else queue, kind, bucket if timed else UNTIMED)] += n
+        return [Rollup(datetime.fromtimestamp(at, UTC), key, kind, bucket, n)
+                for (at, key, kind, bucket), n in sorted(added.items())]
 
     def rollups_compact(self) -> int:
         changed = 0

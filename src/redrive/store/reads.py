@@ -23,7 +23,7 @@ from uuid import UUID
 
 from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, Job
 from redrive.core.outbox import OutboxRow, OutboxStatus
-from redrive.core.states import Status
+from redrive.core.states import ACTIVE, Status
 from redrive.errors import ConfigError
 from redrive.store.port import WORKER_DETAIL, Store
 
@@ -83,7 +83,16 @@ class JobFilter:
 # Waiting jobs are counted one by one up to this many per queue and state;
 # beyond, the store gives an estimate (``QueueStats.estimated``), so a page of
 # queue counts costs the same at a million waiting jobs as at ten thousand.
-EXACT_UP_TO = 10_000
+EXACT_UP_TO = 5_000
+
+
+def tables_of(statuses: Iterable[Status] | None) -> dict[str, bool]:
+    """Which table a job list filtered to ``statuses`` reads: the live one
+    holds only active jobs, the history only finished ones, so a filter to
+    failed jobs never walks a million waiting ones (``jobs_page``'s ``live``
+    and ``done``)."""
+    wanted = set(Status) if statuses is None else set(statuses)
+    return {"live": bool(wanted & ACTIVE), "done": bool(wanted - ACTIVE)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,13 +121,12 @@ class RunEnded:
 
 @dataclass(frozen=True, slots=True)
 class Rollup:
-    """How many of a queue's and task's attempts ended as ``kind`` (or, kind
-    ``wait``, waited) within ``bucket`` (core/rollups.py) in the minute or hour
+    """How many of a queue's or a task's (``key``) attempts ended as ``kind``
+    (or, kind ``wait``, waited) within ``bucket`` (core/rollups.py) in the slot
     starting ``at``."""
 
     at: datetime
-    queue: str
-    task: str
+    key: str
     kind: str
     bucket: int
     n: int
@@ -155,6 +163,13 @@ class DeadLetterFacets:
             stages[row["stage"] or ""] += row["n"]
             by_task[(row["task"], row["error_class"])] += row["n"]
         return cls(sum(classes.values()), dict(classes), dict(stages), dict(by_task))
+
+
+def all_open(where: DeadLetterFilter) -> bool:
+    """Whether a filter asks for every open dead letter and nothing more: the
+    stores answer its facets from the counts kept as letters open and close
+    (``dead_letters_open_count``), not by counting the letters."""
+    return where == DeadLetterFilter(state="open")
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,11 +242,13 @@ class Reads(Store, Protocol):
         and durations read, for every worker's jobs. Reads the history's
         ``finished_at`` index and each job's last event."""
 
-    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1)) -> list[Rollup]:
-        """The rollup rows (core/rollups.py) from ``since`` on, oldest first,
+    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1), by: str = "queue",
+                     timed: bool = True) -> list[Rollup]:
+        """The rollups (core/rollups.py) from ``since`` on, oldest first,
         added up into slots ``slot`` wide (whole minutes; a row of a folded
-        hour lands in its hour's slot): what every chart reads, never the
-        history."""
+        hour lands in its hour's slot) per queue or per task (``by``); with
+        ``timed`` False, each kind's buckets together (``UNTIMED``) and no
+        waits. What every chart reads, never the history."""
 
     def dead_letters_page(
         self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,

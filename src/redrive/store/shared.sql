@@ -4,12 +4,19 @@
 -- store also names in its own queries.sql is an error (store/sql.py).
 
 -- name: rollups_read
--- Added up into slots :grain_s wide (a chart's bars), shards together.
-SELECT at / :grain_s * :grain_s AS at, queue, task, kind, bucket, sum(n) AS n
-FROM redrive_rollup
-WHERE at >= :since
-GROUP BY at / :grain_s * :grain_s, queue, task, kind, bucket
-ORDER BY 1, 2, 3, 4, 5;
+-- Added up into slots :grain_s wide (a chart's bars), per queue or per task
+-- (:by), shards together; without :timed, buckets together and no waits.
+SELECT at, key, kind, bucket, sum(n) AS n
+FROM (SELECT at / :grain_s * :grain_s AS at, CASE WHEN CAST(:by AS TEXT) = 'task' THEN task ELSE queue END AS key,
+             kind, CASE WHEN :timed THEN bucket ELSE -1 END AS bucket, n
+      FROM redrive_rollup
+      WHERE at >= :since AND (:timed OR kind <> 'wait')) AS r
+GROUP BY at, key, kind, bucket
+ORDER BY at, key, kind, bucket;
 
 -- name: rollups_forget
 DELETE FROM redrive_rollup WHERE at < :before;
+
+-- name: dead_letters_open_count
+-- Kept by triggers as letters open and close (PostgreSQL migration 0024, SQLite 0019).
+SELECT task, error_class, stage, n FROM redrive_dead_letter_tally WHERE n > 0;

@@ -453,9 +453,10 @@ SELECT * FROM redrive_job_done WHERE id = %(id)s;
 -- name: jobs_page
 -- Newest first over both tables, a page past the cursor (after_at, after_id).
 -- Each table gives its own first rows in order (history by its (created_at,
--- id) index), so a page never sorts the whole history.
+-- id) index), so a page never sorts the whole history;
+-- :live and :done leave out the table a status filter cannot match.
 (SELECT * FROM redrive_job
- WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
+ WHERE %(live)s::boolean AND (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
           AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
           AND (%(task)s::text IS NULL OR task = %(task)s::text)
           AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
@@ -468,7 +469,7 @@ SELECT * FROM redrive_job_done WHERE id = %(id)s;
  ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
 UNION ALL
 (SELECT * FROM redrive_job_done
- WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
+ WHERE %(done)s::boolean AND (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
           AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
           AND (%(task)s::text IS NULL OR task = %(task)s::text)
           AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
@@ -482,11 +483,9 @@ UNION ALL
 ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s;
 
--- name: queues_stats
--- Never every waiting job (migration 0023's index): the queues found by
--- skipping through the index, then per queue and waiting state its oldest
--- entry and a count that stops at :cap (the store asks the planner beyond
--- it: queue_estimate); running jobs exactly, from the running leases' index.
+-- name: queues_waiting
+-- The queues with waiting jobs, found by skipping through migration 0023's
+-- index (a step per queue, never a step per job).
 WITH RECURSIVE queues AS (
     (SELECT queue FROM redrive_job WHERE status IN ('scheduled', 'queued') ORDER BY queue LIMIT 1)
     UNION ALL
@@ -494,17 +493,27 @@ WITH RECURSIVE queues AS (
             WHERE j.status IN ('scheduled', 'queued') AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
     FROM queues AS q WHERE q.queue IS NOT NULL
 )
+SELECT queue FROM queues WHERE queue IS NOT NULL;
+
+-- name: queues_stats
+-- Never every waiting job: per queue of :queues (queues_waiting) and waiting
+-- state, its oldest entry in the index and a count that stops at :cap (the
+-- store asks the planner beyond it: queue_estimate); running jobs exactly,
+-- from the running leases' index. The queues come as an array so the plan's
+-- cost stays that of a few index probes (a recursive CTE here made it look
+-- big enough to compile).
 SELECT q.queue, s.status,
+    -- in the index's order, so the planner walks the index (a scan of the table
+    -- that stops at the cap would read all of it for an empty state)
     (SELECT count(*) FROM (SELECT FROM redrive_job AS j
                            WHERE j.queue = q.queue AND j.status = s.status AND j.status IN ('scheduled', 'queued')
-                           LIMIT %(cap)s) AS c) AS n,
+                           ORDER BY j.run_at LIMIT %(cap)s) AS c) AS n,
     extract(epoch FROM now() - (SELECT j.run_at FROM redrive_job AS j
                                 WHERE j.queue = q.queue AND j.status = s.status
                                   AND j.status IN ('scheduled', 'queued') AND j.run_at <= now()
                                 ORDER BY j.run_at LIMIT 1))::float8 AS oldest_due_age_s,
     NULL::float8 AS oldest_running_age_s
-FROM queues AS q CROSS JOIN (VALUES ('scheduled'), ('queued')) AS s(status)
-WHERE q.queue IS NOT NULL
+FROM unnest(%(queues)s::text[]) AS q(queue) CROSS JOIN (VALUES ('scheduled'), ('queued')) AS s(status)
 UNION ALL
 SELECT queue, 'running', count(*), NULL, extract(epoch FROM now() - min(started_at))::float8
 FROM redrive_job

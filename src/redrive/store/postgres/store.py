@@ -88,10 +88,12 @@ from redrive.store.reads import (
     RunEnded,
     ScheduleState,
     WorkerInfo,
+    all_open,
     decode_cursor,
     encode_cursor,
     page_size,
     paged,
+    tables_of,
 )
 from redrive.store.sql import load_migrations, load_queries
 
@@ -583,6 +585,8 @@ class PostgresStore:
         return Page([_dead_letter(row) for row in page.items], page.next_cursor)
 
     def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
+        if all_open(where):
+            return DeadLetterFacets.of(self._run("dead_letters_open_count"))
         return DeadLetterFacets.of(self._run("dead_letter_facets", _letter_filter(where)))
 
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
@@ -661,14 +665,15 @@ class PostgresStore:
             "idempotency_key": where.idempotency_key, "created_after": where.created_after,
             "created_before": where.created_before,
             "after_at": None if key is None else key[0], "after_id": None if key is None else key[1],
-            "limit": size + 1,
+            "limit": size + 1, **tables_of(where.statuses),
         })
         page = paged(rows, size, lambda row: encode_cursor(row["created_at"].isoformat(), str(row["id"])))
         return Page([_job(row) for row in page.items], page.next_cursor)
 
     def queues_stats(self) -> list[QueueStats]:
         stats: dict[str, QueueStats] = {}
-        for row in self._run("queues_stats", {"cap": EXACT_UP_TO}):
+        waiting = [row["queue"] for row in self._run("queues_waiting")]
+        for row in self._run("queues_stats", {"cap": EXACT_UP_TO, "queues": waiting}):
             queue = stats.setdefault(row["queue"], QueueStats(row["queue"], dict.fromkeys(ACTIVE_ORDER, 0)))
             n = row["n"]
             if n >= EXACT_UP_TO and row["status"] != "running":
@@ -696,10 +701,11 @@ class PostgresStore:
     def alert_resolve(self, *, rule: str, incident: str) -> bool:
         return bool(self._run("alert_resolve", {"rule": rule, "incident": incident}))
 
-    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1)) -> list[Rollup]:
-        return [Rollup(datetime.fromtimestamp(at, UTC), queue, task, kind, bucket, int(n))
-                for at, queue, task, kind, bucket, n in self._run(
-                    "rollups_read", rollup_range(since, slot), rows=tuple_row)]
+    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1), by: str = "queue",
+                     timed: bool = True) -> list[Rollup]:
+        return [Rollup(datetime.fromtimestamp(at, UTC), key, kind, bucket, int(n))
+                for at, key, kind, bucket, n in self._run(
+                    "rollups_read", rollup_range(since, slot, by, timed), rows=tuple_row)]
 
     def rollups_compact(self) -> int:
         now = self.now()

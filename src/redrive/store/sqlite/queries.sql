@@ -326,11 +326,12 @@ SELECT * FROM redrive_job_done WHERE id = :id;
 -- name: jobs_page
 -- Newest first over both tables, a page past the cursor (:after_at, :after_id).
 -- Each table gives its own first :limit rows in order (history by its
--- (created_at, id) index), so a page never sorts the whole history.
+-- (created_at, id) index), so a page never sorts the whole history;
+-- :live and :done leave out the table a status filter cannot match.
 SELECT * FROM (
     SELECT * FROM (
         SELECT * FROM redrive_job
-        WHERE (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+        WHERE :live AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
           AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
           AND (:owner IS NULL OR owner = :owner)
           AND (:error_code IS NULL OR coalesce(error_code, last_error_code) = :error_code)
@@ -342,7 +343,7 @@ SELECT * FROM (
     UNION ALL
     SELECT * FROM (
         SELECT * FROM redrive_job_done
-        WHERE (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+        WHERE :done AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
           AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
           AND (:owner IS NULL OR owner = :owner)
           AND (:error_code IS NULL OR coalesce(error_code, last_error_code) = :error_code)

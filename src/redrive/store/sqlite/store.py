@@ -74,10 +74,12 @@ from redrive.store.reads import (
     RunEnded,
     ScheduleState,
     WorkerInfo,
+    all_open,
     decode_cursor,
     encode_cursor,
     page_size,
     paged,
+    tables_of,
 )
 from redrive.store.sql import load_migrations, load_queries
 from redrive.store.sqlite.clock import FileClock
@@ -722,6 +724,8 @@ class SQLiteStore:
         return Page([_dead_letter(row) for row in page.items], page.next_cursor)
 
     def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
+        if all_open(where):
+            return DeadLetterFacets.of(map(dict, self._read("dead_letters_open_count")))
         rows = self._reading(lambda conn, now: conn.execute(
             self._queries["dead_letter_facets"], {**_letter_filter(where), "now": now}).fetchall())
         return DeadLetterFacets.of(rows)
@@ -778,7 +782,7 @@ class SQLiteStore:
             "idempotency_key": where.idempotency_key,
             "created_after": _epoch(where.created_after), "created_before": _epoch(where.created_before),
             "after_at": None if key is None else key[0], "after_id": None if key is None else key[1],
-            "limit": size + 1,
+            "limit": size + 1, **tables_of(where.statuses),
         })
         page = paged(rows, size, lambda row: encode_cursor(row["created_at"], row["id"]))
         return Page([_job(row) for row in page.items], page.next_cursor)
@@ -814,9 +818,10 @@ class SQLiteStore:
         return self._write(lambda conn, now: conn.execute(self._queries["alert_resolve"], {
             "rule": rule, "incident": incident}).fetchone() is not None)
 
-    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1)) -> list[Rollup]:
-        return [Rollup(datetime.fromtimestamp(at, UTC), queue, task, kind, bucket, n)
-                for at, queue, task, kind, bucket, n in self._read("rollups_read", rollup_range(since, slot))]
+    def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1), by: str = "queue",
+                     timed: bool = True) -> list[Rollup]:
+        return [Rollup(datetime.fromtimestamp(at, UTC), key, kind, bucket, n)
+                for at, key, kind, bucket, n in self._read("rollups_read", rollup_range(since, slot, by, timed))]
 
     def rollups_compact(self) -> int:
         def body(conn: sqlite3.Connection, now: float) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from redrive.core.dead_letters import revive_plan
 from redrive.core.job import DeadLetterFilter, Lease, StageDone
 from redrive.core.states import Status
-from redrive.core.transitions import LEASE_EXPIRED, RetryLater
+from redrive.core.transitions import LEASE_EXPIRED, Completion, RetryLater
 from redrive.errors import DeadLetterNotFound
 from redrive.store.port import Store
 from redrive.store.reads import JobFilter
@@ -167,3 +168,43 @@ def test_a_plan_made_before_the_job_failed_again_is_refused(store: Store) -> Non
     assert store.job_revive(job_id=job.id, plan=stale) is None
     now = store.job_get(job_id=job.id)
     assert (now.status, now.error_code, now.manual_retry_count) == (Status.FAILED, "NOT_FOUND", 1)
+
+
+def _counted(store: Store, where: DeadLetterFilter) -> dict:
+    """The facets of ``where`` counted one letter at a time, as a reader would."""
+    letters, after = [], None
+    while True:
+        page = store.dead_letters_page(where=where, after=after, limit=100)
+        letters += page.items
+        if not (after := page.next_cursor):
+            break
+    classes, tasks = Counter(d.error_class for d in letters), Counter((d.task, d.error_class) for d in letters)
+    return {"total": len(letters), "classes": dict(classes), "stages": dict(Counter(d.stage or "" for d in letters)),
+            "by_task": dict(tasks)}
+
+
+def test_the_open_letters_counts_kept_as_letters_open_and_close_match_the_letters(timed_store: Store,
+                                                                                 clock) -> None:
+    store = timed_store
+    store.jobs_insert(jobs=[new(task=f"t{n % 3}", max_attempts=1) for n in range(12)])
+    jobs = [claim_one(store) for _ in range(12)]
+    for n, job in enumerate(jobs):
+        fail(store, job, "NOT_PDF" if n % 2 else "AUTH_DENIED", stage="fetch" if n % 4 == 0 else None)
+    # two replayed (one of which fails again: open anew), one deleted once replayed and done
+    for job in jobs[:2]:
+        assert revive(store, job.id, "replay", by="ops", dead_letter_id=letter_of(store, job.id).id)
+    again = claim_one(store)
+    fail(store, again, "NOT_PDF")
+    done = claim_one(store)
+    applied(store.jobs_finish([Completion(done.lease, None)]))
+    clock.advance(timedelta(days=40))
+    assert store.jobs_prune(older_than=timedelta(days=30)) == 1  # the job that succeeded on its replay
+
+    open_ = DeadLetterFilter(state="open")
+    kept = store.dead_letter_facets(where=open_)
+    assert kept.total == 11
+    assert {"total": kept.total, "classes": kept.error_classes, "stages": kept.stages,
+            "by_task": kept.by_task} == _counted(store, open_)
+    # a narrower filter is counted from the letters themselves, and agrees
+    narrow = DeadLetterFilter(state="open", task="t1")
+    assert store.dead_letter_facets(where=narrow).total == _counted(store, narrow)["total"]

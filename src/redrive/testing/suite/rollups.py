@@ -15,10 +15,10 @@ from redrive.testing import Clock, applied, claim, claim_one, new
 TIMED = {"duration_ms": 7, "wait_ms": 30}
 
 
-def _sums(store: Store, since_minutes: int = 60 * 24 * 40) -> Counter[tuple[str, str, str, int]]:
-    out: Counter[tuple[str, str, str, int]] = Counter()
-    for row in store.rollups_read(since=store.now() - timedelta(minutes=since_minutes)):
-        out[(row.queue, row.task, row.kind, row.bucket)] += row.n
+def _sums(store: Store, by: str = "task", **options: object) -> Counter[tuple[str, str, int]]:
+    out: Counter[tuple[str, str, int]] = Counter()
+    for row in store.rollups_read(since=store.now() - timedelta(days=40), by=by, **options):  # type: ignore[arg-type]
+        out[(row.key, row.kind, row.bucket)] += row.n
     return out
 
 
@@ -37,12 +37,19 @@ def test_each_ending_adds_to_its_minute_by_kind_and_bucket(store: Store) -> None
     assert store.jobs_finish([Completion(ok1.lease, None, TIMED)]) == []
 
     assert _sums(store) == {
-        ("a", "convert", "succeeded", bucket_of(7)): 1, ("a", "convert", "succeeded", bucket_of(400)): 1,
-        ("a", "convert", WAIT, bucket_of(30)): 3,
-        ("a", "convert", "failed", bucket_of(7)): 1,
-        ("a", "convert", "retried", bucket_of(2500)): 1,
-        ("a", "convert", "cancelled", bucket_of(7)): 1,
+        ("convert", "succeeded", bucket_of(7)): 1, ("convert", "succeeded", bucket_of(400)): 1,
+        ("convert", WAIT, bucket_of(30)): 3,
+        ("convert", "failed", bucket_of(7)): 1,
+        ("convert", "retried", bucket_of(2500)): 1,
+        ("convert", "cancelled", bucket_of(7)): 1,
     }
+    # per queue, and without the buckets: what the overview's counts read
+    assert _sums(store, by="queue", timed=False) == {
+        ("a", "succeeded", UNTIMED): 2, ("a", "failed", UNTIMED): 1, ("a", "retried", UNTIMED): 1,
+        ("a", "cancelled", UNTIMED): 1}
+    # slots an hour wide add the minutes up
+    hourly = store.rollups_read(since=store.now() - timedelta(hours=2), slot=timedelta(hours=1), by="queue")
+    assert {r.at.minute for r in hourly} == {0} and sum(r.n for r in hourly if r.kind != WAIT) == 5
     rows = store.rollups_read(since=store.now() - timedelta(minutes=1))
     assert rows and all(r.at.second == 0 and r.at.utcoffset() == timedelta(0) for r in rows)
     assert all(store.now() - timedelta(minutes=1) < r.at <= store.now() for r in rows)
@@ -55,7 +62,7 @@ def test_a_job_taken_back_from_an_expired_lease_counts_untimed(timed_store: Stor
     claim(store, 2, ttl=timedelta(seconds=30))
     clock.advance(timedelta(minutes=1))
     assert len(store.jobs_reclaim()) == 2
-    assert _sums(store) == {("default", "slow", "failed", UNTIMED): 1, ("default", "slow", "retried", UNTIMED): 1}
+    assert _sums(store) == {("slow", "failed", UNTIMED): 1, ("slow", "retried", UNTIMED): 1}
 
 
 def test_compaction_folds_minutes_into_hours_and_keeps_every_count(timed_store: Store, clock: Clock) -> None:
@@ -68,7 +75,7 @@ def test_compaction_folds_minutes_into_hours_and_keeps_every_count(timed_store: 
         applied(store.jobs_finish([end]))
         clock.advance(timedelta(minutes=1))
     before = _sums(store)
-    assert sum(n for (_, _, kind, _), n in before.items() if kind != WAIT) == 90
+    assert sum(n for (_, kind, _), n in before.items() if kind != WAIT) == 90
     store.rollups_compact()  # only shards (PostgreSQL's) are added together yet: minutes stay
     assert _sums(store) == before
     assert len({r.at for r in store.rollups_read(since=store.now() - timedelta(days=2))}) == 90
