@@ -185,6 +185,13 @@ def measure(server: str, queued: int, finished: int, letters: int, repeats: int)
                         answer = clients[who].get(path)
                         times[label].append((time.perf_counter() - started) * 1000)
                         assert answer.status_code == 200, (label, answer.status_code, answer.text[:200])
+            # Retention at this size: one batch of the pruner (1,000 of the ~9.6 million older than an hour)
+            label = "prune, one batch of 1,000"
+            times[label] = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                assert app.store.jobs_prune(older_than=timedelta(hours=1), limit=1000) == 1000
+                times[label].append((time.perf_counter() - started) * 1000)
         finally:
             stop()
             app.close()
@@ -287,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| page | ms | × login | under {BOUND_MS:g} ms and {BOUND_RATIO:g}× |\n|---|---:|---:|---|")
     failed = 0
     for label, ms, ratio in rows:
+        if label.startswith("prune"):  # not a page: bounded by its batch, shown for the record
+            print(f"| {label} | {ms:.1f} | {ratio:.1f} | (not a page) |")
+            continue
         held = ms < BOUND_MS and ratio < BOUND_RATIO
         failed += not held
         print(f"| {label} | {ms:.1f} | {ratio:.1f} | {'yes' if held else 'NO'} |")

@@ -582,7 +582,9 @@ def _charts(counts: list[MinuteCount], now: datetime) -> dict[str, dict[str, Any
     for c in counts:
         slot = int((c.minute - start).total_seconds() // 60)
         if 0 <= slot < _CHART_MINUTES and c.status is not Status.CANCELLED:
-            per.setdefault(c.queue, [[0, 0] for _ in range(_CHART_MINUTES)])[slot][c.status is Status.FAILED] += c.count
+            if c.queue not in per:
+                per[c.queue] = [[0, 0] for _ in range(_CHART_MINUTES)]
+            per[c.queue][slot][c.status is Status.FAILED] += c.count
     charts = {}
     for queue, minutes in per.items():
         peak = max(ok + failed for ok, failed in minutes) or 1

@@ -166,7 +166,7 @@ class Breakers(Closed):
 class Queue(Closed):
     queue: str
     counts: dict[str, int] = Field(description="active jobs by state")
-    estimated: bool = Field(description="true: a waiting count past 5,000 is the database's estimate (PostgreSQL)")
+    estimated: bool = Field(description="true: a waiting count past 1,000 is the database's estimate (PostgreSQL)")
     oldest_due_age_s: float | None
     paused: bool
     paused_by: str | None

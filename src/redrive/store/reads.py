@@ -83,7 +83,7 @@ class JobFilter:
 # Waiting jobs are counted one by one up to this many per queue and state;
 # beyond, the store gives an estimate (``QueueStats.estimated``), so a page of
 # queue counts costs the same at a million waiting jobs as at ten thousand.
-EXACT_UP_TO = 5_000
+EXACT_UP_TO = 1_000
 
 
 def tables_of(statuses: Iterable[Status] | None) -> dict[str, bool]:
@@ -165,11 +165,14 @@ class DeadLetterFacets:
         return cls(sum(classes.values()), dict(classes), dict(stages), dict(by_task))
 
 
-def all_open(where: DeadLetterFilter) -> bool:
-    """Whether a filter asks for every open dead letter and nothing more: the
-    stores answer its facets from the counts kept as letters open and close
-    (``dead_letters_open_count``), not by counting the letters."""
-    return where == DeadLetterFilter(state="open")
+def tallied(where: DeadLetterFilter) -> dict[str, bool | None] | None:
+    """``dead_letters_tally``'s parameters when a filter asks for every
+    letter, every open one or every replayed one and nothing more: the stores
+    answer its facets from the counts kept as letters open and close, not by
+    counting the letters. None for any other filter."""
+    if where not in (DeadLetterFilter(), DeadLetterFilter(state="open"), DeadLetterFilter(state="replayed")):
+        return None
+    return {"replayed": None if where.state is None else where.state == "replayed"}
 
 
 @dataclass(frozen=True, slots=True)

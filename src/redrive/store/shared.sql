@@ -17,6 +17,10 @@ ORDER BY at, key, kind, bucket;
 -- name: rollups_forget
 DELETE FROM redrive_rollup WHERE at < :before;
 
--- name: dead_letters_open_count
--- Kept by triggers as letters open and close (PostgreSQL migration 0024, SQLite 0019).
-SELECT task, error_class, stage, n FROM redrive_dead_letter_tally WHERE n > 0;
+-- name: dead_letters_tally
+-- Kept by triggers as letters open and close (PostgreSQL migration 0024,
+-- SQLite 0019); :replayed null counts every letter.
+SELECT task, error_class, stage, sum(n) AS n FROM redrive_dead_letter_tally
+WHERE CAST(:replayed AS BOOLEAN) IS NULL OR replayed = CAST(:replayed AS BOOLEAN)
+GROUP BY task, error_class, stage
+HAVING sum(n) > 0;

@@ -88,12 +88,12 @@ from redrive.store.reads import (
     RunEnded,
     ScheduleState,
     WorkerInfo,
-    all_open,
     decode_cursor,
     encode_cursor,
     page_size,
     paged,
     tables_of,
+    tallied,
 )
 from redrive.store.sql import load_migrations, load_queries
 
@@ -585,8 +585,8 @@ class PostgresStore:
         return Page([_dead_letter(row) for row in page.items], page.next_cursor)
 
     def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
-        if all_open(where):
-            return DeadLetterFacets.of(self._run("dead_letters_open_count"))
+        if (counted := tallied(where)) is not None:
+            return DeadLetterFacets.of(self._run("dead_letters_tally", counted))
         return DeadLetterFacets.of(self._run("dead_letter_facets", _letter_filter(where)))
 
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:

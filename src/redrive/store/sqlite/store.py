@@ -74,12 +74,12 @@ from redrive.store.reads import (
     RunEnded,
     ScheduleState,
     WorkerInfo,
-    all_open,
     decode_cursor,
     encode_cursor,
     page_size,
     paged,
     tables_of,
+    tallied,
 )
 from redrive.store.sql import load_migrations, load_queries
 from redrive.store.sqlite.clock import FileClock
@@ -724,8 +724,8 @@ class SQLiteStore:
         return Page([_dead_letter(row) for row in page.items], page.next_cursor)
 
     def dead_letter_facets(self, *, where: DeadLetterFilter) -> DeadLetterFacets:
-        if all_open(where):
-            return DeadLetterFacets.of(map(dict, self._read("dead_letters_open_count")))
+        if (counted := tallied(where)) is not None:
+            return DeadLetterFacets.of(map(dict, self._read("dead_letters_tally", counted)))
         rows = self._reading(lambda conn, now: conn.execute(
             self._queries["dead_letter_facets"], {**_letter_filter(where), "now": now}).fetchall())
         return DeadLetterFacets.of(rows)

@@ -5,30 +5,33 @@ CREATE INDEX redrive_job_done_unsucceeded ON redrive_job_done (created_at, id) W
 -- The open dead letters' facets and gauges, from the index alone.
 CREATE INDEX redrive_dead_letter_open_facets ON redrive_dead_letter (task, error_class, stage)
     WHERE replayed_at IS NULL;
--- Open dead letters counted as they open and close (a trigger: every path that
--- writes a letter keeps it right), so the dead letters page and the
--- redrive_dead_letters_open gauge answer from a handful of rows at any number
--- of letters. Failures only: a success never fires it.
+-- Dead letters counted as they open and close (a trigger: every path that
+-- writes a letter keeps it right), by task, error class, stage and whether
+-- replayed, so the dead letters page and the redrive_dead_letters_open gauge
+-- answer from a handful of rows at any number of letters. Failures only: a
+-- success never fires it.
 CREATE TABLE redrive_dead_letter_tally (
     task text NOT NULL,
     error_class text NOT NULL,
     stage text NOT NULL,  -- '' for a letter without a stage
+    replayed boolean NOT NULL,
     n bigint NOT NULL,
-    PRIMARY KEY (task, error_class, stage)
+    PRIMARY KEY (task, error_class, stage, replayed)
 );
-INSERT INTO redrive_dead_letter_tally (task, error_class, stage, n)
-SELECT task, error_class, coalesce(stage, ''), count(*) FROM redrive_dead_letter
-WHERE replayed_at IS NULL GROUP BY 1, 2, 3;
+INSERT INTO redrive_dead_letter_tally (task, error_class, stage, replayed, n)
+SELECT task, error_class, coalesce(stage, ''), replayed_at IS NOT NULL, count(*) FROM redrive_dead_letter
+GROUP BY 1, 2, 3, 4;
 CREATE FUNCTION redrive_dead_letter_count() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP <> 'INSERT' AND OLD.replayed_at IS NULL THEN
+    IF TG_OP <> 'INSERT' THEN
         UPDATE redrive_dead_letter_tally SET n = n - 1
-        WHERE task = OLD.task AND error_class = OLD.error_class AND stage = coalesce(OLD.stage, '');
+        WHERE task = OLD.task AND error_class = OLD.error_class AND stage = coalesce(OLD.stage, '')
+          AND replayed = (OLD.replayed_at IS NOT NULL);
     END IF;
-    IF TG_OP <> 'DELETE' AND NEW.replayed_at IS NULL THEN
-        INSERT INTO redrive_dead_letter_tally AS o (task, error_class, stage, n)
-        VALUES (NEW.task, NEW.error_class, coalesce(NEW.stage, ''), 1)
-        ON CONFLICT (task, error_class, stage) DO UPDATE SET n = o.n + 1;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO redrive_dead_letter_tally AS t (task, error_class, stage, replayed, n)
+        VALUES (NEW.task, NEW.error_class, coalesce(NEW.stage, ''), NEW.replayed_at IS NOT NULL, 1)
+        ON CONFLICT (task, error_class, stage, replayed) DO UPDATE SET n = t.n + 1;
     END IF;
     RETURN NULL;
 END

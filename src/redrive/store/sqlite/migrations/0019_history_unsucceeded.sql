@@ -4,39 +4,40 @@ CREATE INDEX redrive_job_done_unsucceeded ON redrive_job_done (created_at, id) W
 -- The open dead letters' facets and gauges, from the index alone.
 CREATE INDEX redrive_dead_letter_open_facets ON redrive_dead_letter (task, error_class, stage)
     WHERE replayed_at IS NULL;
--- Open dead letters counted as they open and close (triggers: every path
--- that writes a letter keeps it right), so the dead letters page and the
--- redrive_dead_letters_open gauge answer from a handful of rows.
+-- Dead letters counted as they open and close (triggers: every path that
+-- writes a letter keeps it right), by task, error class, stage and whether
+-- replayed, so the dead letters page and the redrive_dead_letters_open gauge
+-- answer from a handful of rows.
 CREATE TABLE redrive_dead_letter_tally (
     task TEXT NOT NULL,
     error_class TEXT NOT NULL,
     stage TEXT NOT NULL,  -- '' for a letter without a stage
+    replayed INTEGER NOT NULL,
     n INTEGER NOT NULL,
-    PRIMARY KEY (task, error_class, stage)
+    PRIMARY KEY (task, error_class, stage, replayed)
 ) WITHOUT ROWID;
-INSERT INTO redrive_dead_letter_tally (task, error_class, stage, n)
-SELECT task, error_class, coalesce(stage, ''), count(*) FROM redrive_dead_letter
-WHERE replayed_at IS NULL GROUP BY 1, 2, 3;
+INSERT INTO redrive_dead_letter_tally (task, error_class, stage, replayed, n)
+SELECT task, error_class, coalesce(stage, ''), replayed_at IS NOT NULL, count(*) FROM redrive_dead_letter
+GROUP BY 1, 2, 3, 4;
 CREATE TRIGGER redrive_dead_letter_opened AFTER INSERT ON redrive_dead_letter
-WHEN NEW.replayed_at IS NULL
 BEGIN
-    INSERT INTO redrive_dead_letter_tally (task, error_class, stage, n)
-    VALUES (NEW.task, NEW.error_class, coalesce(NEW.stage, ''), 1)
-    ON CONFLICT (task, error_class, stage) DO UPDATE SET n = n + 1;
+    INSERT INTO redrive_dead_letter_tally (task, error_class, stage, replayed, n)
+    VALUES (NEW.task, NEW.error_class, coalesce(NEW.stage, ''), NEW.replayed_at IS NOT NULL, 1)
+    ON CONFLICT (task, error_class, stage, replayed) DO UPDATE SET n = n + 1;
 END;
 CREATE TRIGGER redrive_dead_letter_gone AFTER DELETE ON redrive_dead_letter
-WHEN OLD.replayed_at IS NULL
 BEGIN
     UPDATE redrive_dead_letter_tally SET n = n - 1
-    WHERE task = OLD.task AND error_class = OLD.error_class AND stage = coalesce(OLD.stage, '');
+    WHERE task = OLD.task AND error_class = OLD.error_class AND stage = coalesce(OLD.stage, '')
+      AND replayed = (OLD.replayed_at IS NOT NULL);
 END;
 CREATE TRIGGER redrive_dead_letter_changed
 AFTER UPDATE OF replayed_at, task, error_class, stage ON redrive_dead_letter
 BEGIN
     UPDATE redrive_dead_letter_tally SET n = n - 1
-    WHERE OLD.replayed_at IS NULL
-      AND task = OLD.task AND error_class = OLD.error_class AND stage = coalesce(OLD.stage, '');
-    INSERT INTO redrive_dead_letter_tally (task, error_class, stage, n)
-    SELECT NEW.task, NEW.error_class, coalesce(NEW.stage, ''), 1 WHERE NEW.replayed_at IS NULL
-    ON CONFLICT (task, error_class, stage) DO UPDATE SET n = n + 1;
+    WHERE task = OLD.task AND error_class = OLD.error_class AND stage = coalesce(OLD.stage, '')
+      AND replayed = (OLD.replayed_at IS NOT NULL);
+    INSERT INTO redrive_dead_letter_tally (task, error_class, stage, replayed, n)
+    VALUES (NEW.task, NEW.error_class, coalesce(NEW.stage, ''), NEW.replayed_at IS NOT NULL, 1)
+    ON CONFLICT (task, error_class, stage, replayed) DO UPDATE SET n = n + 1;
 END;
