@@ -386,7 +386,8 @@ class StoreGauges(Collector):
             return
         up.add_metric([], 1)
         yield up
-        depth = GaugeMetricFamily("redrive_queue_jobs", "Active jobs by queue and state.", labels=["queue", "state"])
+        depth = GaugeMetricFamily("redrive_queue_jobs", "Active jobs by queue and state (past 1,000 waiting, "
+                                  "PostgreSQL's estimate; past 10,000, SQLite's lower bound).", labels=["queue", "state"])
         running = GaugeMetricFamily("redrive_jobs_running", "Jobs running now, by queue.", labels=["queue"])
         oldest = GaugeMetricFamily("redrive_queue_oldest_due_age_seconds",
                                    "How long the oldest due job has waited; 0 when none waits.", labels=["queue"])

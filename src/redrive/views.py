@@ -107,6 +107,7 @@ def outbox_view(row: OutboxRow) -> JSONDict:
 
 def queue_view(stats: QueueStats) -> JSONDict:
     return {"queue": stats.queue, "counts": {str(s): n for s, n in stats.counts.items()}, "estimated": stats.estimated,
+            "at_least": stats.at_least,
             "oldest_due_age_s": None if stats.oldest_due_age_s is None else round(stats.oldest_due_age_s, 3),
             "paused": stats.paused_by is not None, "paused_by": stats.paused_by}
 

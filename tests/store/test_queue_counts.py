@@ -1,6 +1,6 @@
 """Queue counts past EXACT_UP_TO waiting jobs: PostgreSQL answers the
-planner's estimate and says so; SQLite counts its index exactly. Either way
-no read walks every waiting job's row."""
+planner's estimate and says so; SQLite counts its index up to LOWER_BOUND_AT
+and then says "at least". Either way no read walks every waiting job."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from redrive.core.states import Status
 from redrive.store.postgres.store import PostgresStore
-from redrive.store.reads import EXACT_UP_TO
+from redrive.store.reads import EXACT_UP_TO, LOWER_BOUND_AT
 from redrive.store.sqlite.store import SQLiteStore
 from redrive.testing import claim, new
 
@@ -45,15 +45,19 @@ def test_postgres_estimates_a_queue_past_the_exact_count_and_says_so(pg_url: str
         store.close()
 
 
-def test_sqlite_counts_every_queue_exactly_from_its_index(tmp_path) -> None:
+def test_sqlite_counts_from_its_index_and_says_at_least_past_its_bound(tmp_path) -> None:
     store = SQLiteStore(str(tmp_path / "redrive.db"))
     try:
         _fill(store)
         stats = {q.queue: q for q in store.queues_stats()}
-        assert not stats["big"].estimated and stats["big"].counts[Status.QUEUED] == MANY
+        assert not stats["big"].at_least and stats["big"].counts[Status.QUEUED] == MANY  # exact up to the bound
         assert stats["small"].counts == {Status.SCHEDULED: 1, Status.QUEUED: 1, Status.RUNNING: 1}
+        for _ in range((LOWER_BOUND_AT - MANY) // 1_000 + 1):
+            store.jobs_insert(jobs=[new(queue="big") for _ in range(1_000)])
+        big = {q.queue: q for q in store.queues_stats()}["big"]
+        assert big.at_least and big.counts[Status.QUEUED] == LOWER_BOUND_AT and not big.estimated
         plan = " ".join(str(tuple(r)) for r in store._conn.execute(
-            "EXPLAIN QUERY PLAN " + store._queries["queues_stats"], {"now": 0.0}))
+            "EXPLAIN QUERY PLAN " + store._queries["queues_stats"], {"now": 0.0, "cap": LOWER_BOUND_AT}))
         assert "redrive_job_waiting" in plan and "SCAN redrive_job " not in plan.replace("SCAN redrive_job USING", "")
     finally:
         store.close()

@@ -37,7 +37,7 @@ from redrive.http.charts import BARS_H, LINES_H, drawn
 from redrive.http.errors import status_of
 from redrive.http.throttle import Throttle
 from redrive.settings import Settings
-from redrive.store.reads import EXACT_UP_TO, MinuteCount, page_size
+from redrive.store.reads import EXACT_UP_TO, LOWER_BOUND_AT, MinuteCount, page_size
 from redrive.views import (
     breaker_event_view,
     breaker_view,
@@ -566,12 +566,12 @@ def _counts(admin: Admin) -> dict[str, Any]:
         return {"queues": [], "workers": [], "charts": {}}
     found, now = admin.workers()
     queues = [queue_view(q) for q in admin.queues()]
-    charts = _charts(admin.finished_per_minute(_CHART_MINUTES), admin.store.now())
+    charts = _charts(admin.finished_per_minute(_CHART_MINUTES), now)  # the store's time, read with the workers
     idle = sorted(set(charts) - {q["queue"] for q in queues})  # drained, but busy this last hour
-    queues += [{"queue": name, "counts": {}, "estimated": False, "oldest_due_age_s": None, "paused": False,
-                "paused_by": None}
-               for name in idle]
-    return {"queues": queues, "workers": workers_view(found, now), "charts": charts, "exact_up_to": EXACT_UP_TO}
+    queues += [{"queue": name, "counts": {}, "estimated": False, "at_least": False, "oldest_due_age_s": None,
+                "paused": False, "paused_by": None} for name in idle]
+    return {"queues": queues, "workers": workers_view(found, now), "charts": charts, "exact_up_to": EXACT_UP_TO,
+            "lower_bound_at": LOWER_BOUND_AT}
 
 
 def _charts(counts: list[MinuteCount], now: datetime) -> dict[str, dict[str, Any]]:

@@ -167,6 +167,7 @@ class Queue(Closed):
     queue: str
     counts: dict[str, int] = Field(description="active jobs by state")
     estimated: bool = Field(description="true: a waiting count past 1,000 is the database's estimate (PostgreSQL)")
+    at_least: bool = Field(description="true: a waiting count is 10,000, counted no further: at least that many (SQLite)")
     oldest_due_age_s: float | None
     paused: bool
     paused_by: str | None

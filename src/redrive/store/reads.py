@@ -84,6 +84,8 @@ class JobFilter:
 # beyond, the store gives an estimate (``QueueStats.estimated``), so a page of
 # queue counts costs the same at a million waiting jobs as at ten thousand.
 EXACT_UP_TO = 1_000
+# SQLite has no estimate to give: it counts up to this many and says "at least".
+LOWER_BOUND_AT = 10_000
 
 
 def tables_of(statuses: Iterable[Status] | None) -> dict[str, bool]:
@@ -105,7 +107,8 @@ class QueueStats:
     oldest_due_age_s: float | None = None  # None: nothing due is waiting
     oldest_running_age_s: float | None = None  # since the longest-running job started; None: none runs
     paused_by: str | None = None  # who paused it; None: not paused (filled in by Admin.queues)
-    estimated: bool = False  # a waiting count beyond EXACT_UP_TO is the database's estimate
+    estimated: bool = False  # a waiting count beyond EXACT_UP_TO is the database's estimate (PostgreSQL)
+    at_least: bool = False  # a waiting count is only counted up to LOWER_BOUND_AT: at least that many (SQLite)
 
 
 @dataclass(frozen=True, slots=True)

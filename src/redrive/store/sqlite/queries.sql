@@ -359,7 +359,8 @@ LIMIT :limit;
 -- name: queues_stats
 -- Never a scan of the table (migration 0018's index): the queues found by
 -- skipping through the index, then per queue and waiting state a count of
--- its index entries and its first (oldest) one; running jobs apart.
+-- its index entries that stops at :cap (then the store says "at least") and
+-- its first (oldest) one; running jobs apart.
 WITH RECURSIVE queues(queue) AS (
     SELECT (SELECT queue FROM redrive_job WHERE status IN ('scheduled', 'queued') ORDER BY queue LIMIT 1)
     UNION ALL
@@ -368,8 +369,9 @@ WITH RECURSIVE queues(queue) AS (
     FROM queues AS q WHERE q.queue IS NOT NULL
 )
 SELECT q.queue, s.status,
-    (SELECT count(*) FROM redrive_job AS j
-     WHERE j.queue = q.queue AND j.status = s.status AND j.status IN ('scheduled', 'queued')) AS n,
+    (SELECT count(*) FROM (SELECT 1 FROM redrive_job AS j
+                           WHERE j.queue = q.queue AND j.status = s.status AND j.status IN ('scheduled', 'queued')
+                           LIMIT :cap)) AS n,
     (SELECT min(j.run_at) FROM redrive_job AS j
      WHERE j.queue = q.queue AND j.status = s.status AND j.status IN ('scheduled', 'queued')
        AND j.run_at <= :now) AS oldest_due,

@@ -65,6 +65,7 @@ from redrive.errors import (
 )
 from redrive.store.port import ANY_QUEUE, WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, worker_detail
 from redrive.store.reads import (
+    LOWER_BOUND_AT,
     AuditEntry,
     DeadLetterFacets,
     JobFilter,
@@ -790,9 +791,11 @@ class SQLiteStore:
     def queues_stats(self) -> list[QueueStats]:
         def body(conn: sqlite3.Connection, now: float) -> list[QueueStats]:
             stats: dict[str, QueueStats] = {}
-            for row in conn.execute(self._queries["queues_stats"], {"now": now}):
+            for row in conn.execute(self._queries["queues_stats"], {"now": now, "cap": LOWER_BOUND_AT}):
                 queue = stats.setdefault(row["queue"], QueueStats(row["queue"], dict.fromkeys(ACTIVE_ORDER, 0)))
                 queue.counts[Status(row["status"])] = row["n"]
+                if row["n"] >= LOWER_BOUND_AT and row["status"] != "running":
+                    stats[row["queue"]] = queue = replace(queue, at_least=True)
                 if row["oldest_due"] is not None:
                     age = now - row["oldest_due"]
                     if queue.oldest_due_age_s is None or age > queue.oldest_due_age_s:

@@ -2,9 +2,6 @@
 -- without walking past every success: only those rows are in it, so the
 -- common ending (a success) writes no entry.
 CREATE INDEX redrive_job_done_unsucceeded ON redrive_job_done (created_at, id) WHERE status <> 'succeeded';
--- The open dead letters' facets and gauges, from the index alone.
-CREATE INDEX redrive_dead_letter_open_facets ON redrive_dead_letter (task, error_class, stage)
-    WHERE replayed_at IS NULL;
 -- Dead letters counted as they open and close (a trigger: every path that
 -- writes a letter keeps it right), by task, error class, stage and whether
 -- replayed, so the dead letters page and the redrive_dead_letters_open gauge
