@@ -28,6 +28,9 @@ def test_postgres_estimates_a_queue_past_the_exact_count_and_says_so(pg_url: str
         _fill(store)
         with store._connection() as conn:
             conn.execute("ANALYZE redrive_job")
+        # the estimate comes from the joint statistics of queue and state, for every queue at once
+        (found,) = store._run("queues_estimate")
+        assert ["big", "queued"] in found["pairs"] and 0.8 * (MANY + 3) <= found["rows"] <= 1.25 * (MANY + 3)
         stats = {q.queue: q for q in store.queues_stats()}
         big, small = stats["big"], stats["small"]
         assert big.estimated and 0.8 * MANY <= big.counts[Status.QUEUED] <= 1.25 * MANY

@@ -525,6 +525,20 @@ ORDER BY 1, 2;
 -- The planner's row estimate for one queue's jobs in one state (FORMAT JSON).
 EXPLAIN (FORMAT JSON) SELECT FROM redrive_job WHERE queue = %(queue)s AND status = %(status)s;
 
+-- name: queues_estimate
+-- What the planner would estimate for every queue and state at once: the
+-- joint statistics' most common (queue, state) pairs (migration 0023), and
+-- the table's rows now, as the planner reckons them (rows per page at the
+-- last ANALYZE times its pages now). Null pairs: never analyzed.
+SELECT s.most_common_vals AS pairs, s.most_common_freqs AS freqs,
+    CASE WHEN c.relpages > 0
+         THEN c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::float8)
+    END AS rows
+FROM pg_class AS c
+LEFT JOIN pg_stats_ext AS s ON s.statistics_name = 'redrive_job_queue_status'
+    AND s.schemaname = c.relnamespace::regnamespace::text
+WHERE c.oid = 'redrive_job'::regclass;
+
 -- name: runs_ended
 SELECT d.finished_at AS at, d.task, d.status = 'failed' AS failed,
     (SELECT (e.meta->>'duration_ms')::double precision / 1000 FROM redrive_job_event AS e

@@ -673,12 +673,14 @@ class PostgresStore:
     def queues_stats(self) -> list[QueueStats]:
         stats: dict[str, QueueStats] = {}
         waiting = [row["queue"] for row in self._run("queues_waiting")]
-        for row in self._run("queues_stats", {"cap": EXACT_UP_TO, "queues": waiting}):
+        rows = self._run("queues_stats", {"cap": EXACT_UP_TO, "queues": waiting})
+        many = [(row["queue"], row["status"]) for row in rows if row["n"] >= EXACT_UP_TO and row["status"] != "running"]
+        estimates = self._estimates(many) if many else {}
+        for row in rows:
             queue = stats.setdefault(row["queue"], QueueStats(row["queue"], dict.fromkeys(ACTIVE_ORDER, 0)))
             n = row["n"]
-            if n >= EXACT_UP_TO and row["status"] != "running":
-                (plan,) = self._run("queue_estimate", {"queue": row["queue"], "status": row["status"]})[0].values()
-                n = max(EXACT_UP_TO, round(plan[0]["Plan"]["Plan Rows"]))
+            if (row["queue"], row["status"]) in estimates:
+                n = max(EXACT_UP_TO, estimates[(row["queue"], row["status"])])
                 stats[row["queue"]] = queue = replace(queue, estimated=True)
             queue.counts[Status(row["status"])] = n
             age = row["oldest_due_age_s"]
@@ -687,6 +689,21 @@ class PostgresStore:
             if row["oldest_running_age_s"] is not None:
                 stats[row["queue"]] = replace(queue, oldest_running_age_s=row["oldest_running_age_s"])
         return list(stats.values())
+
+    def _estimates(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """The planner's count of each (queue, state): from the joint
+        statistics in one statement, else (never analyzed, or a pair too rare
+        to be in them) from its plan."""
+        (found,) = self._run("queues_estimate")
+        common = dict(zip(map(tuple, found["pairs"] or ()), found["freqs"] or (), strict=True))
+        out = {}
+        for pair in pairs:
+            if found["rows"] is not None and pair in common:
+                out[pair] = round(common[pair] * found["rows"])
+            else:
+                (plan,) = self._run("queue_estimate", {"queue": pair[0], "status": pair[1]})[0].values()
+                out[pair] = round(plan[0]["Plan"]["Plan Rows"])
+        return out
 
     def runs_ended(self, *, since: datetime, limit: int = 10_000) -> list[RunEnded]:
         return [RunEnded(row["at"], row["task"], row["failed"], row["duration_s"])
