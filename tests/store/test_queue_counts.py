@@ -64,3 +64,18 @@ def test_sqlite_counts_from_its_index_and_says_at_least_past_its_bound(tmp_path)
         assert "redrive_job_waiting" in plan and "SCAN redrive_job " not in plan.replace("SCAN redrive_job USING", "")
     finally:
         store.close()
+
+
+def test_sqlite_reads_an_owners_jobs_from_the_owner_index(tmp_path) -> None:
+    """The owner's jobs page (every owner's view) is planned onto the owner
+    indexes of both tables, not a walk of everyone's jobs newest first."""
+    store = SQLiteStore(str(tmp_path / "redrive.db"))
+    try:
+        plan = " ".join(str(tuple(r)) for r in store._conn.execute(
+            "EXPLAIN QUERY PLAN " + store._queries["jobs_page_owned"],
+            dict.fromkeys(("statuses", "queue", "task", "error_code", "idempotency_key", "created_after",
+                           "created_before", "after_at", "after_id"), None) | {"owner": "ann", "limit": 51,
+                                                                                  "live": True, "done": True}))
+        assert "redrive_job_owner" in plan and "redrive_job_done_owner" in plan, plan
+    finally:
+        store.close()

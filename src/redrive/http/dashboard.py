@@ -576,26 +576,25 @@ def _counts(admin: Admin) -> dict[str, Any]:
 
 def _charts(counts: list[MinuteCount], now: datetime) -> dict[str, dict[str, Any]]:
     """Per queue, the last hour as bars a minute wide: jobs that succeeded,
-    and on top those that failed for good, scaled to the queue's busiest minute."""
+    and on top those that failed for good, scaled to the queue's busiest
+    minute. Only minutes with an ending get a bar (the rest draw nothing)."""
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=_CHART_MINUTES - 1)
-    per: dict[str, list[list[int]]] = {}
+    per: dict[str, dict[int, list[int]]] = {}
     for c in counts:
         slot = int((c.minute - start).total_seconds() // 60)
         if 0 <= slot < _CHART_MINUTES and c.status is not Status.CANCELLED:
-            if c.queue not in per:
-                per[c.queue] = [[0, 0] for _ in range(_CHART_MINUTES)]
-            per[c.queue][slot][c.status is Status.FAILED] += c.count
+            per.setdefault(c.queue, {}).setdefault(slot, [0, 0])[c.status is Status.FAILED] += c.count
     charts = {}
     for queue, minutes in per.items():
-        peak = max(ok + failed for ok, failed in minutes) or 1
+        peak = max(ok + failed for ok, failed in minutes.values()) or 1
         bars = []
-        for slot, (ok, failed) in enumerate(minutes):
-            at = (start + timedelta(minutes=slot)).strftime("%H:%M")
+        for slot, (ok, failed) in sorted(minutes.items()):
+            at = start + timedelta(minutes=slot)
             ok_h, failed_h = round(ok * _CHART_H / peak, 1), round(failed * _CHART_H / peak, 1)
             bars.append({"x": slot * 4, "ok": ok, "failed": failed, "ok_h": ok_h, "failed_h": failed_h,
-                         "label": f"{at} UTC: {ok} succeeded, {failed} failed"})
-        charts[queue] = {"bars": bars, "peak": peak, "succeeded": sum(m[0] for m in minutes),
-                         "failed": sum(m[1] for m in minutes), "height": _CHART_H}
+                         "label": f"{at.hour:02d}:{at.minute:02d} UTC: {ok} succeeded, {failed} failed"})
+        charts[queue] = {"bars": bars, "peak": peak, "succeeded": sum(m[0] for m in minutes.values()),
+                         "failed": sum(m[1] for m in minutes.values()), "height": _CHART_H}
     return charts
 
 

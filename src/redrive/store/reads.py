@@ -17,7 +17,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
@@ -133,6 +133,18 @@ class Rollup:
     kind: str
     bucket: int
     n: int
+
+
+def rollups_of(rows: Iterable[Sequence[Any]]) -> list[Rollup]:
+    """Rollups from rows of (at in seconds, key, kind, bucket, n); a chart's
+    rows share a few dozen slot starts, each made a datetime once."""
+    starts: dict[int, datetime] = {}
+    out = []
+    for at, key, kind, bucket, n in rows:
+        if (start := starts.get(at)) is None:
+            start = starts[at] = datetime.fromtimestamp(at, UTC)
+        out.append(Rollup(start, key, kind, bucket, int(n)))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

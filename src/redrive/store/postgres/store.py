@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import chain, islice
 from typing import Any
 from urllib.parse import unquote
@@ -92,6 +92,7 @@ from redrive.store.reads import (
     encode_cursor,
     page_size,
     paged,
+    rollups_of,
     tables_of,
     tallied,
 )
@@ -720,9 +721,7 @@ class PostgresStore:
 
     def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1), by: str = "queue",
                      timed: bool = True) -> list[Rollup]:
-        return [Rollup(datetime.fromtimestamp(at, UTC), key, kind, bucket, int(n))
-                for at, key, kind, bucket, n in self._run(
-                    "rollups_read", rollup_range(since, slot, by, timed), rows=tuple_row)]
+        return rollups_of(self._run("rollups_read", rollup_range(since, slot, by, timed), rows=tuple_row))
 
     def rollups_compact(self) -> int:
         now = self.now()

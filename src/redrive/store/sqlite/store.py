@@ -79,6 +79,7 @@ from redrive.store.reads import (
     encode_cursor,
     page_size,
     paged,
+    rollups_of,
     tables_of,
     tallied,
 )
@@ -116,6 +117,10 @@ class SQLiteStore:
         self._clock = clock
         self._file_clock: FileClock | None = None
         self._queries = load_queries(_PACKAGE)
+        # The job list for one owner: the same query with the owner's test
+        # written so SQLite can plan it onto the owner index (migration 0019).
+        self._queries["jobs_page_owned"] = self._queries["jobs_page"].replace(
+            "(:owner IS NULL OR owner = :owner)", "owner = :owner")
         self._migrations = load_migrations(_PACKAGE)
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str], None]] = []
@@ -777,7 +782,7 @@ class SQLiteStore:
 
     def jobs_page(self, *, where: JobFilter, after: str | None = None, limit: int = 50) -> Page[Job]:
         size, key = page_size(limit), decode_cursor(after, 2)
-        rows = self._read("jobs_page", {
+        rows = self._read("jobs_page" if where.owner is None else "jobs_page_owned", {
             "statuses": None if where.statuses is None else json.dumps([str(s) for s in where.statuses]),
             "queue": where.queue, "task": where.task, "owner": where.owner, "error_code": where.error_code,
             "idempotency_key": where.idempotency_key,
@@ -823,8 +828,7 @@ class SQLiteStore:
 
     def rollups_read(self, *, since: datetime, slot: timedelta = timedelta(minutes=1), by: str = "queue",
                      timed: bool = True) -> list[Rollup]:
-        return [Rollup(datetime.fromtimestamp(at, UTC), key, kind, bucket, n)
-                for at, key, kind, bucket, n in self._read("rollups_read", rollup_range(since, slot, by, timed))]
+        return rollups_of(self._read("rollups_read", rollup_range(since, slot, by, timed)))
 
     def rollups_compact(self) -> int:
         def body(conn: sqlite3.Connection, now: float) -> int:

@@ -38,3 +38,9 @@ BEGIN
     VALUES (NEW.task, NEW.error_class, coalesce(NEW.stage, ''), NEW.replayed_at IS NOT NULL, 1)
     ON CONFLICT (task, error_class, stage, replayed) DO UPDATE SET n = n + 1;
 END;
+-- An owner's jobs newest first (what every owner's jobs page asks), in both
+-- tables; jobs without an owner are not in it. SQLite cannot plan the
+-- catch-all ``(:owner IS NULL OR owner = :owner)`` onto an index, so the
+-- store asks with ``owner = :owner`` when an owner is given (jobs_page_owned).
+CREATE INDEX redrive_job_owner ON redrive_job (owner, created_at, id) WHERE owner IS NOT NULL;
+CREATE INDEX redrive_job_done_owner ON redrive_job_done (owner, created_at, id) WHERE owner IS NOT NULL;
