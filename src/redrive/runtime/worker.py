@@ -464,10 +464,11 @@ class Worker:
             if running.abandoned:
                 return
             duration_s = loop.time() - started
-            item = finish_of(job, execution, round(duration_s * 1000), round(queue_wait(job, self.lease_ttl) * 1000))
+            wait_s = queue_wait(job, self.lease_ttl)
+            item = finish_of(job, execution, round(duration_s * 1000), round(wait_s * 1000))
             if traced is not None:
                 traced.end(*_traced_outcome(item))
-            self._completer.submit(item, job.attempts, partial(self._written, running, item, duration_s))
+            self._completer.submit(item, job.attempts, partial(self._written, running, item, duration_s, wait_s))
             submitted = True  # the slot is given back once the write lands
         finally:
             if traced is not None:
@@ -492,7 +493,8 @@ class Worker:
                          classifier=self.registry.classifier, rng=self._rng,
                          for_good=refusal.dependency.fail_for_good)
 
-    def _written(self, running: _Running, item: Finish, duration_s: float, done: Finished | None) -> None:
+    def _written(self, running: _Running, item: Finish, duration_s: float, wait_s: float,
+                 done: Finished | None) -> None:
         job = running.job
         if done is None:
             log.warning("lost the lease on job %s (%s, attempt %d): dropping its %s",
@@ -501,7 +503,7 @@ class Worker:
                 self._lost(running)
         elif self.events.active and (type(item) is not Completion or self.events.wants("job.succeeded")):
             # a success nobody listens to (the most common ending) builds nothing
-            announce(self.events, done, duration_s=duration_s, wait_s=queue_wait(job, self.lease_ttl))
+            announce(self.events, done, duration_s=duration_s, wait_s=wait_s)
         self._release(running)
 
     def _lost(self, running: _Running) -> None:
