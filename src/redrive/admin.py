@@ -28,7 +28,7 @@ from redrive.client import Client, firing_request, job_filter, read_job
 from redrive.core import checks
 from redrive.core.breaker import Breaker, force_closed, force_open, time_open
 from redrive.core.dead_letters import MANUAL_RETRY, REPLAY, revive_plan
-from redrive.core.job import DeadLetter, DeadLetterFilter, EnqueueResult, Job, JobEvent
+from redrive.core.job import LETTER_STATES, DeadLetter, DeadLetterFilter, EnqueueResult, Job, JobEvent
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.rollups import Series, Window, series, window_named
 from redrive.core.states import ACTIVE_ORDER, Status
@@ -471,22 +471,26 @@ class Admin:
     def note(self, dead_letter_id: int | str, text: str) -> DeadLetter:
         """Add a resolution note to a dead letter."""
         self._acting("annotate dead letters")
+        return self.store.dead_letter_note(id=checks.letter_id(dead_letter_id), text=self._note_text(text),
+                                           by=self.actor.name)
+
+    @staticmethod
+    def _note_text(text: Any) -> str:
         if not isinstance(text, str) or not text.strip() or len(text) > _NOTE_LIMIT:
             raise ConfigError(f"a note must be non-empty text of at most {_NOTE_LIMIT} characters")
         checks.text(text, "a note")
-        return self.store.dead_letter_note(id=checks.letter_id(dead_letter_id), text=text.strip(),
-                                           by=self.actor.name)
+        return text.strip()
 
     def replay(self, dead_letter_ids: Sequence[int | str], *, from_start: bool = False) -> list[Replay]:
         """Queue the jobs of open dead letters again, resuming at the failed
         stage (or from the first with ``from_start``), with fresh attempts. A
-        letter already replayed is left alone (``replayed=False``)."""
+        letter replayed or resolved already is left alone (``replayed=False``)."""
         self._acting("replay dead letters")
         letters = [self.dead_letter(i) for i in dead_letter_ids]  # every id checked before any replay
         done = []
         for letter in letters:
             job = None
-            failed = self.store.job_get(job_id=letter.job_id) if letter.replayed_at is None else None
+            failed = self.store.job_get(job_id=letter.job_id) if letter.state == "open" else None
             if failed is not None and failed.status is Status.FAILED:
                 plan = revive_plan(failed, reason=REPLAY, by=self.actor.name, from_start=from_start,
                                    first_stage=self.registry.first_stage(letter.task) if self.registry else None)
@@ -497,6 +501,25 @@ class Admin:
                                      replay_from="start" if from_start else "stage")
             done.append(Replay(letter=self.dead_letter(letter.id), job=job))
         return done
+
+    def resolve(self, dead_letter_ids: Sequence[int | str], *, note: str | None = None) -> list[DeadLetter]:
+        """Close open dead letters without running their jobs again (handled
+        by hand, or not worth it), with an optional note saying why. A
+        resolved letter leaves the open count and no longer holds its job
+        back from pruning. A letter replayed or resolved already is left
+        alone. Returns every letter asked for, as it now stands."""
+        self._acting("resolve dead letters")
+        ids = [self.dead_letter(i).id for i in dead_letter_ids]  # every id checked before any change
+        self._resolve(ids, self._note_text(note) if note is not None else None)
+        return [self.dead_letter(i) for i in ids]
+
+    def _resolve(self, ids: list[int], note: str | None) -> int:
+        """Close the open letters among ``ids``, each announced; how many it closed."""
+        closed = self.store.dead_letters_resolve(ids=ids, by=self.actor.name, note=note)
+        for letter in closed:
+            self.events.emit("job.resolved", job_id=str(letter.job_id), task=letter.task, queue=letter.queue,
+                             by=self.actor.name, dead_letter_id=letter.id)
+        return len(closed)
 
     def replay_matching(
         self,
@@ -516,27 +539,61 @@ class Admin:
         replays the rest: a replayed letter is no longer open. One entry on
         the audit trail with the filter and the count; a ``dry_run`` only counts."""
         self._acting("replay dead letters")
+
+        def replay(ids: list[int]) -> int:
+            return sum(1 for r in self.replay(ids, from_start=from_start) if r.job is not None)
+
+        return self._letters_matching(
+            "replay", replay, _letter_filter(error_class=error_class, stage=stage, task=task, owner=owner,
+                                             state="open", older_than=older_than, newer_than=newer_than),
+            dry_run=dry_run, batch=batch, detail={"from_start": from_start})
+
+    def resolve_matching(
+        self,
+        *,
+        error_class: str | None = None,
+        stage: str | None = None,
+        task: str | None = None,
+        owner: str | None = None,
+        older_than: timedelta | None = None,
+        newer_than: timedelta | None = None,
+        note: str | None = None,
+        dry_run: bool = False,
+        batch: int = 200,
+    ) -> Bulk:
+        """Resolve every open dead letter the filter matches, ``batch`` at a
+        time, as ``resolve`` does; resumable and on the audit trail as
+        ``replay_matching`` is."""
+        self._acting("resolve dead letters")
+        note = self._note_text(note) if note is not None else None
+        return self._letters_matching(
+            "resolve", lambda ids: self._resolve(ids, note), _letter_filter(error_class=error_class, stage=stage, task=task, owner=owner,
+                                               state="open", older_than=older_than, newer_than=newer_than),
+            dry_run=dry_run, batch=batch, detail={"note": note} if note else {})
+
+    def _letters_matching(self, action: str, act: Callable[[list[int]], int], where: DeadLetterFilter, *,
+                          dry_run: bool, batch: int, detail: dict[str, Any]) -> Bulk:
+        """Page through the letters ``where`` matches newest first and ``act``
+        on each page (which returns how many it changed), then write one audit
+        entry for all of them."""
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 1000:
             raise ConfigError("batch must be a whole number from 1 to 1000")
-        where = _letter_filter(error_class=error_class, stage=stage, task=task, owner=owner, state="open",
-                               older_than=older_than, newer_than=newer_than)
         matched = done = 0
         after = None
         while True:
             page = self.store.dead_letters_page(where=where, after=after, limit=batch)
             matched += len(page.items)
             if page.items and not dry_run:
-                done += sum(1 for r in self.replay([d.id for d in page.items], from_start=from_start)
-                            if r.job is not None)
+                done += act([d.id for d in page.items])
             if page.next_cursor is None:
                 break
             after = page.next_cursor
-        result = Bulk("replay", matched, done, matched - done if not dry_run else 0, dry_run)
+        result = Bulk(action, matched, done, matched - done if not dry_run else 0, dry_run)
         if not dry_run:
             described = {k: (v.total_seconds() if isinstance(v, timedelta) else v)
                          for k, v in asdict(where).items() if v is not None}
-            self.store.audit_record(by=self.actor.name, action="bulk_replay",
-                                    detail={"filter": described, "from_start": from_start, "count": done,
+            self.store.audit_record(by=self.actor.name, action=f"bulk_{action}",
+                                    detail={"filter": described, **detail, "count": done,
                                             "skipped": result.skipped})
         return result
 
@@ -674,8 +731,8 @@ class Admin:
 
 
 def _letter_filter(*, state: str | None, **fields: Any) -> DeadLetterFilter:
-    if state not in (None, "open", "replayed", "escalated"):
-        raise ConfigError(f"state must be open, replayed or escalated, not {state!r}")
+    if state not in (None, *LETTER_STATES):
+        raise ConfigError(f"state must be open, replayed, resolved or escalated, not {state!r}")
     for name, value in fields.items():
         if isinstance(value, str):
             checks.text(value, name)

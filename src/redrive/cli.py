@@ -24,10 +24,10 @@ from typing import Any
 from dotenv import find_dotenv, load_dotenv
 
 from redrive import logs, signals, views
-from redrive.admin import BULK_ACTIONS, Actor, Admin
+from redrive.admin import BULK_ACTIONS, Actor, Admin, Bulk
 from redrive.app import App
 from redrive.core.durations import parse_duration
-from redrive.core.job import Job
+from redrive.core.job import LETTER_STATES, Job
 from redrive.core.redact import redact_text
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.errors import ConfigError, RedriveError
@@ -200,14 +200,14 @@ def _parser() -> argparse.ArgumentParser:
         filters.add_argument("--since", type=_seconds, help="created within this long: 1h, 30m, 7d")
         filters.add_argument("--dry-run", action="store_true", help="print how many match, change nothing")
 
-    dead = commands.add_parser("dead", help="Triage, annotate and replay dead letters.")
+    dead = commands.add_parser("dead", help="Triage, annotate, replay and resolve dead letters.")
     dead_commands = dead.add_subparsers(dest="dead_command", required=True, metavar="COMMAND")
     letters = operator("list", _dead_list, "List dead letters, newest first.", dead_commands)
     letters.add_argument("--error-class")
     letters.add_argument("--stage")
     letters.add_argument("--task")
     letters.add_argument("--owner")
-    letters.add_argument("--state", choices=["open", "replayed", "escalated"])
+    letters.add_argument("--state", choices=LETTER_STATES)
     letters.add_argument("--older-than", type=_seconds, help="seconds since the last failure")
     letters.add_argument("--newer-than", type=_seconds, help="seconds since the last failure")
     letters.add_argument("--limit", type=int, default=50, help="letters per page (default 50)")
@@ -227,14 +227,22 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("ids", nargs="*", metavar="id")
     replay.add_argument("--from-start", action="store_true", help="run every stage again")
     replay.add_argument("--by", help="who replays, for the record (default: your login)")
-    matching = replay.add_argument_group("every open letter that matches (in batches; one audit entry)")
-    matching.add_argument("--error-class")
-    matching.add_argument("--stage")
-    matching.add_argument("--task")
-    matching.add_argument("--owner", help="the job's owner")
-    matching.add_argument("--older-than", type=_seconds, help="since the last failure: 1h, 7d")
-    matching.add_argument("--newer-than", type=_seconds, help="since the last failure: 1h, 7d")
-    matching.add_argument("--dry-run", action="store_true", help="print how many match, change nothing")
+    resolve = operator("resolve", _dead_resolve,
+                       "Resolve dead letters: close them without running their jobs again (handled by hand, "
+                       "or not worth it). Give ids, or a filter for every open letter it matches: "
+                       "redrive dead resolve --task X --note 'refunded by hand' --dry-run.", dead_commands)
+    resolve.add_argument("ids", nargs="*", metavar="id")
+    resolve.add_argument("--note", help="why, added to each letter as a note")
+    resolve.add_argument("--by", help="who resolves, for the record (default: your login)")
+    for chooser in (replay, resolve):
+        matching = chooser.add_argument_group("every open letter that matches (in batches; one audit entry)")
+        matching.add_argument("--error-class")
+        matching.add_argument("--stage")
+        matching.add_argument("--task")
+        matching.add_argument("--owner", help="the job's owner")
+        matching.add_argument("--older-than", type=_seconds, help="since the last failure: 1h, 7d")
+        matching.add_argument("--newer-than", type=_seconds, help="since the last failure: 1h, 7d")
+        matching.add_argument("--dry-run", action="store_true", help="print how many match, change nothing")
 
     breakers = commands.add_parser("breakers", help="See and force the shared circuit breakers.")
     breaker_commands = breakers.add_subparsers(dest="breakers_command", required=True, metavar="COMMAND")
@@ -790,32 +798,58 @@ def _dead_note(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dead_replay(args: argparse.Namespace) -> int:
-    filters = ("error_class", "stage", "task", "owner", "older_than", "newer_than")
-    filtered = any(getattr(args, name) for name in (*filters, "dry_run"))
+_LETTER_FILTERS = ("error_class", "stage", "task", "owner", "older_than", "newer_than")
+
+
+def _letters_chosen(args: argparse.Namespace) -> bool:
+    """True when the command is for every open letter a filter matches, False
+    for the ids given; one or the other, never both or neither."""
+    filtered = any(getattr(args, name) for name in (*_LETTER_FILTERS, "dry_run"))
     if args.ids and filtered:
         raise ConfigError("give dead letter ids or a filter (--task, --error-class, --stage, ...), not both")
-    if filtered:
-        with _admin(args) as admin:
-            done = admin.replay_matching(**{name: getattr(args, name) for name in filters},
-                                         from_start=args.from_start, dry_run=args.dry_run)
-        if done.dry_run:
-            print(f"{done.matched} open dead letter{'' if done.matched == 1 else 's'} match: nothing replayed "
-                  "(--dry-run)")
-        else:
-            skipped = f" ({done.skipped} replayed by someone else meanwhile)" if done.skipped else ""
-            print(f"replayed {done.done} dead letter{'' if done.done == 1 else 's'}{skipped}")
-        return 0
-    if not args.ids:
+    if not args.ids and not filtered:
         raise ConfigError("give dead letter ids, or a filter for every open letter it matches "
                           "(--task, --error-class, --stage, --owner, --older-than, --newer-than)")
+    return filtered
+
+
+def _bulk_told(done: Bulk, verb: str) -> None:
+    if done.dry_run:
+        print(f"{done.matched} open dead letter{'' if done.matched == 1 else 's'} match: nothing {verb} "
+              "(--dry-run)")
+    else:
+        skipped = f" ({done.skipped} closed by someone else meanwhile)" if done.skipped else ""
+        print(f"{verb} {done.done} dead letter{'' if done.done == 1 else 's'}{skipped}")
+
+
+def _dead_resolve(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        if _letters_chosen(args):
+            _bulk_told(admin.resolve_matching(**{name: getattr(args, name) for name in _LETTER_FILTERS},
+                                              note=args.note, dry_run=args.dry_run), "resolved")
+            return 0
+        before = {d.id: d.state for d in map(admin.dead_letter, args.ids)}
+        for letter in admin.resolve(args.ids, note=args.note):
+            if before[letter.id] in ("open", "escalated"):
+                print(f"dead letter {letter.id}: resolved, job {letter.job_id} will not run again")
+            else:
+                print(f"dead letter {letter.id}: {before[letter.id]} already, nothing done")
+    return 0
+
+
+def _dead_replay(args: argparse.Namespace) -> int:
+    if _letters_chosen(args):
+        with _admin(args) as admin:
+            _bulk_told(admin.replay_matching(**{name: getattr(args, name) for name in _LETTER_FILTERS},
+                                             from_start=args.from_start, dry_run=args.dry_run), "replayed")
+        return 0
     with _admin(args) as admin:
         replays = admin.replay(args.ids, from_start=args.from_start)
     for r in replays:
         if r.job is not None:
             print(f"dead letter {r.letter.id}: job {r.job.id} queued at {r.job.stage or 'the start'}")
         else:
-            print(f"dead letter {r.letter.id}: already replayed, nothing done")
+            print(f"dead letter {r.letter.id}: {r.letter.state} already, nothing done")
     return 0
 
 

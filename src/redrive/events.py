@@ -219,6 +219,18 @@ class JobReplayed(Event):
     replay_from: str
 
 
+@_kind("job.resolved")
+@dataclass(slots=True)
+class JobResolved(Event):
+    """An operator closed the job's dead letter without running it again."""
+
+    job_id: str
+    task: str
+    queue: str
+    by: str | None
+    dead_letter_id: int
+
+
 @_kind("job.cancel_requested")
 @dataclass(slots=True)
 class JobCancelRequested(_JobBy):

@@ -64,9 +64,10 @@ def event_view(event: JobEvent) -> JSONDict:
 
 
 def dead_letter_state(letter: DeadLetter) -> str:
-    """open, replayed, or escalated: open again after a replay failed the same way."""
-    if letter.replayed_at is not None:
-        return "replayed"
+    """open, replayed, resolved, or escalated: open again after a replay
+    failed the same way."""
+    if letter.state != "open":
+        return letter.state
     return "escalated" if letter.escalated else "open"
 
 

@@ -37,6 +37,7 @@ RULES = {
     ("GET", "/api/v1/dead-letters/{letter_id}"): "operator",
     ("POST", "/api/v1/dead-letters/{letter_id}/notes"): "operator",
     ("POST", "/api/v1/dead-letters/replay"): "operator",
+    ("POST", "/api/v1/dead-letters/resolve"): "operator",
     ("POST", "/api/v1/dead-letters/bulk"): "operator",
     ("GET", "/api/v1/breakers"): "operator",
     ("GET", "/api/v1/breakers/{name}"): "operator",
@@ -60,6 +61,7 @@ BODIES = {
     "/api/v1/jobs/batch": {"jobs": [{"task": "greet", "args": ["x"]}]},
     "/api/v1/dead-letters/{letter_id}/notes": {"text": "looked at it"},
     "/api/v1/dead-letters/replay": {"ids": [1]},
+    "/api/v1/dead-letters/resolve": {"ids": [1]},
     "/api/v1/jobs/bulk": {"action": "retry", "filter": {"task": "greet"}, "dry_run": True},
     "/api/v1/dead-letters/bulk": {"action": "replay", "filter": {"task": "fail"}, "dry_run": True},
 }

@@ -157,6 +157,72 @@ def test_replaying_every_open_dead_letter_a_filter_matches(pg_url: str) -> None:
     app.close()
 
 
+def test_resolving_dead_letters_one_by_one_and_every_one_a_filter_matches(pg_url: str) -> None:
+    app = make_app(pg_url)
+    app.enqueue_many([JobRequest("fail", args=[str(n)], owner="ann" if n % 2 else "bob") for n in range(12)]
+                     + [JobRequest("greet", args=[str(n)]) for n in range(3)])
+    claimed = app.store.jobs_claim(queues=["default"], limit=100, worker_id="t", lease_ttl=timedelta(minutes=5))
+    app.store.jobs_finish([FailNow(job.lease, "BAD_INPUT", "no") for job in claimed])
+    resolved: list[tuple[int, str | None]] = []
+    app.events.subscribe(lambda e: resolved.append((e.data["dead_letter_id"], e.data["by"])), names=["job.resolved"])
+    ops = app.admin(Actor.operator("test"))
+    greet = [d.id for d in ops.dead_letters(task="greet").items]
+    with serving(create_api(app, auth=TokenAuth(parse_tokens(SPECS)))) as url:
+        client = as_("operator", url)
+        # One by one, with a note; a second resolve and a replay of it change nothing
+        one = client.post("/api/v1/dead-letters/resolve", json={"ids": greet[:1], "note": "sent by hand"})
+        (letter,) = one.json()["items"]
+        assert (letter["state"], letter["resolved_by"], letter["notes"][0]["text"]) == ("resolved", "ops", "sent by hand")
+        again = client.post("/api/v1/dead-letters/resolve", json={"ids": greet[:2]}).json()["items"]
+        assert [d["state"] for d in again] == ["resolved", "resolved"]
+        assert again[0]["notes"] == letter["notes"]  # the first kept its one note, not a second
+        replay = client.post("/api/v1/dead-letters/replay", json={"ids": greet[:1]}).json()["items"][0]
+        assert replay["job"] is None and replay["dead_letter"]["state"] == "resolved"
+        # Mistakes are refused whole: an unknown id, an option of the other action, a viewer or an owner
+        assert client.post("/api/v1/dead-letters/resolve", json={"ids": [greet[2], 999_999]}).status_code == 404
+        assert ops.dead_letter(greet[2]).state == "open"
+        mixed = client.post("/api/v1/dead-letters/bulk", json={"action": "resolve", "from_start": True})
+        assert mixed.status_code == 422 and mixed.json()["error"]["code"] == "CONFIG_INVALID"
+        assert client.post("/api/v1/dead-letters/bulk", json={"action": "replay", "note": "x"}).status_code == 422
+        for who in ("viewer", "alice"):
+            assert as_(who, url).post("/api/v1/dead-letters/resolve", json={"ids": greet[2:]}).status_code == 403
+        # Every open letter of ann's: a dry run counts, the real one closes them with the note
+        wanted = {"action": "resolve", "filter": {"task": "fail", "owner": "ann"}, "note": "customer refunded"}
+        dry = client.post("/api/v1/dead-letters/bulk", json={**wanted, "dry_run": True})
+        assert dry.json() == {"action": "resolve", "matched": 6, "done": 0, "skipped": 0, "dry_run": True}
+        assert ops.dead_letter_facets(state="open").total == 13
+        done = client.post("/api/v1/dead-letters/bulk", json=wanted)
+        assert done.json() == {"action": "resolve", "matched": 6, "done": 6, "skipped": 0, "dry_run": False}
+        anns = ops.dead_letters(task="fail", owner="ann").items
+        assert {(d.state, d.resolved_by, d.notes[-1]["text"]) for d in anns} == {("resolved", "ops", "customer refunded")}
+        assert ops.dead_letter_facets(state="open").total == 7 and ops.dead_letter_facets(state="resolved").total == 8
+        listed = client.get("/api/v1/dead-letters", params={"state": "resolved", "limit": 100}).json()["items"]
+        assert len(listed) == 8
+
+    def redrive(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "redrive", "dead", "resolve", *args, "--database-url", pg_url],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+
+    counted = redrive("--task", "fail", "--dry-run")
+    assert counted.stdout.strip() == "6 open dead letters match: nothing resolved (--dry-run)", counted.stderr
+    by_id = redrive(str(greet[2]), str(greet[0]), "--note", "done by hand")
+    assert by_id.stdout.splitlines() == [f"dead letter {greet[2]}: resolved, job "
+                                         f"{ops.dead_letter(greet[2]).job_id} will not run again",
+                                         f"dead letter {greet[0]}: resolved already, nothing done"], by_id.stderr
+    assert redrive("--task", "fail", "--note", "written off").stdout.strip() == "resolved 6 dead letters"
+    assert ops.dead_letter_facets(state="open").total == 0
+    assert redrive("--task", "fail").stdout.strip() == "resolved 0 dead letters"
+    assert redrive().returncode == 2 and redrive("1", "--task", "x").returncode == 2
+    # Each letter resolved in this process was told once (the command line's are told in its own); the
+    # bulk resolves are on the audit trail, with the filter, the note and the count (a dry run is not)
+    assert sorted(resolved) == sorted([(g, "ops") for g in greet[:2]] + [(d.id, "ops") for d in anns])
+    entries = [(e.action, e.detail["count"], e.detail["filter"], e.detail.get("note")) for e in ops.audit_trail()]
+    assert entries == [("bulk_resolve", 6, {"state": "open", "task": "fail", "owner": "ann"}, "customer refunded"),
+                       ("bulk_resolve", 6, {"state": "open", "task": "fail"}, "written off"),
+                       ("bulk_resolve", 0, {"state": "open", "task": "fail"}, None)]
+    app.close()
+
+
 def test_finished_jobs_are_deleted_one_or_by_filter_and_active_ones_are_refused(pg_url: str) -> None:
     app = make_app(pg_url)
     jobs = [app.enqueue("greet", args=[str(n)], owner="alice").job for n in range(10)]

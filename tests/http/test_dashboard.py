@@ -294,3 +294,33 @@ def test_every_open_dead_letter_a_filter_matches_is_replayed_after_its_count_is_
     assert done.status_code == 303 and done.headers["location"].endswith("done=replayed_matching&n=3&skipped=0")
     assert api_app.admin(Actor.operator("t")).dead_letter_facets(state="open").total == 0
     assert as_("viewer", api).post("/dead-letters/matching", data=fields).status_code in (403, 401)
+
+
+def test_dead_letters_are_resolved_from_their_page_and_by_filter_after_the_count_is_confirmed(api, api_app: App) -> None:
+    jobs = [api_app.enqueue("fail", args=[f"bad {n}"]).job for n in range(4)]
+    asyncio.run(_run_until(api_app, lambda: all(api_app.client.job(j.id).status is Status.FAILED for j in jobs)))
+    admin = api_app.admin(Actor.operator("t"))
+    first = admin.dead_letters(job_id=jobs[0].id).items[0]
+    ops = _browser(api, "operator")
+    # One letter, from its page, with why
+    page = ops.get(f"/dead-letters/{first.id}").text
+    assert 'action="/dead-letters/resolve"' in page and "Resolve without a replay" in page
+    done = ops.post("/dead-letters/resolve", data={"csrf": _csrf(page), "ids": str(first.id),
+                                                   "note": "refunded by hand", "back": f"/dead-letters/{first.id}"})
+    assert done.status_code == 303 and done.headers["location"].endswith("done=resolved&n=1&skipped=0")
+    shown = ops.get(done.headers["location"]).text
+    assert "Resolved 1; 0 had been replayed or resolved already." in shown
+    assert "refunded by hand" in shown and "without a replay" in shown and "Replay from" not in shown
+    # Every open one the filter matches: the count first, then the resolve, with the note on each
+    listing = ops.get("/dead-letters?task=fail").text
+    assert 'data-act="resolve-matching"' in listing
+    fields = {"csrf": _csrf(listing), "task": "fail", "act": "resolve"}
+    confirm = ops.post("/dead-letters/matching", data=fields)
+    assert confirm.status_code == 200 and "Resolve 3 matching open dead letters?" in confirm.text
+    assert 'name="note"' in confirm.text and admin.dead_letter_facets(state="open").total == 3
+    done = ops.post("/dead-letters/matching", data={**fields, "confirm": "yes", "note": "written off"})
+    assert done.status_code == 303 and done.headers["location"].endswith("done=resolved_matching&n=3&skipped=0")
+    assert admin.dead_letter_facets(state="open").total == 0
+    assert {d.notes[-1]["text"] for d in admin.dead_letters(state="resolved").items} == {"refunded by hand",
+                                                                                        "written off"}
+    assert as_("viewer", api).post("/dead-letters/resolve", data={"ids": str(first.id)}).status_code in (403, 401)

@@ -94,6 +94,8 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "note": lambda a, w: a.note(w.letter_id, "quota raised"),
     "replay": lambda a, w: a.replay([w.letter_id]),
     "replay_matching": lambda a, w: a.replay_matching(task="t"),
+    "resolve": lambda a, w: a.resolve([w.letter_id], note="refunded by hand"),
+    "resolve_matching": lambda a, w: a.resolve_matching(task="t"),
     "breakers": lambda a, w: a.breakers(),
     "open_breaker": lambda a, w: a.open_breaker("gateway"),
     "close_breaker": lambda a, w: a.close_breaker("gateway"),

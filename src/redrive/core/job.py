@@ -210,6 +210,8 @@ DEAD_LETTER_COLUMNS: tuple[str, ...] = (
     "replayed_by",
     "replay_from",
     "notes",
+    "resolved_at",
+    "resolved_by",
 )
 
 
@@ -240,11 +242,21 @@ class DeadLetter:
     replayed_by: str | None
     replay_from: str | None  # "stage" or "start"
     notes: list[dict[str, JSON]]  # {"at", "by", "text"}, oldest first
+    # closed without a replay: handled by hand, or not worth running again
+    resolved_at: datetime | None
+    resolved_by: str | None
 
     @property
     def state(self) -> str:
-        """open or replayed (``redrive.views`` also tells escalated letters apart)."""
-        return "replayed" if self.replayed_at else "open"
+        """open, replayed or resolved (``redrive.views`` also tells escalated letters apart)."""
+        if self.replayed_at is not None:
+            return "replayed"
+        return "resolved" if self.resolved_at is not None else "open"
+
+
+# What a dead letters list filters on: escalated letters are open ones whose
+# replay failed again the same way.
+LETTER_STATES: tuple[str, ...] = ("open", "replayed", "resolved", "escalated")
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +265,7 @@ class DeadLetterFilter:
     stage: str | None = None
     task: str | None = None
     owner: str | None = None
-    state: str | None = None  # "open", "replayed", "escalated"
+    state: str | None = None  # "open", "replayed", "resolved", "escalated"
     older_than: timedelta | None = None
     newer_than: timedelta | None = None
     job_id: UUID | None = None  # the letters of one job

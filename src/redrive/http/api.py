@@ -34,6 +34,7 @@ from redrive.http.models import (
     LetterBulkBody,
     NoteBody,
     ReplayBody,
+    ResolveBody,
     Strict,
 )
 from redrive.http.throttle import Throttle
@@ -196,7 +197,7 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
     def letter_filters(
         error_class: str | None = None, stage: str | None = None, task: str | None = None,
-        owner: str | None = None, state: Literal["open", "replayed", "escalated"] | None = None,
+        owner: str | None = None, state: Literal["open", "replayed", "resolved", "escalated"] | None = None,
         older_than_s: Annotated[float | None, Query(ge=0, le=MAX_AGE_S)] = None,
         newer_than_s: Annotated[float | None, Query(ge=0, le=MAX_AGE_S)] = None,
     ) -> dict[str, Any]:
@@ -227,16 +228,23 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         return dead_letter_view(ops.note(letter_id, body.text))
 
     @router.post("/dead-letters/bulk", response_model=out.Bulk, tags=["dead letters"])
-    def replay_matching(body: LetterBulkBody, ops: Annotated[Admin, Depends(operator)]) -> JSON:
-        """Replay every open dead letter the filter matches, in batches.
-        Interrupted, the same call again does the rest. One audit entry with
-        the filter and the count; with ``dry_run`` only the count."""
+    def letters_matching(body: LetterBulkBody, ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """Replay or resolve every open dead letter the filter matches, in
+        batches. Interrupted, the same call again does the rest. One audit
+        entry with the filter and the count; with ``dry_run`` only the count."""
         chosen = body.filter
-        done = ops.replay_matching(
-            error_class=chosen.error_class, stage=chosen.stage, task=chosen.task, owner=chosen.owner,
-            older_than=None if chosen.older_than_s is None else timedelta(seconds=chosen.older_than_s),
-            newer_than=None if chosen.newer_than_s is None else timedelta(seconds=chosen.newer_than_s),
-            from_start=body.from_start, dry_run=body.dry_run)
+        where: dict[str, Any] = {"error_class": chosen.error_class, "stage": chosen.stage, "task": chosen.task,
+                 "owner": chosen.owner,
+                 "older_than": None if chosen.older_than_s is None else timedelta(seconds=chosen.older_than_s),
+                 "newer_than": None if chosen.newer_than_s is None else timedelta(seconds=chosen.newer_than_s)}
+        if body.action == "resolve":
+            if body.from_start:
+                raise ConfigError("from_start is for a replay; a resolve runs nothing")
+            done = ops.resolve_matching(**where, note=body.note, dry_run=body.dry_run)
+        else:
+            if body.note is not None:
+                raise ConfigError("a note goes with a resolve; to annotate, post to the letter's notes")
+            done = ops.replay_matching(**where, from_start=body.from_start, dry_run=body.dry_run)
         return {"action": done.action, "matched": done.matched, "done": done.done, "skipped": done.skipped,
                 "dry_run": done.dry_run}
 
@@ -247,6 +255,14 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         done = ops.replay(body.ids, from_start=body.from_start)
         return {"items": [{"dead_letter": dead_letter_view(r.letter),
                            "job": job_view(r.job) if r.job is not None else None} for r in done]}
+
+    @router.post("/dead-letters/resolve", response_model=out.DeadLetters, tags=["dead letters"])
+    def resolve(body: ResolveBody, ops: Annotated[Admin, Depends(operator)]) -> JSON:
+        """Close open letters without running their jobs again, with an
+        optional note saying why; they leave the open count and their jobs
+        may be pruned. A letter replayed or resolved already is left as it
+        is (its ``state`` says which)."""
+        return {"items": [dead_letter_view(d) for d in ops.resolve(body.ids, note=body.note)]}
 
     # -- breakers, queues, schedules, outbox (operators) -------------------------------
 

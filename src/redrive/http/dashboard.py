@@ -28,6 +28,7 @@ from markupsafe import Markup
 from redrive.admin import BULK_ACTIONS, Actor, Admin, Bulk
 from redrive.app import App
 from redrive.core.breaker import BreakerMode
+from redrive.core.job import LETTER_STATES
 from redrive.core.outbox import OutboxStatus
 from redrive.core.rollups import KEEP, WINDOWS
 from redrive.core.states import Status
@@ -341,7 +342,7 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
     def dead_letters(request: Request, admin: Admin) -> dict[str, Any]:
         q = request.query_params
         where: dict[str, Any] = {k: q.get(k) or None for k in ("error_class", "stage", "task", "owner", "state")}
-        if where["state"] is not None and where["state"] not in _LETTER_STATES:
+        if where["state"] is not None and where["state"] not in LETTER_STATES:
             raise ConfigError(f"no dead-letter state named {where['state']!r}")
         ages: dict[str, Any] = {"older_than": _hours(q.get("older_than_h"), "older than"),
                                 "newer_than": _hours(q.get("newer_than_h"), "newer than")}
@@ -350,7 +351,7 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         params = {k: v for k, v in q.items() if v and k != "cursor"}
         return {"title": "Dead letters", "letters": [dead_letter_view(d) for d in found], "where": where,
                 "ages": {k: q.get(f"{k}_h") or "" for k in ages}, "facets": facets_view(facets),
-                "states": _LETTER_STATES, "next_cursor": found.next_cursor,
+                "states": LETTER_STATES, "next_cursor": found.next_cursor,
                 "facet_url": lambda key, value: "?" + urlencode({**params, key: value}),
                 "next_url": "?" + urlencode({**params, "cursor": found.next_cursor or ""})}
 
@@ -423,21 +424,45 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
 
         return action(request, csrf, apply, _back(back, "/dead-letters"))
 
+    @router.post("/dead-letters/resolve")
+    def resolve(request: Request, csrf: str = Form(""), ids: list[str] = Form([]), note: str = Form(""),
+                back: str = Form("")) -> Response:
+        def apply(admin: Admin) -> Done:
+            if not ids:
+                raise ConfigError("select at least one dead letter")
+            before = {d.id: d.state for d in map(admin.dead_letter, ids[:_BULK_MAX])}
+            after = admin.resolve(list(before), note=note.strip() or None)
+            closed = sum(1 for d in after if d.state == "resolved" and before[d.id] == "open")
+            return "resolved", {"n": closed, "skipped": len(after) - closed}
+
+        return action(request, csrf, apply, _back(back, "/dead-letters"))
+
     @router.post("/dead-letters/matching")
     def letters_matching(request: Request, csrf: str = Form(""), confirm: str = Form(""), start: str = Form(""),
+                         act: str = Form("replay"), note: str = Form(""),
                          error_class: str = Form(""), stage: str = Form(""), task: str = Form(""),
                          owner: str = Form(""), older_than_h: str = Form(""), newer_than_h: str = Form("")) -> Response:
         """Every open dead letter the list's filter matches: first a page
-        with the count to confirm, then the replay (``Admin.replay_matching``)."""
+        with the count to confirm, then the replay or the resolve
+        (``Admin.replay_matching``, ``Admin.resolve_matching``)."""
         where = {"error_class": error_class, "stage": stage, "task": task, "owner": owner,
                  "older_than_h": older_than_h, "newer_than_h": newer_than_h}
+        chosen: dict[str, Any] = {"error_class": error_class or None, "stage": stage or None, "task": task or None,
+                  "owner": owner or None}
 
         def replay(admin: Admin, dry_run: bool) -> Bulk:
-            return admin.replay_matching(error_class=error_class or None, stage=stage or None, task=task or None,
-                                         owner=owner or None, older_than=_hours(older_than_h or None, "older than"),
+            return admin.replay_matching(**chosen, older_than=_hours(older_than_h or None, "older than"),
                                          newer_than=_hours(newer_than_h or None, "newer than"),
                                          from_start=start == "1", dry_run=dry_run)
 
+        def resolve(admin: Admin, dry_run: bool) -> Bulk:
+            return admin.resolve_matching(**chosen, older_than=_hours(older_than_h or None, "older than"),
+                                          newer_than=_hours(newer_than_h or None, "newer than"),
+                                          note=note.strip() or None, dry_run=dry_run)
+
+        if act == "resolve":
+            return matching(request, csrf, confirm == "yes", resolve, act="resolve", where=where,
+                            page="dead-letters", noun="open dead letter", done_code="resolved_matching")
         return matching(request, csrf, confirm == "yes", replay, act="replay", where=where, page="dead-letters",
                         noun="open dead letter", done_code="replayed_matching", extra={"start": start})
 
@@ -528,6 +553,7 @@ _DONE = {
     "cancel_selected": "Cancel asked for {n} of {of}; the rest had ended, or were not yours to cancel.",
     "replayed": "Replayed {n} from the failed stage; {skipped} had been replayed already.",
     "replayed_from_start": "Replayed {n} from the start; {skipped} had been replayed already.",
+    "resolved": "Resolved {n}; {skipped} had been replayed or resolved already.",
     "noted": "Note added.",
     "deleted": "Deleted: the job, its events and its dead letters are gone.",
     "breaker_opened": "Breaker forced open: its jobs are held.",
@@ -544,6 +570,7 @@ _DONE = {
     "schedule_not_paused": "That schedule was not paused.",
     "retry_matching": "Retried {n} matching jobs; {skipped} had changed meanwhile.",
     "replayed_matching": "Replayed {n} matching dead letters; {skipped} had been replayed meanwhile.",
+    "resolved_matching": "Resolved {n} matching dead letters; {skipped} had been closed meanwhile.",
     "cancel_matching": "Cancel asked for {n} matching jobs; {skipped} had changed meanwhile.",
 }
 _COUNTS = ("n", "of", "skipped")
@@ -557,7 +584,6 @@ def _flash(query: Any) -> str | None:
         return None
     return told.format(**{name: int(value) for name, value in counts.items()})
 _HISTORY = 5  # state changes shown per breaker
-_LETTER_STATES = ("open", "replayed", "escalated")
 _CHART_MINUTES = 60
 
 

@@ -73,7 +73,7 @@ class BulkBody(Strict):
 
 
 class LetterFilter(Strict):
-    """Which open dead letters a bulk replay is for; every field left out matches all."""
+    """Which open dead letters a bulk replay or resolve is for; every field left out matches all."""
 
     error_class: str | None = Field(default=None, min_length=1, max_length=255)
     stage: str | None = Field(default=None, min_length=1, max_length=255)
@@ -84,7 +84,15 @@ class LetterFilter(Strict):
 
 
 class LetterBulkBody(Strict):
-    action: Literal["replay"]
+    action: Literal["replay", "resolve"]
     filter: LetterFilter = Field(default_factory=LetterFilter)
-    from_start: bool = False
-    dry_run: bool = Field(default=False, description="count what would be replayed, and change nothing")
+    from_start: bool = Field(default=False, description="replay only: run every stage again")
+    note: str | None = Field(default=None, min_length=1, max_length=2000,
+                             description="resolve only: why, added to each letter as a note")
+    dry_run: bool = Field(default=False, description="count what would be changed, and change nothing")
+
+
+class ResolveBody(Strict):
+    ids: list[int] = Field(min_length=1, max_length=1000)
+    note: str | None = Field(default=None, min_length=1, max_length=2000,
+                             description="why, added to each letter as a note")

@@ -110,8 +110,10 @@ class DeadLetter(Closed):
     replayed_at: datetime | None
     replayed_by: str | None
     replay_from: Literal["stage", "start"] | None
+    resolved_at: datetime | None
+    resolved_by: str | None
     notes: list[dict[str, Any]]
-    state: Literal["open", "replayed", "escalated"]
+    state: Literal["open", "replayed", "resolved", "escalated"]
 
 
 class Facets(Closed):
@@ -127,6 +129,10 @@ class Replayed(Closed):
 
 class Replays(Closed):
     items: list[Replayed]
+
+
+class DeadLetters(Closed):
+    items: list[DeadLetter]
 
 
 class Bulk(Closed):

@@ -330,7 +330,7 @@ class MemoryStore:
                                 previous_replayed=bool(previous and previous.replayed_at),
                                 error_class=error_class, retryable=item.retryable),
             previous_id=previous.id if previous else None,
-            replayed_at=None, replayed_by=None, replay_from=None, notes=[],
+            replayed_at=None, replayed_by=None, replay_from=None, notes=[], resolved_at=None, resolved_by=None,
         )
         self._letters[letter.id] = letter
         self._move(
@@ -430,7 +430,7 @@ class MemoryStore:
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         with self._lock:
             before = self._clock() - older_than
-            held = {d.job_id for d in self._letters.values() if d.replayed_at is None}
+            held = {d.job_id for d in self._letters.values() if d.state == "open"}
             finished = [(j.finished_at, j) for j in self._jobs.values()
                         if j.status in TERMINAL and j.finished_at is not None and j.id not in held]
             doomed = [j for at, j in sorted(finished, key=lambda pair: pair[0]) if at < before][:limit]
@@ -501,13 +501,13 @@ class MemoryStore:
                 return None
             letter = self._letters.get(dead_letter_id) if dead_letter_id is not None else None
             if dead_letter_id is not None and (letter is None or letter.job_id != job_id
-                                               or letter.replayed_at is not None):
+                                               or letter.state != "open"):
                 return None
             now = self._clock()
             self._cancel_requests.pop(job_id, None)
             marked = []
             for d in list(self._letters.values()):
-                if d.job_id == job_id and d.replayed_at is None:
+                if d.job_id == job_id and d.state == "open":
                     self._letters[d.id] = replace(d, replayed_at=now, replayed_by=plan.by,
                                                   replay_from=plan.replay_from)
                     marked.append(d.id)
@@ -576,6 +576,17 @@ class MemoryStore:
             note = {"at": self._clock().isoformat(), "by": by, "text": text}
             self._letters[id] = replace(letter, notes=[*letter.notes, note])
             return self._letters[id]
+
+    def dead_letters_resolve(self, *, ids: Sequence[int], by: str | None, note: str | None = None) -> list[DeadLetter]:
+        with self._lock:
+            now = self._clock()
+            done = []
+            for letter in (self._letters.get(i) for i in dict.fromkeys(ids)):
+                if letter is not None and letter.state == "open":
+                    notes = [*letter.notes, {"at": now.isoformat(), "by": by, "text": note}] if note else letter.notes
+                    self._letters[letter.id] = replace(letter, resolved_at=now, resolved_by=by, notes=notes)
+                    done.append(self._letters[letter.id])
+            return done
 
     # -- the read side (store/reads.py) ---------------------------------------
 

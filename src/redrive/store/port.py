@@ -211,6 +211,12 @@ class Store(Protocol):
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
         """Append a resolution note."""
 
+    def dead_letters_resolve(self, *, ids: Sequence[int], by: str | None, note: str | None = None) -> list[DeadLetter]:
+        """Close the open letters among ``ids`` without a replay, with ``note``
+        appended when given, in one write. Returns the letters it closed; one
+        replayed or resolved already (or gone) is left alone, so two operators
+        acting at once close it once."""
+
     def breaker_update(
         self, *, name: str, change: Callable[[Breaker, float], Breaker], by: str | None = None
     ) -> Breaker:

@@ -180,14 +180,15 @@ class DeadLetterFacets:
         return cls(sum(classes.values()), dict(classes), dict(stages), dict(by_task))
 
 
-def tallied(where: DeadLetterFilter) -> dict[str, bool | None] | None:
+def tallied(where: DeadLetterFilter) -> dict[str, str | None] | None:
     """``dead_letters_tally``'s parameters when a filter asks for every
-    letter, every open one or every replayed one and nothing more: the stores
-    answer its facets from the counts kept as letters open and close, not by
-    counting the letters. None for any other filter."""
-    if where not in (DeadLetterFilter(), DeadLetterFilter(state="open"), DeadLetterFilter(state="replayed")):
+    letter, or every letter in one state (open, replayed, resolved) and
+    nothing more: the stores answer its facets from the counts kept as
+    letters open and close, not by counting the letters. None for any other
+    filter."""
+    if where != DeadLetterFilter(state=where.state) or where.state == "escalated":
         return None
-    return {"replayed": None if where.state is None else where.state == "replayed"}
+    return {"state": where.state}
 
 
 @dataclass(frozen=True, slots=True)

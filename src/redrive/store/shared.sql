@@ -18,9 +18,9 @@ ORDER BY at, key, kind, bucket;
 DELETE FROM redrive_rollup WHERE at < :before;
 
 -- name: dead_letters_tally
--- Kept by triggers as letters open and close (PostgreSQL migration 0024,
--- SQLite 0019); :replayed null counts every letter.
+-- Kept by triggers as letters open and close (PostgreSQL migration 0025,
+-- SQLite 0020); :state null counts every letter.
 SELECT task, error_class, stage, sum(n) AS n FROM redrive_dead_letter_tally
-WHERE CAST(:replayed AS BOOLEAN) IS NULL OR replayed = CAST(:replayed AS BOOLEAN)
+WHERE CAST(:state AS TEXT) IS NULL OR state = CAST(:state AS TEXT)
 GROUP BY task, error_class, stage
 HAVING sum(n) > 0;

@@ -192,7 +192,7 @@ WITH doomed AS (
     SELECT d.id FROM redrive_job_done AS d
     WHERE d.finished_at < now() - %(older_than)s
       AND NOT EXISTS (SELECT 1 FROM redrive_dead_letter AS l
-                      WHERE l.job_id = d.id AND l.replayed_at IS NULL)
+                      WHERE l.job_id = d.id AND l.replayed_at IS NULL AND l.resolved_at IS NULL)
     ORDER BY d.finished_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -603,7 +603,7 @@ WITH moved AS (
       AND (%(dead_letter_id)s::bigint IS NULL OR EXISTS (
             SELECT 1 FROM redrive_dead_letter AS l
             WHERE l.id = %(dead_letter_id)s::bigint AND l.job_id = d.id
-              AND l.replayed_at IS NULL))
+              AND l.replayed_at IS NULL AND l.resolved_at IS NULL))
     RETURNING *
 ), revived AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
@@ -622,7 +622,7 @@ WITH moved AS (
 ), letters AS (
     UPDATE redrive_dead_letter
     SET replayed_at = now(), replayed_by = %(by)s, replay_from = %(replay_from)s
-    WHERE job_id IN (SELECT id FROM revived) AND replayed_at IS NULL
+    WHERE job_id IN (SELECT id FROM revived) AND replayed_at IS NULL AND resolved_at IS NULL
     RETURNING id
 ), requests AS (
     -- a cancel asked of the run that failed does not reach the new one
@@ -649,7 +649,8 @@ WHERE (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
   AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
   AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
   AND (%(state)s::text IS NULL
-       OR (%(state)s::text = 'open' AND replayed_at IS NULL)
+       OR (%(state)s::text = 'open' AND replayed_at IS NULL AND resolved_at IS NULL)
+       OR (%(state)s::text = 'resolved' AND resolved_at IS NOT NULL)
        OR (%(state)s::text = 'replayed' AND replayed_at IS NOT NULL)
        OR (%(state)s::text = 'escalated' AND escalated))
   AND (%(older_than_s)s::float8 IS NULL
@@ -669,7 +670,8 @@ WITH matching AS (
   AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
   AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
   AND (%(state)s::text IS NULL
-       OR (%(state)s::text = 'open' AND replayed_at IS NULL)
+       OR (%(state)s::text = 'open' AND replayed_at IS NULL AND resolved_at IS NULL)
+       OR (%(state)s::text = 'resolved' AND resolved_at IS NOT NULL)
        OR (%(state)s::text = 'replayed' AND replayed_at IS NOT NULL)
        OR (%(state)s::text = 'escalated' AND escalated))
   AND (%(older_than_s)s::float8 IS NULL
@@ -680,6 +682,15 @@ WITH matching AS (
 -- one row per (task, error class, stage): a handful, added up by DeadLetterFacets.of
 SELECT task, error_class, coalesce(stage, '') AS stage, count(*) AS n
 FROM matching GROUP BY task, error_class, coalesce(stage, '');
+
+-- name: dead_letters_resolve
+UPDATE redrive_dead_letter
+SET resolved_at = now(), resolved_by = %(by)s,
+    notes = CASE WHEN %(note)s::text IS NULL THEN notes
+                 ELSE notes || jsonb_build_array(jsonb_build_object(
+                     'at', now(), 'by', %(by)s::text, 'text', %(note)s::text)) END
+WHERE id = ANY(%(ids)s::bigint[]) AND replayed_at IS NULL AND resolved_at IS NULL
+RETURNING *;
 
 -- name: dead_letter_note
 UPDATE redrive_dead_letter

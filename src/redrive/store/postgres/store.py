@@ -590,6 +590,10 @@ class PostgresStore:
             return DeadLetterFacets.of(self._run("dead_letters_tally", counted))
         return DeadLetterFacets.of(self._run("dead_letter_facets", _letter_filter(where)))
 
+    def dead_letters_resolve(self, *, ids: Sequence[int], by: str | None, note: str | None = None) -> list[DeadLetter]:
+        rows = self._run("dead_letters_resolve", {"ids": list(ids), "by": by, "note": note})
+        return sorted((_dead_letter(row) for row in rows), key=lambda d: d.id)
+
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
         rows = self._run("dead_letter_note", {"id": id, "text": text, "by": by})
         if not rows:

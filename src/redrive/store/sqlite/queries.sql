@@ -212,12 +212,13 @@ VALUES (:job_id, :task, :queue, :owner, :error_class, :error_code,
 RETURNING id;
 
 -- name: dead_letter_open_check
-SELECT 1 FROM redrive_dead_letter WHERE id = :id AND job_id = :job_id AND replayed_at IS NULL;
+SELECT 1 FROM redrive_dead_letter
+WHERE id = :id AND job_id = :job_id AND replayed_at IS NULL AND resolved_at IS NULL;
 
 -- name: dead_letters_mark_replayed
 UPDATE redrive_dead_letter
 SET replayed_at = :now, replayed_by = :by, replay_from = :replay_from
-WHERE job_id = :job_id AND replayed_at IS NULL
+WHERE job_id = :job_id AND replayed_at IS NULL AND resolved_at IS NULL
 RETURNING id;
 
 -- name: dead_letter_get
@@ -231,7 +232,8 @@ WHERE (:error_class IS NULL OR error_class = :error_class)
   AND (:owner IS NULL OR owner = :owner)
   AND (:job_id IS NULL OR job_id = :job_id)
   AND (:state IS NULL
-       OR (:state = 'open' AND replayed_at IS NULL)
+       OR (:state = 'open' AND replayed_at IS NULL AND resolved_at IS NULL)
+       OR (:state = 'resolved' AND resolved_at IS NOT NULL)
        OR (:state = 'replayed' AND replayed_at IS NOT NULL)
        OR (:state = 'escalated' AND escalated))
   AND (:older_than_s IS NULL
@@ -241,6 +243,14 @@ WHERE (:error_class IS NULL OR error_class = :error_class)
   AND (:after_id IS NULL OR id < :after_id)
 ORDER BY id DESC
 LIMIT :limit;
+
+-- name: dead_letters_resolve
+UPDATE redrive_dead_letter
+SET resolved_at = :now, resolved_by = :by,
+    notes = CASE WHEN :note IS NULL THEN notes
+                 ELSE json_insert(notes, '$[#]', json_object('at', :at, 'by', :by, 'text', :note)) END
+WHERE id IN (SELECT value FROM json_each(:ids)) AND replayed_at IS NULL AND resolved_at IS NULL
+RETURNING *;
 
 -- name: dead_letter_note
 UPDATE redrive_dead_letter
@@ -272,7 +282,7 @@ LIMIT :limit;
 SELECT d.id FROM redrive_job_done AS d
 WHERE d.finished_at < :before
   AND NOT EXISTS (SELECT 1 FROM redrive_dead_letter AS l
-                  WHERE l.job_id = d.id AND l.replayed_at IS NULL)
+                  WHERE l.job_id = d.id AND l.replayed_at IS NULL AND l.resolved_at IS NULL)
 ORDER BY d.finished_at
 LIMIT :limit;
 
@@ -421,7 +431,8 @@ WITH matching AS (
       AND (:owner IS NULL OR owner = :owner)
       AND (:job_id IS NULL OR job_id = :job_id)
       AND (:state IS NULL
-           OR (:state = 'open' AND replayed_at IS NULL)
+           OR (:state = 'open' AND replayed_at IS NULL AND resolved_at IS NULL)
+           OR (:state = 'resolved' AND resolved_at IS NOT NULL)
            OR (:state = 'replayed' AND replayed_at IS NOT NULL)
            OR (:state = 'escalated' AND escalated))
       AND (:older_than_s IS NULL

@@ -736,6 +736,12 @@ class SQLiteStore:
             self._queries["dead_letter_facets"], {**_letter_filter(where), "now": now}).fetchall())
         return DeadLetterFacets.of(rows)
 
+    def dead_letters_resolve(self, *, ids: Sequence[int], by: str | None, note: str | None = None) -> list[DeadLetter]:
+        rows = self._write(lambda conn, now: conn.execute(self._queries["dead_letters_resolve"], {
+            "ids": json.dumps(list(ids)), "by": by, "note": note, "now": now, "at": _time(now).isoformat(),
+        }).fetchall())
+        return sorted((_dead_letter(row) for row in rows), key=lambda d: d.id)
+
     def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
         row = self._write(lambda conn, now: conn.execute(self._queries["dead_letter_note"], {
             "id": id, "text": text, "by": by, "at": _time(now).isoformat(),
@@ -1096,7 +1102,7 @@ def _dead_letter(row: sqlite3.Row) -> DeadLetter:
     values["job_id"] = UUID(values["job_id"])
     for name in ("stage_attempts", "context", "notes"):
         values[name] = json.loads(values[name])
-    for name in ("first_failure_at", "last_failure_at", "replayed_at"):
+    for name in ("first_failure_at", "last_failure_at", "replayed_at", "resolved_at"):
         values[name] = _time(values[name])
     values["retryable"] = bool(values["retryable"])
     values["escalated"] = bool(values["escalated"])

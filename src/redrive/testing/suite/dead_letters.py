@@ -147,6 +147,44 @@ def test_dead_letters_filter_and_take_notes(store: Store) -> None:
     assert store.dead_letter_get(id=10_000) is None
 
 
+def test_a_resolve_closes_open_letters_once_and_frees_their_jobs(timed_store: Store, clock) -> None:
+    store = timed_store
+    store.jobs_insert(jobs=[new(task="t", max_attempts=1) for _ in range(4)])
+    jobs = [claim_one(store) for _ in range(4)]
+    for job in jobs:
+        fail(store, job, "NOT_PDF")
+    letters = [letter_of(store, job.id) for job in jobs]
+    assert revive(store, jobs[0].id, "replay", by="ops", dead_letter_id=letters[0].id) is not None
+    # Resolving a replayed letter, an open one twice and one that does not exist: the open ones close, once
+    closed = store.dead_letters_resolve(ids=[letters[0].id, letters[1].id, letters[1].id, letters[2].id, 10_000],
+                                        by="ops", note="refunded by hand")
+    assert [d.id for d in closed] == [letters[1].id, letters[2].id]
+    assert all(d.state == "resolved" and d.resolved_by == "ops" and d.resolved_at is not None
+               and d.replayed_at is None for d in closed)
+    assert [(n["by"], n["text"]) for n in closed[0].notes] == [("ops", "refunded by hand")]
+    assert store.dead_letters_resolve(ids=[letters[1].id], by="bob") == []  # a second operator changes nothing
+    assert store.dead_letter_get(id=letters[1].id).resolved_by == "ops"
+    assert store.dead_letter_get(id=letters[0].id).state == "replayed"
+    # Without a note, none is added
+    (quiet,) = store.dead_letters_resolve(ids=[letters[3].id], by=None)
+    assert quiet.notes == [] and quiet.state == "resolved"
+    # A resolved letter is not replayed; its job can still be retried by hand, and the letter stays resolved
+    assert revive(store, jobs[1].id, "replay", by="ops", dead_letter_id=letters[1].id) is None
+    assert revive(store, jobs[2].id, "manual_retry", by="alice") is not None
+    assert store.dead_letter_get(id=letters[2].id).state == "resolved"
+    # The filters and the counts see three states
+    states = {state: [d.id for d in store.dead_letters_page(where=DeadLetterFilter(state=state)).items]
+              for state in ("open", "replayed", "resolved")}
+    assert states == {"open": [], "replayed": [letters[0].id],
+                      "resolved": [letters[3].id, letters[2].id, letters[1].id]}
+    assert store.dead_letter_facets(where=DeadLetterFilter(state="open")).total == 0
+    assert store.dead_letter_facets(where=DeadLetterFilter(state="resolved")).total == 3
+    # A resolved letter no longer holds its failed job back from the prune
+    clock.advance(timedelta(days=40))
+    assert store.jobs_prune(older_than=timedelta(days=30)) == 2  # jobs[1] and jobs[3]; the others are queued
+    assert store.job_get(job_id=jobs[1].id) is None and store.dead_letter_get(id=letters[1].id) is None
+
+
 def test_a_lease_that_expires_on_the_last_attempt_is_dead_lettered(store: Store) -> None:
     store.jobs_insert(jobs=[new(max_attempts=1, stage="only")])
     job = claim_one(store, ttl=timedelta(milliseconds=300))
@@ -190,7 +228,8 @@ def test_the_letter_counts_kept_as_letters_open_and_close_match_the_letters(time
     jobs = [claim_one(store) for _ in range(12)]
     for n, job in enumerate(jobs):
         fail(store, job, "NOT_PDF" if n % 2 else "AUTH_DENIED", stage="fetch" if n % 4 == 0 else None)
-    # two replayed (one of which fails again: open anew), one deleted once replayed and done
+    # two replayed (one of which fails again: open anew), one deleted once replayed and done; two resolved
+    assert len(store.dead_letters_resolve(ids=[letter_of(store, job.id).id for job in jobs[10:]], by="ops")) == 2
     for job in jobs[:2]:
         assert revive(store, job.id, "replay", by="ops", dead_letter_id=letter_of(store, job.id).id)
     again = claim_one(store)
@@ -198,16 +237,19 @@ def test_the_letter_counts_kept_as_letters_open_and_close_match_the_letters(time
     done = claim_one(store)
     applied(store.jobs_finish([Completion(done.lease, None)]))
     clock.advance(timedelta(days=40))
-    assert store.jobs_prune(older_than=timedelta(days=30)) == 1  # the job that succeeded on its replay
+    # the job that succeeded on its replay, and the two whose letters were resolved
+    assert store.jobs_prune(older_than=timedelta(days=30)) == 3
 
     totals = {}
-    for where in (DeadLetterFilter(state="open"), DeadLetterFilter(state="replayed"), DeadLetterFilter()):
+    for where in (DeadLetterFilter(state="open"), DeadLetterFilter(state="replayed"),
+                  DeadLetterFilter(state="resolved"), DeadLetterFilter()):
         kept = store.dead_letter_facets(where=where)
         totals[where.state] = kept.total
         assert {"total": kept.total, "classes": kept.error_classes, "stages": kept.stages,
                 "by_task": kept.by_task} == _counted(store, where)
-    # 12 letters, 2 replayed; one of those failed again (a 13th, open); the other's job was pruned with it
-    assert totals == {"open": 11, "replayed": 1, None: 12}
+    # 12 letters, 2 resolved, 2 replayed; one of those failed again (a 13th, open); the other's job was
+    # pruned with it. The two resolved ones are pruned too: their jobs are old history nobody holds.
+    assert totals == {"open": 9, "replayed": 1, "resolved": 0, None: 10}
     # a narrower filter is counted from the letters themselves, and agrees
     narrow = DeadLetterFilter(state="open", task="t1")
     assert store.dead_letter_facets(where=narrow).total == _counted(store, narrow)["total"]
