@@ -13,19 +13,32 @@ _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
 
 _PARAM = re.compile(r"(?<![:\w]):(\w+)")  # :name, not a ::cast
+_WORD = re.compile(r"\{(\w+)\}")
+
+# How each dialect spells what shared.sql writes as {word}: a type or the
+# database's clock. A {_name} is a fragment of shared.sql itself (a filter
+# two queries share). SQLite keeps times as seconds since the epoch.
+SPELLINGS: dict[str, dict[str, str]] = {
+    "postgres": {"uuid": "uuid", "time": "timestamptz", "now": "now()", "second": "interval '1 second'"},
+    "sqlite": {"uuid": "TEXT", "time": "REAL", "now": ":now", "second": "1"},
+}
 
 
-def load_queries(package: str, *, pyformat: bool = False) -> dict[str, str]:
+def load_queries(package: str, *, dialect: str) -> dict[str, str]:
     """A store's named queries: its own ``queries.sql`` and the ``shared.sql``
-    both SQL stores run as written (with ``pyformat``, its ``:name``
-    parameters read as ``%(name)s``, psycopg's style)."""
+    both SQL stores run, each ``{word}`` spelled as ``dialect`` spells it
+    (``SPELLINGS``) and, for PostgreSQL, ``:name`` parameters read as
+    ``%(name)s``, psycopg's style."""
     own = _named(resources.files(package).joinpath("queries.sql").read_text(), f"{package}/queries.sql")
     shared = _named(resources.files(__package__).joinpath("shared.sql").read_text(), "shared.sql")
     if both := sorted(own.keys() & shared.keys()):
         raise ConfigError(f"{package}/queries.sql names {', '.join(both)}, which shared.sql holds")
-    if pyformat:
-        shared = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in shared.items()}
-    return {**shared, **own}
+    words = {**SPELLINGS[dialect], **{name: sql for name, sql in shared.items() if name.startswith("_")}}
+    spelled = {name: _WORD.sub(lambda m: _WORD.sub(lambda n: words[n.group(1)], words[m.group(1)]), sql)
+               for name, sql in shared.items() if not name.startswith("_")}
+    if dialect == "postgres":
+        spelled = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in spelled.items()}
+    return {**spelled, **own}
 
 
 def _named(text: str, where: str) -> dict[str, str]:

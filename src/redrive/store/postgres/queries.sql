@@ -641,48 +641,6 @@ SELECT revived.*, (SELECT count(*) FROM wake) AS woken FROM revived;
 -- name: dead_letter_get
 SELECT * FROM redrive_dead_letter WHERE id = %(id)s;
 
--- name: dead_letters_page
-SELECT * FROM redrive_dead_letter
-WHERE (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
-  AND (%(stage)s::text IS NULL OR stage = %(stage)s::text)
-  AND (%(task)s::text IS NULL OR task = %(task)s::text)
-  AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
-  AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
-  AND (%(state)s::text IS NULL
-       OR (%(state)s::text = 'open' AND replayed_at IS NULL AND resolved_at IS NULL)
-       OR (%(state)s::text = 'resolved' AND resolved_at IS NOT NULL)
-       OR (%(state)s::text = 'replayed' AND replayed_at IS NOT NULL)
-       OR (%(state)s::text = 'escalated' AND escalated))
-  AND (%(older_than_s)s::float8 IS NULL
-       OR last_failure_at <= now() - make_interval(secs => %(older_than_s)s::float8))
-  AND (%(newer_than_s)s::float8 IS NULL
-       OR last_failure_at > now() - make_interval(secs => %(newer_than_s)s::float8))
-  AND (%(after_id)s::bigint IS NULL OR id < %(after_id)s::bigint)
-ORDER BY id DESC
-LIMIT %(limit)s;
-
--- name: dead_letter_facets
-WITH matching AS (
-    SELECT task, error_class, stage FROM redrive_dead_letter
-    WHERE (%(error_class)s::text IS NULL OR error_class = %(error_class)s::text)
-  AND (%(stage)s::text IS NULL OR stage = %(stage)s::text)
-  AND (%(task)s::text IS NULL OR task = %(task)s::text)
-  AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
-  AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
-  AND (%(state)s::text IS NULL
-       OR (%(state)s::text = 'open' AND replayed_at IS NULL AND resolved_at IS NULL)
-       OR (%(state)s::text = 'resolved' AND resolved_at IS NOT NULL)
-       OR (%(state)s::text = 'replayed' AND replayed_at IS NOT NULL)
-       OR (%(state)s::text = 'escalated' AND escalated))
-  AND (%(older_than_s)s::float8 IS NULL
-       OR last_failure_at <= now() - make_interval(secs => %(older_than_s)s::float8))
-  AND (%(newer_than_s)s::float8 IS NULL
-       OR last_failure_at > now() - make_interval(secs => %(newer_than_s)s::float8))
-)
--- one row per (task, error class, stage): a handful, added up by DeadLetterFacets.of
-SELECT task, error_class, coalesce(stage, '') AS stage, count(*) AS n
-FROM matching GROUP BY task, error_class, coalesce(stage, '');
-
 -- name: dead_letters_resolve
 UPDATE redrive_dead_letter
 SET resolved_at = now(), resolved_by = %(by)s,

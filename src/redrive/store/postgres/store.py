@@ -154,7 +154,7 @@ class PostgresStore:
         self._finish_thread: threading.Thread | None = None
         self._finish_ready = threading.Event()
         self._closing = threading.Event()
-        self._queries = load_queries(_PACKAGE, pyformat=True)
+        self._queries = load_queries(_PACKAGE, dialect="postgres")
         if clock is not None:
             self._queries = {name: _on_clock(name, sql) for name, sql in self._queries.items()}
         self._migrations = load_migrations(_PACKAGE)

@@ -224,26 +224,6 @@ RETURNING id;
 -- name: dead_letter_get
 SELECT * FROM redrive_dead_letter WHERE id = :id;
 
--- name: dead_letters_page
-SELECT * FROM redrive_dead_letter
-WHERE (:error_class IS NULL OR error_class = :error_class)
-  AND (:stage IS NULL OR stage = :stage)
-  AND (:task IS NULL OR task = :task)
-  AND (:owner IS NULL OR owner = :owner)
-  AND (:job_id IS NULL OR job_id = :job_id)
-  AND (:state IS NULL
-       OR (:state = 'open' AND replayed_at IS NULL AND resolved_at IS NULL)
-       OR (:state = 'resolved' AND resolved_at IS NOT NULL)
-       OR (:state = 'replayed' AND replayed_at IS NOT NULL)
-       OR (:state = 'escalated' AND escalated))
-  AND (:older_than_s IS NULL
-       OR last_failure_at <= :now - :older_than_s)
-  AND (:newer_than_s IS NULL
-       OR last_failure_at > :now - :newer_than_s)
-  AND (:after_id IS NULL OR id < :after_id)
-ORDER BY id DESC
-LIMIT :limit;
-
 -- name: dead_letters_resolve
 UPDATE redrive_dead_letter
 SET resolved_at = :now, resolved_by = :by,
@@ -421,28 +401,6 @@ FROM redrive_job_done
 WHERE finished_at >= :since
 GROUP BY 1, 2, 3
 ORDER BY 2, 1, 3;
-
--- name: dead_letter_facets
-WITH matching AS (
-    SELECT task, error_class, stage FROM redrive_dead_letter
-    WHERE (:error_class IS NULL OR error_class = :error_class)
-      AND (:stage IS NULL OR stage = :stage)
-      AND (:task IS NULL OR task = :task)
-      AND (:owner IS NULL OR owner = :owner)
-      AND (:job_id IS NULL OR job_id = :job_id)
-      AND (:state IS NULL
-           OR (:state = 'open' AND replayed_at IS NULL AND resolved_at IS NULL)
-           OR (:state = 'resolved' AND resolved_at IS NOT NULL)
-           OR (:state = 'replayed' AND replayed_at IS NOT NULL)
-           OR (:state = 'escalated' AND escalated))
-      AND (:older_than_s IS NULL
-           OR last_failure_at <= :now - :older_than_s)
-      AND (:newer_than_s IS NULL
-           OR last_failure_at > :now - :newer_than_s)
-)
--- one row per (task, error class, stage): a handful, added up by DeadLetterFacets.of
-SELECT task, error_class, coalesce(stage, '') AS stage, count(*) AS n
-FROM matching GROUP BY task, error_class, coalesce(stage, '');
 
 -- name: schedules_list
 SELECT name, fired_until, updated_at, paused_by FROM redrive_schedule ORDER BY name;

@@ -116,7 +116,7 @@ class SQLiteStore:
         self.path = path
         self._clock = clock
         self._file_clock: FileClock | None = None
-        self._queries = load_queries(_PACKAGE)
+        self._queries = load_queries(_PACKAGE, dialect="sqlite")
         # The job list for one owner: the same query with the owner's test
         # written so SQLite can plan it onto the owner index (migration 0019).
         self._queries["jobs_page_owned"] = self._queries["jobs_page"].replace(
