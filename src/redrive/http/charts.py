@@ -1,10 +1,14 @@
 """The charts page's drawing: rollup series (core/rollups.py) as the bars and
-lines its server-rendered SVG draws, every number worked out here so the
-template only places them."""
+lines of its server-rendered SVG. The marks are written here, not in the
+template: thousands of them through Jinja cost more than reading the
+rollups (docs/performance.md); the template places the drawings and the
+words around them."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from markupsafe import Markup, escape
 
 from redrive.core.rollups import ENDINGS, Series, Window, quantile
 
@@ -39,27 +43,27 @@ def _one(one: Series, window: Window) -> dict[str, Any]:
             if n:
                 h = max(n * BARS_H / peak, _MIN_BAR_H)
                 top -= h
-                parts.append({"kind": kind, "y": round(top, 1), "h": round(h, 1)})
+                parts.append(f'<rect class="{kind}" x="{x}" y="{round(top, 1)}" width="{width}" height="{round(h, 1)}"/>')
         said = ", ".join(f"{slot.counts[kind]} {kind}" for kind in ENDINGS if slot.counts[kind])
         timing = f"; duration p50 {ms_text(p50)}, p95 {ms_text(p95)}" if p95 is not None else ""
-        bars.append({"x": x, "parts": parts,
-                     "label": f"{slot.start.strftime(_TIME[window.name])} UTC: {said}{timing}"})
+        label = escape(f"{slot.start.strftime(_TIME[window.name])} UTC: {said}{timing}")
+        bars.append(f"<g><title>{label}</title>{''.join(parts)}</g>")
     longest = max((v for _, v in p95s if v is not None), default=None)
     durations, waits = one.merged("durations"), one.merged("waits")
-    return {"key": one.key, "bars": bars, "width": width, "peak": peak, "totals": one.totals(),
-            "p50_line": _line(p50s, longest), "p95_line": _line(p95s, longest), "longest": ms_text(longest),
+    return {"key": one.key, "bars": Markup("".join(bars)), "width": width, "peak": peak, "totals": one.totals(),
+            "lines": Markup(_line("p50", p50s, longest) + _line("p95", p95s, longest)), "longest": ms_text(longest),
             "duration": {"p50": ms_text(quantile(durations, 0.5)), "p95": ms_text(quantile(durations, 0.95))},
             "wait": {"p50": ms_text(quantile(waits, 0.5)), "p95": ms_text(quantile(waits, 0.95))},
             "first": one.slots[0].start.strftime(_TIME[window.name]),
             "last": one.slots[-1].start.strftime(_TIME[window.name])}
 
 
-def _line(points: list[tuple[float, float | None]], longest: float | None) -> dict[str, list[Any]]:
-    """A line as SVG draws it: polyline point lists, one per run of slots
-    that have a value (a slot where nothing was timed breaks the line), and
-    a dot at each value, so a lone slot shows too."""
+def _line(name: str, points: list[tuple[float, float | None]], longest: float | None) -> str:
+    """A line as SVG: polylines, one per run of slots that have a value (a
+    slot where nothing was timed breaks the line), and a dot at each value,
+    so a lone slot shows too."""
     if not longest:
-        return {"runs": [], "dots": []}
+        return ""
     runs: list[list[str]] = [[]]
     dots = []
     for x, value in points:
@@ -68,8 +72,9 @@ def _line(points: list[tuple[float, float | None]], longest: float | None) -> di
             continue
         y = round(LINES_H - 3 - value * (LINES_H - 6) / longest, 1)
         runs[-1].append(f"{round(x, 1)},{y}")
-        dots.append({"x": round(x, 1), "y": y})
-    return {"runs": [" ".join(run) for run in runs if len(run) > 1], "dots": dots}
+        dots.append(f'<circle class="{name}" cx="{round(x, 1)}" cy="{y}" r="1.8"/>')
+    lines = [f'<polyline class="{name}" points="{" ".join(run)}"/>' for run in runs if len(run) > 1]
+    return "".join(lines + dots)
 
 
 def ms_text(ms: float | None) -> str:
