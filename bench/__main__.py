@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.harness import ROOT, BenchError, Workers, throughput
+from bench.harness import ROOT, BenchError, Workers, cpu_us_per_job, throughput
 from bench.report import Report
 
 ENQUEUE_BATCH = 1000
@@ -53,10 +53,13 @@ PROFILES = {
 
 
 def systems(names: list[str], workdir: Path) -> list:
+    from bench.floors import Floors, PsycopgLoop
     from bench.systems.bare_sqlite import BareSqlite
     from bench.systems.redrive import Redrive
 
     made = {
+        "floor-pgbench": Floors,
+        "floor-psycopg": PsycopgLoop,
         "redrive-pg": lambda: Redrive("pg", workdir),
         "redrive-pg-minimal": lambda: Redrive("pg", workdir, profile="minimal"),
         "redrive-pg-observed": lambda: Redrive("pg", workdir, observed=True),
@@ -69,12 +72,17 @@ def systems(names: list[str], workdir: Path) -> list:
         from bench.systems.procrastinate import Procrastinate
 
         made |= {"pgqueuer": PgQueuer, "procrastinate": Procrastinate, "celery": Celery}
+    if "huey" in names:
+        from bench.systems.huey import Huey
+
+        made["huey"] = lambda: Huey(workdir)
     return [made[n]() for n in names]
 
 
-ALL = ["redrive-pg", "redrive-pg-minimal", "redrive-pg-observed", "pgqueuer", "procrastinate", "celery",
-       "redrive-sqlite", "bare-sqlite"]
-SINGLE_PROCESS = {"redrive-sqlite", "bare-sqlite"}  # one SQLite writer: 2 processes only contend
+ALL = ["floor-pgbench", "floor-psycopg", "redrive-pg", "redrive-pg-minimal", "redrive-pg-observed", "pgqueuer",
+       "procrastinate", "celery", "redrive-sqlite", "bare-sqlite", "huey"]
+FLOORS = {"floor-pgbench", "floor-psycopg"}  # measured beside the systems, not as one
+SINGLE_PROCESS = {"redrive-sqlite", "bare-sqlite", "huey"}  # one SQLite writer: 2 processes only contend
 
 
 @dataclass
@@ -93,6 +101,19 @@ def timed(fn: Callable[[], None]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def measure_floor(name: str, floor, profile: Profile, cells: Cells) -> None:
+    """The floors in the columns of the figures they bound: pgbench's one-row
+    insert and two clients claiming and archiving; Python's insert loop."""
+    if name == "floor-pgbench":
+        cells.add("enqueue 1/call", floor.insert(profile.budget_s))
+        # three seconds of it, and a backlog that outlasts them at well past any rate seen here (about
+        # 135,000 jobs/s)
+        seconds = min(profile.budget_s, 3.0)
+        cells.add("jobs/s 2 proc", floor.claim_and_archive(int(250_000 * seconds), seconds))
+    else:
+        cells.add("enqueue 1/call", floor.insert(profile.single))
 
 
 def measure_enqueue(system, profile: Profile, cells: Cells) -> None:
@@ -126,6 +147,8 @@ def measure_throughput(system, processes: int, profile: Profile, cells: Cells) -
         progress = workers.wait(backlog, budget_s=profile.budget_s, timeout_s=profile.budget_s + 120)
         cells.add(f"jobs/s {processes} proc", throughput(progress))
         cells.add("peak RSS MiB", workers.peak_rss_kib() / 1024)
+        if processes == 1:
+            cells.add("CPU µs/job", cpu_us_per_job(progress))
 
 
 def measure_latency(system, profile: Profile, cells: Cells) -> None:
@@ -265,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"[{time.monotonic() - started:5.0f}s] repeat {repeat + 1}/{repeats}: "
                           f"{system.name}", file=sys.stderr, flush=True)
                     cells = table[system.name]
+                    if name in FLOORS:
+                        measure_floor(name, system, profile, cells)
+                        continue
                     measure_enqueue(system, profile, cells)
                     for processes in (1,) if name in SINGLE_PROCESS else (1, 2):
                         measure_throughput(system, processes, profile, cells)

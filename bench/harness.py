@@ -28,6 +28,7 @@ class Progress:
     last: float | None
     marks: dict[int, tuple[float, int]]  # count -> (monotonic time, RSS KiB)
     latencies: list[float]
+    cpu_s: float | None = None  # the process's CPU seconds from its first job to its last
 
 
 class Workers:
@@ -68,9 +69,10 @@ class Workers:
                 data = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue  # replaced while read; the next poll sees it
+            cpu = None if data["cpu_first"] is None else data["cpu_last"] - data["cpu_first"]
             found.append(Progress(data["count"], data["first"], data["last"],
                                   {int(k): tuple(v) for k, v in data["marks"].items()},
-                                  data["lat"]))
+                                  data["lat"], cpu))
         return found
 
     def wait(self, n: int, *, budget_s: float, timeout_s: float) -> list[Progress]:
@@ -136,6 +138,13 @@ def throughput(progress: list[Progress]) -> float:
     first = min(p.first for p in progress if p.first is not None)
     last = max(p.last for p in progress if p.last is not None)
     return count / (last - first) if last > first else float("nan")
+
+
+def cpu_us_per_job(progress: list[Progress]) -> float:
+    """The workers' own CPU per job, in microseconds: every process's CPU
+    time from its first job to its last, over the jobs run in between."""
+    jobs = sum(p.count - 1 for p in progress if p.cpu_s is not None)
+    return sum(p.cpu_s for p in progress if p.cpu_s is not None) / jobs * 1e6 if jobs > 0 else float("nan")
 
 
 def _tree(pid: int) -> list[int]:

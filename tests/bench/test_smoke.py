@@ -1,5 +1,6 @@
-"""The benchmark still runs: a tiny profile of every redrive system and the
-bare SQLite loop, end to end through real worker processes. It measures
+"""The benchmark still runs: a tiny profile of every redrive system, the
+bare SQLite loop and the PostgreSQL floors (pgbench, a psycopg loop), end to
+end through real worker processes. It measures
 nothing (speed is bench/run's business); it keeps the harness from rotting."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 from tests.conftest import PG_SERVER
 
 ROOT = Path(__file__).resolve().parents[2]
-SYSTEMS = {"redrive-pg": "redrive-pg", "redrive-pg-minimal": "redrive-pg (minimal)",
+SYSTEMS = {"floor-pgbench": "floor: pgbench (SQL only)", "floor-psycopg": "floor: psycopg loop (Python)",
+           "redrive-pg": "redrive-pg", "redrive-pg-minimal": "redrive-pg (minimal)",
            "redrive-pg-observed": "redrive-pg (metrics, JSON logs)",
            "redrive-sqlite": "redrive-sqlite", "bare-sqlite": "bare SQLite loop"}
 
@@ -37,7 +39,8 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
         )
     finally:
         with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as admin:
-            for name in ("bench_redrive", "bench_matchmaking", "bench_matchmaking_floor"):
+            for name in ("bench_redrive", "bench_matchmaking", "bench_matchmaking_floor", "bench_floor",
+                         "bench_floor_psycopg"):
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}{suffix}" WITH (FORCE)')
     assert run.returncode == 0, run.stderr[-2000:]
     assert not list(scratch.iterdir())
@@ -47,9 +50,15 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
         cells = [c.strip() for c in row.strip("|").split("|")[1:]]
         measured = [c for c in cells if c != "–"]
         assert measured and all(float(c.replace(",", "")) > 0 for c in measured), row
-    for target in ("reliability on", "metrics and JSON logs on", "SQLite ≥ 50 %", "3,000-job backlog",
+    for target in ("PostgreSQL, 2 worker processes ≥ 60 % of the pgbench", "single enqueue ≥ 90 % of the minimal",
+                   "reliability on", "metrics and JSON logs on", "SQLite, 1 process ≥ 30 %", "3,000-job backlog",
                    "/metrics scrape", "worker RSS", "dashboard overview with 2,000 jobs",
                    "dashboard first jobs page with 2,000 jobs"):
         assert re.search(rf"\| {re.escape(target)}.*\| \d+\.\d\d \| (yes|\*\*no\*\*) \|", report), target
+    # every redrive figure that has a floor is shown against it, CPU per job included
+    for figure in ("redrive-pg enqueue 1/call", "redrive-pg jobs/s 2 proc", "redrive-sqlite jobs/s 1 proc",
+                   "redrive-sqlite CPU µs/job"):
+        assert re.search(rf"\| {re.escape(figure)} \| [\d,.]+ \| floor: .* [\d,.]+ \| \d+\.\d\d \|", report) or \
+            re.search(rf"\| {re.escape(figure)} \| [\d,.]+ \| bare SQLite loop [\d,.]+ \| \d+\.\d\d \|", report), figure
     assert re.search(r"one 09:00 firing for 300 users in one time zone, enqueued by the scheduler in [\d.]+ s "
                      r".*drained by 2 worker processes running the example's job in \d+ s", report)

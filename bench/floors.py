@@ -1,0 +1,132 @@
+"""The floors under redrive's PostgreSQL figures: what this machine's
+PostgreSQL and its driver allow with no queue library in the way, measured
+in every repeat beside the systems (machines drift; only same-run ratios
+count).
+
+- ``pgbench``: two clients claiming 100 due jobs (``FOR UPDATE SKIP
+  LOCKED``, marked running in one transaction) and moving them to a history
+  table (a second), as a worker claims and finishes; and one client
+  inserting one row a transaction, as a single enqueue does. The SQL is the
+  bench's own, run by the ``pgbench`` that ships with PostgreSQL.
+- ``psycopg loop``: the same one-row insert and commit from Python through
+  psycopg, prepared after its first calls, as the least any Python enqueue
+  can cost.
+
+Both use the same durability as redrive (``synchronous_commit`` as the
+server has it) and a due-jobs index like redrive's.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+from bench.harness import BenchError
+from bench.systems.base import fresh_database
+
+_SCHEMA = """
+CREATE TABLE job (id bigserial PRIMARY KEY, queue text NOT NULL, payload jsonb NOT NULL,
+                  status text NOT NULL, run_at timestamptz NOT NULL DEFAULT now(), worker int);
+CREATE INDEX job_due ON job (queue, run_at) WHERE status = 'queued';
+CREATE INDEX job_running ON job (worker) WHERE status = 'running';
+CREATE TABLE job_done (LIKE job INCLUDING DEFAULTS, finished_at timestamptz NOT NULL DEFAULT now(),
+                       PRIMARY KEY (id));
+"""
+# One worker's cycle: claim a batch (one transaction), then finish it (another).
+_CLAIM_AND_ARCHIVE = """
+UPDATE job SET status = 'running', worker = :client_id
+WHERE id IN (SELECT id FROM job WHERE queue = 'default' AND status = 'queued' AND run_at <= now()
+             ORDER BY run_at LIMIT 100 FOR UPDATE SKIP LOCKED);
+WITH done AS (DELETE FROM job WHERE worker = :client_id AND status = 'running' RETURNING *)
+INSERT INTO job_done (id, queue, payload, status, run_at, worker)
+SELECT id, queue, payload, 'succeeded', run_at, worker FROM done;
+"""
+_INSERT = "INSERT INTO job (queue, payload, status) VALUES ('default', '{}', 'queued');\n"
+_TPS = re.compile(r"^tps = ([\d.]+)", re.MULTILINE)
+
+
+def _fresh(url: str, backlog: int = 0) -> None:
+    """The floors' tables, empty or with ``backlog`` due jobs."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS job, job_done")
+        conn.execute(_SCHEMA)
+        if backlog:
+            conn.execute("INSERT INTO job (queue, payload, status) "
+                         "SELECT 'default', '{}', 'queued' FROM generate_series(1, %s)", (backlog,))
+        conn.execute("VACUUM ANALYZE job")
+
+
+class Floors:
+    """Not a system: its row holds what the hardware allows, in the columns
+    the systems fill (``enqueue 1/call``, ``jobs/s 2 proc``)."""
+
+    name = "floor: pgbench (SQL only)"
+
+    def __init__(self) -> None:
+        if shutil.which("pgbench") is None:
+            raise BenchError("pgbench is not on PATH (it ships with PostgreSQL's server package)")
+        self.url = fresh_database("bench_floor")
+        self._dir = Path(tempfile.mkdtemp(prefix="redrive-bench-floor-"))
+        (self._dir / "claim.sql").write_text(_CLAIM_AND_ARCHIVE)
+        (self._dir / "insert.sql").write_text(_INSERT)
+
+    def _pgbench(self, script: str, clients: int, seconds: float) -> float:
+        """Transactions per second over ``seconds``, as pgbench prints them."""
+        run = subprocess.run(
+            ["pgbench", "--no-vacuum", "--protocol=prepared", f"--client={clients}", f"--jobs={clients}",
+             f"--time={max(1, round(seconds))}", f"--file={self._dir / script}", self.url],
+            capture_output=True, text=True, timeout=seconds + 120)
+        found = _TPS.search(run.stdout)
+        if run.returncode != 0 or found is None:
+            raise BenchError(f"pgbench failed: {(run.stderr or run.stdout).strip().splitlines()[-1:]}")
+        return float(found.group(1))
+
+    def claim_and_archive(self, backlog: int, seconds: float) -> float:
+        """Jobs/s of two clients claiming and archiving: the jobs moved over
+        the run's time (a cycle of pgbench's is two statements, so its own
+        rate counts cycles, not jobs; the backlog outlasts the run)."""
+        _fresh(self.url, backlog)
+        started = time.perf_counter()
+        self._pgbench("claim.sql", 2, seconds)
+        took = time.perf_counter() - started
+        with psycopg.connect(self.url) as conn:
+            moved = conn.execute("SELECT count(*) FROM job_done").fetchone()[0]
+        if moved >= backlog:
+            raise BenchError(f"the claim floor ran out of jobs ({backlog:,}): give it a bigger backlog")
+        return moved / took
+
+    def insert(self, seconds: float) -> float:
+        """One-row inserts a second from one pgbench client, each its own transaction."""
+        _fresh(self.url)
+        return self._pgbench("insert.sql", 1, seconds)
+
+    def close(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class PsycopgLoop:
+    """The least a Python single enqueue can cost: psycopg, one INSERT and
+    its commit per call, on the floors' table."""
+
+    name = "floor: psycopg loop (Python)"
+
+    def __init__(self) -> None:
+        self.url = fresh_database("bench_floor_psycopg")
+
+    def insert(self, n: int) -> float:
+        _fresh(self.url)
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            started = time.perf_counter()
+            for _ in range(n):
+                conn.execute("INSERT INTO job (queue, payload, status) VALUES (%s, %s, 'queued')",
+                              ("default", "{}"))
+            return n / (time.perf_counter() - started)
+
+    def close(self) -> None:
+        pass
