@@ -43,7 +43,10 @@ INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta
 VALUES (:job_id, :at, :from_status, :to_status, :attempt, :meta);
 
 -- name: jobs_due
-SELECT id, status FROM redrive_job
+-- Read in the claim's order from its own index: the waiting-jobs index (by
+-- queue, for the counts) also matches this filter, and SQLite would read a
+-- queue's every due job from it and sort them all for one batch.
+SELECT id, status FROM redrive_job INDEXED BY redrive_job_due
 WHERE status IN ('scheduled', 'queued') AND run_at <= :now
   AND queue IN (SELECT value FROM json_each(:queues))
   AND (:blocked IS NULL OR NOT EXISTS (
@@ -54,7 +57,7 @@ LIMIT :limit;
 
 -- name: jobs_due_limited
 -- The due jobs a claim with limits looks through (core/limits.py picks).
-SELECT id, status, queue, owner, dependencies FROM redrive_job
+SELECT id, status, queue, owner, dependencies FROM redrive_job INDEXED BY redrive_job_due
 WHERE status IN ('scheduled', 'queued') AND run_at <= :now
   AND queue IN (SELECT value FROM json_each(:queues))
   AND (:blocked IS NULL OR NOT EXISTS (
