@@ -12,7 +12,7 @@ database driver: an application on SQLite never imports psycopg.
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from redrive.admin import Actor, Admin, BreakerStatus, Bulk, Replay
+from redrive.admin import Actor, Admin, BreakerStatus, Bulk, Replay, Resolve
 from redrive.app import App
 from redrive.client import Client, JobRequest
 from redrive.core.backoff import AdditiveJitter, Backoff, Fixed, FullJitter, ProportionalJitter
@@ -143,6 +143,7 @@ __all__ = [
     "RedriveError",
     "Registry",
     "Replay",
+    "Resolve",
     "ResultTimeout",
     "SQLiteStore",
     "Schedule",

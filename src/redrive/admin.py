@@ -138,6 +138,14 @@ class Replay:
         return self.job is not None
 
 
+@dataclass(frozen=True, slots=True)
+class Resolve:
+    """What resolving one dead letter did."""
+
+    letter: DeadLetter  # as it now stands
+    resolved: bool  # closed by this call; False when it had been replayed or resolved already
+
+
 class Admin:
     """Operator actions on one store, as ``actor``. Works from a database
     alone (``Admin.open(url, actor=...)``); with the application's ``registry``
@@ -502,24 +510,27 @@ class Admin:
             done.append(Replay(letter=self.dead_letter(letter.id), job=job))
         return done
 
-    def resolve(self, dead_letter_ids: Sequence[int | str], *, note: str | None = None) -> list[DeadLetter]:
+    def resolve(self, dead_letter_ids: Sequence[int | str], *, note: str | None = None) -> list[Resolve]:
         """Close open dead letters without running their jobs again (handled
         by hand, or not worth it), with an optional note saying why. A
         resolved letter leaves the open count and no longer holds its job
         back from pruning. A letter replayed or resolved already is left
-        alone. Returns every letter asked for, as it now stands."""
+        alone (``resolved=False``)."""
         self._acting("resolve dead letters")
-        ids = [self.dead_letter(i).id for i in dead_letter_ids]  # every id checked before any change
-        self._resolve(ids, self._note_text(note) if note is not None else None)
-        return [self.dead_letter(i) for i in ids]
+        letters = [self.dead_letter(i) for i in dead_letter_ids]  # every id checked before any change
+        closed = {d.id: d for d in self._resolve([d.id for d in letters],
+                                                 self._note_text(note) if note is not None else None)}
+        # a letter left alone is read again: someone may have closed it since it was read
+        return [Resolve(closed[d.id], True) if d.id in closed else Resolve(self.dead_letter(d.id), False)
+                for d in letters]
 
-    def _resolve(self, ids: list[int], note: str | None) -> int:
-        """Close the open letters among ``ids``, each announced; how many it closed."""
+    def _resolve(self, ids: list[int], note: str | None) -> list[DeadLetter]:
+        """Close the open letters among ``ids``, each announced; the letters it closed."""
         closed = self.store.dead_letters_resolve(ids=ids, by=self.actor.name, note=note)
         for letter in closed:
             self.events.emit("job.resolved", job_id=str(letter.job_id), task=letter.task, queue=letter.queue,
                              by=self.actor.name, dead_letter_id=letter.id)
-        return len(closed)
+        return closed
 
     def replay_matching(
         self,
@@ -567,7 +578,7 @@ class Admin:
         self._acting("resolve dead letters")
         note = self._note_text(note) if note is not None else None
         return self._letters_matching(
-            "resolve", lambda ids: self._resolve(ids, note), _letter_filter(error_class=error_class, stage=stage, task=task, owner=owner,
+            "resolve", lambda ids: len(self._resolve(ids, note)), _letter_filter(error_class=error_class, stage=stage, task=task, owner=owner,
                                                state="open", older_than=older_than, newer_than=newer_than),
             dry_run=dry_run, batch=batch, detail={"note": note} if note else {})
 

@@ -828,12 +828,12 @@ def _dead_resolve(args: argparse.Namespace) -> int:
             _bulk_told(admin.resolve_matching(**{name: getattr(args, name) for name in _LETTER_FILTERS},
                                               note=args.note, dry_run=args.dry_run), "resolved")
             return 0
-        before = {d.id: d.state for d in map(admin.dead_letter, args.ids)}
-        for letter in admin.resolve(args.ids, note=args.note):
-            if before[letter.id] in ("open", "escalated"):
+        for done in admin.resolve(args.ids, note=args.note):
+            letter = done.letter
+            if done.resolved:
                 print(f"dead letter {letter.id}: resolved, job {letter.job_id} will not run again")
             else:
-                print(f"dead letter {letter.id}: {before[letter.id]} already, nothing done")
+                print(f"dead letter {letter.id}: {letter.state} already, nothing done")
     return 0
 
 

@@ -262,7 +262,7 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         optional note saying why; they leave the open count and their jobs
         may be pruned. A letter replayed or resolved already is left as it
         is (its ``state`` says which)."""
-        return {"items": [dead_letter_view(d) for d in ops.resolve(body.ids, note=body.note)]}
+        return {"items": [dead_letter_view(r.letter) for r in ops.resolve(body.ids, note=body.note)]}
 
     # -- breakers, queues, schedules, outbox (operators) -------------------------------
 

@@ -430,10 +430,9 @@ def pages(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         def apply(admin: Admin) -> Done:
             if not ids:
                 raise ConfigError("select at least one dead letter")
-            before = {d.id: d.state for d in map(admin.dead_letter, ids[:_BULK_MAX])}
-            after = admin.resolve(list(before), note=note.strip() or None)
-            closed = sum(1 for d in after if d.state == "resolved" and before[d.id] == "open")
-            return "resolved", {"n": closed, "skipped": len(after) - closed}
+            done = admin.resolve(ids[:_BULK_MAX], note=note.strip() or None)
+            closed = sum(1 for r in done if r.resolved)
+            return "resolved", {"n": closed, "skipped": len(done) - closed}
 
         return action(request, csrf, apply, _back(back, "/dead-letters"))
 
