@@ -823,8 +823,9 @@ def _bulk_told(done: Bulk, verb: str) -> None:
 
 
 def _dead_resolve(args: argparse.Namespace) -> int:
+    matching = _letters_chosen(args)  # a usage mistake is told before the store is opened
     with _admin(args) as admin:
-        if _letters_chosen(args):
+        if matching:
             _bulk_told(admin.resolve_matching(**{name: getattr(args, name) for name in _LETTER_FILTERS},
                                               note=args.note, dry_run=args.dry_run), "resolved")
             return 0
