@@ -40,7 +40,9 @@ def _drain(url: str, tmp_path, workers: list, *, processes: int, jobs: int) -> N
     # Every worker is claiming before the jobs arrive: one that started first
     # must not drain them all before the others are up.
     wait_for(lambda: all(" started: " in worker.log for worker in workers), timeout=60)
-    client.enqueue_many([JobRequest("record", args=[key]) for key in keys])
+    # Each job takes 10 ms, so no one worker can drain them all between
+    # another's polls (a no-op job drains a thousand in well under 0.2 s).
+    client.enqueue_many([JobRequest("sleep_then_record", args=[key, 0.01]) for key in keys])
 
     def drained() -> bool:
         counts = client.store.jobs_count()
