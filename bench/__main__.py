@@ -64,6 +64,7 @@ def systems(names: list[str], workdir: Path) -> list:
         "redrive-pg-minimal": lambda: Redrive("pg", workdir, profile="minimal"),
         "redrive-pg-observed": lambda: Redrive("pg", workdir, observed=True),
         "redrive-sqlite": lambda: Redrive("sqlite", workdir),
+        "redrive-sqlite-normal": lambda: Redrive("sqlite", workdir, synchronous="normal"),
         "bare-sqlite": lambda: BareSqlite(workdir),
     }
     if any(n in names for n in ("pgqueuer", "procrastinate", "celery")):
@@ -79,10 +80,12 @@ def systems(names: list[str], workdir: Path) -> list:
     return [made[n]() for n in names]
 
 
+# Measured when named (--systems): what REDRIVE_SQLITE_SYNCHRONOUS=normal gains.
+EXTRA = ["redrive-sqlite-normal"]
 ALL = ["floor-pgbench", "floor-psycopg", "redrive-pg", "redrive-pg-minimal", "redrive-pg-observed", "pgqueuer",
        "procrastinate", "celery", "redrive-sqlite", "bare-sqlite", "huey"]
 FLOORS = {"floor-pgbench", "floor-psycopg"}  # measured beside the systems, not as one
-SINGLE_PROCESS = {"redrive-sqlite", "bare-sqlite", "huey"}  # one SQLite writer: 2 processes only contend
+SINGLE_PROCESS = {"redrive-sqlite", "redrive-sqlite-normal", "bare-sqlite", "huey"}  # one SQLite writer: 2 processes only contend
 
 
 @dataclass
@@ -240,9 +243,9 @@ def _positive(text: str) -> int:
 
 def _system_names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ALL]
+    unknown = [n for n in names if n not in ALL + EXTRA]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown system {unknown[0]!r} (choose from {', '.join(ALL)})")
+        raise argparse.ArgumentTypeError(f"unknown system {unknown[0]!r} (choose from {', '.join(ALL + EXTRA)})")
     if not names:
         raise argparse.ArgumentTypeError("name at least one system")
     if len(set(names)) < len(names):
@@ -268,7 +271,7 @@ def _writable(out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
-    parser.add_argument("--systems", type=_system_names, default=ALL, help=f"comma-separated, of {ALL}")
+    parser.add_argument("--systems", type=_system_names, default=ALL, help=f"comma-separated, of {ALL + EXTRA}")
     parser.add_argument("--repeats", type=_positive, help="overrides the profile's")
     parser.add_argument("--out", type=Path, help="Markdown report (default bench/results/DATE-PROFILE.md)")
     args = parser.parse_args(argv)

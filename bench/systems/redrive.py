@@ -15,13 +15,17 @@ CONCURRENCY = 500  # in-flight no-ops per worker process (claims come in batches
 
 
 class Redrive:
-    def __init__(self, backend: str, workdir: Path, profile: str = "reliable", *, observed: bool = False) -> None:
-        """``observed``: workers log a JSON line per job at info and serve metrics."""
+    def __init__(self, backend: str, workdir: Path, profile: str = "reliable", *, observed: bool = False,
+                 synchronous: str = "full") -> None:
+        """``observed``: workers log a JSON line per job at info and serve metrics.
+        ``synchronous``: how SQLite commits (REDRIVE_SQLITE_SYNCHRONOUS)."""
         self.backend = backend
         self.profile = profile
         self.observed = observed
+        self.synchronous = synchronous
         self.name = (f"redrive-{backend}" + ("" if profile == "reliable" else f" ({profile})")
-                     + (" (metrics, JSON logs)" if observed else ""))
+                     + (" (metrics, JSON logs)" if observed else "")
+                     + ("" if synchronous == "full" else f" (synchronous={synchronous})"))
         self._workdir = workdir
         self._app: App | None = None
         self.url = ""
@@ -37,6 +41,7 @@ class Redrive:
             self.url = f"sqlite:///{path}"
         os.environ["REDRIVE_DATABASE_URL"] = self.url
         os.environ["BENCH_PROFILE"] = self.profile
+        os.environ["REDRIVE_SQLITE_SYNCHRONOUS"] = self.synchronous  # the workers' and this process's
         store = open_store(self.url, check_schema=False)
         store.migrate()
         store.close()

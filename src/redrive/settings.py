@@ -28,6 +28,7 @@ def _setting(default: Any, env: str, doc: str, *, alias: str | None = None, secr
 
 LOG_FORMATS = ("text", "json")
 POOL_MODES = ("session", "transaction")
+SQLITE_SYNCHRONOUS = ("full", "normal")
 
 
 MAX_CONCURRENCY = 1000
@@ -55,6 +56,13 @@ class Settings:
         "goes through a transaction-mode pooler; without it workers find new jobs by "
         "polling (REDRIVE_WORKER_POLL_INTERVAL). Default: none.",
         secret=True,  # it may hold a password
+    )
+    sqlite_synchronous: str = _setting(
+        "full", "REDRIVE_SQLITE_SYNCHRONOUS",
+        "How SQLite commits: full (every commit reaches the disk before it returns: a "
+        "committed job survives a power cut) or normal (the log reaches the disk at each "
+        "checkpoint: a crash of the process loses nothing, a power cut or an OS crash may "
+        "lose the last commits; faster). docs/storage.md. Default full.",
     )
     store_timeout: timedelta = _setting(
         timedelta(seconds=10),
@@ -210,6 +218,8 @@ class Settings:
             raise ConfigError("database_url is empty")
         if self.database_pool_mode not in POOL_MODES:
             raise ConfigError(f"database_pool_mode is session or transaction, not {self.database_pool_mode!r}")
+        if self.sqlite_synchronous not in SQLITE_SYNCHRONOUS:
+            raise ConfigError(f"sqlite_synchronous is full or normal, not {self.sqlite_synchronous!r}")
         if self.listen_url and not self.listen_url.startswith(("postgresql://", "postgres://")):
             raise ConfigError("listen_url must be a postgresql:// URL (LISTEN is PostgreSQL's)")
         if self.log_format not in LOG_FORMATS:

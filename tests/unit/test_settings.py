@@ -93,6 +93,7 @@ def test_every_variable_redrive_reads_is_a_setting_and_no_secret_is_in_its_repr(
      ({"REDRIVE_SMTP_PORT": "70000"}, "smtp_port must be a port number"),
      ({"REDRIVE_NOTIFY_WINDOW": "0s"}, "notify_window must be positive"),
      ({"REDRIVE_DATABASE_POOL_MODE": "transactions"}, "database_pool_mode is session or transaction, not 'transactions'"),
+     ({"REDRIVE_SQLITE_SYNCHRONOUS": "off"}, "sqlite_synchronous is full or normal, not 'off'"),
      ({"REDRIVE_LISTEN_URL": "sqlite:///x.db"}, "listen_url must be a postgresql:// URL")],
 )
 def test_the_other_settings_are_checked_when_loaded(env: dict[str, str], message: str) -> None:

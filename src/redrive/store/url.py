@@ -26,7 +26,8 @@ def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False,
     caller's connection when the store opens to enqueue in its transaction.
     ``settings``: for PostgreSQL, how long one call may take
     (``store_timeout``) and what pools its connections
-    (``database_pool_mode``, ``listen_url``); the defaults without.
+    (``database_pool_mode``, ``listen_url``); for SQLite, how it commits
+    (``sqlite_synchronous``); the defaults without.
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
@@ -42,7 +43,8 @@ def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False,
                               "check the path, or --database-url")
         from redrive.store.sqlite.store import SQLiteStore
 
-        return SQLiteStore(path, joining=joining if isinstance(joining, sqlite3.Connection) else None)
+        return SQLiteStore(path, joining=joining if isinstance(joining, sqlite3.Connection) else None,
+                           synchronous=settings.sqlite_synchronous if settings else "full")
     if scheme in ("postgresql", "postgres"):
         from redrive.store.postgres.store import PostgresStore
 

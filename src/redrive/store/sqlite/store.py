@@ -107,12 +107,17 @@ class SQLiteStore:
     dialect = "sqlite"
 
     def __init__(self, path: str = "redrive.db", *, clock: Callable[[], datetime] | None = None,
-                 joining: sqlite3.Connection | None = None) -> None:
+                 joining: sqlite3.Connection | None = None, synchronous: str = "full") -> None:
         """``clock`` stands in for the database's clock in every transaction,
         so tests can move time instead of sleeping. ``joining``: the caller's
         connection, when the store is first opened to enqueue in its
         transaction (``enqueue(conn=...)``): that transaction may hold the
-        write lock, so the store sets itself up through it, never waiting on it."""
+        write lock, so the store sets itself up through it, never waiting on it.
+        ``synchronous``: ``full`` (a commit is on the disk when it returns) or
+        ``normal`` (in WAL mode, on the disk at the next checkpoint: safe from a
+        crash of the process, not from a power cut; docs/storage.md)."""
+        if synchronous not in ("full", "normal"):
+            raise ConfigError(f"synchronous is full or normal, not {synchronous!r}")
         self.path = path
         self._clock = clock
         self._file_clock: FileClock | None = None
@@ -139,7 +144,7 @@ class SQLiteStore:
             self._wal_later = held and not self._try_wal()
             if not held:
                 self._retrying(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
-            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite database {path}: {exc}") from exc
         if clock is None and _on_disk(path):
