@@ -517,7 +517,8 @@ class Admin:
         back from pruning. A letter replayed or resolved already is left
         alone (``resolved=False``)."""
         self._acting("resolve dead letters")
-        letters = [self.dead_letter(i) for i in dead_letter_ids]  # every id checked before any change
+        # every id checked before any change; one answer a letter, however often it is named
+        letters = list({d.id: d for d in map(self.dead_letter, dead_letter_ids)}.values())
         closed = {d.id: d for d in self._resolve([d.id for d in letters],
                                                  self._note_text(note) if note is not None else None)}
         # a letter left alone is read again: someone may have closed it since it was read

@@ -210,3 +210,11 @@ def test_revealing_arguments_is_put_on_record(world: World) -> None:
     job = ops.reveal(world.failed.id)
     (entry,) = ops.audit_trail(job.id)
     assert (entry.by, entry.action, entry.job_id) == ("ops:carol", "reveal", job.id)
+
+
+def test_a_letter_named_twice_is_resolved_and_answered_once(world: World) -> None:
+    ops = Admin(world.store, actor=OPS)
+    (done,) = ops.resolve([world.letter_id, str(world.letter_id), world.letter_id], note="handled")
+    assert done.resolved and done.letter.state == "resolved"
+    (again,) = ops.resolve([world.letter_id])
+    assert not again.resolved and again.letter.state == "resolved"

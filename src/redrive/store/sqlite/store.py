@@ -63,6 +63,7 @@ from redrive.errors import (
     StoreFull,
     StoreUnavailable,
 )
+from redrive.settings import SQLITE_SYNCHRONOUS
 from redrive.store.port import ANY_QUEUE, WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, worker_detail
 from redrive.store.reads import (
     LOWER_BOUND_AT,
@@ -116,7 +117,7 @@ class SQLiteStore:
         ``synchronous``: ``full`` (a commit is on the disk when it returns) or
         ``normal`` (in WAL mode, on the disk at the next checkpoint: safe from a
         crash of the process, not from a power cut; docs/storage.md)."""
-        if synchronous not in ("full", "normal"):
+        if synchronous not in SQLITE_SYNCHRONOUS:
             raise ConfigError(f"synchronous is full or normal, not {synchronous!r}")
         self.path = path
         self._clock = clock
