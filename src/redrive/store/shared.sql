@@ -58,3 +58,78 @@ SELECT task, error_class, coalesce(stage, '') AS stage, count(*) AS n
 FROM redrive_dead_letter
 WHERE {_letter_filter}
 GROUP BY task, error_class, coalesce(stage, '');
+
+-- name: job_get
+SELECT * FROM redrive_job WHERE id = :id
+UNION ALL
+SELECT * FROM redrive_job_done WHERE id = :id;
+
+-- name: jobs_count
+-- Exact, so it reads every job: for tests and tools, never a page.
+SELECT status, count(*) AS n FROM redrive_job GROUP BY status
+UNION ALL
+SELECT status, count(*) AS n FROM redrive_job_done GROUP BY status;
+
+-- name: job_events_list
+SELECT * FROM redrive_job_event WHERE job_id = :id ORDER BY id;
+
+-- name: jobs_held
+-- The running jobs of one worker process, seen dead: taken back at once.
+SELECT id, lease_token, lease_owner, attempts, max_attempts
+FROM redrive_job
+WHERE status = 'running' AND lease_owner = :worker_id
+LIMIT :limit;
+
+-- name: _job_filter
+-- The jobs a list shows: every filter of JobFilter (left out: NULL).
+-- {in_statuses} is an array test on PostgreSQL, which plans it onto the
+-- index of failed and cancelled history, and a JSON list on SQLite.
+(CAST(:statuses AS {text_list}) IS NULL OR status {in_statuses})
+  AND (CAST(:queue AS TEXT) IS NULL OR queue = :queue)
+  AND (CAST(:task AS TEXT) IS NULL OR task = :task)
+  AND (CAST(:owner AS TEXT) IS NULL OR owner = :owner)
+  AND (CAST(:error_code AS TEXT) IS NULL OR coalesce(error_code, last_error_code) = :error_code)
+  AND (CAST(:idempotency_key AS TEXT) IS NULL OR idempotency_key = :idempotency_key)
+  AND (CAST(:created_after AS {time}) IS NULL OR created_at >= :created_after)
+  AND (CAST(:created_before AS {time}) IS NULL OR created_at < :created_before)
+  AND (CAST(:after_at AS {time}) IS NULL OR (created_at, id) < (:after_at, CAST(:after_id AS {uuid})))
+
+-- name: jobs_page
+-- Newest first over both tables, a page past the cursor (:after_at, :after_id).
+-- Each table gives its own first :limit rows in order (history by its
+-- (created_at, id) index), so a page never sorts the whole history;
+-- :live and :done leave out the table a status filter cannot match.
+SELECT * FROM (
+    SELECT * FROM (SELECT * FROM redrive_job WHERE CAST(:live AS BOOLEAN) AND {_job_filter}
+                   ORDER BY created_at DESC, id DESC LIMIT :limit) AS live
+    UNION ALL
+    SELECT * FROM (SELECT * FROM redrive_job_done WHERE CAST(:done AS BOOLEAN) AND {_job_filter}
+                   ORDER BY created_at DESC, id DESC LIMIT :limit) AS done
+) AS page
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: dead_letter_get
+SELECT * FROM redrive_dead_letter WHERE id = :id;
+
+-- name: schedules_list
+SELECT name, fired_until, updated_at, paused_by FROM redrive_schedule ORDER BY name;
+
+-- name: workers_list
+SELECT id, host, pid, queues, concurrency, version, running, detail, started_at, heartbeat_at
+FROM redrive_worker ORDER BY started_at, id;
+
+-- name: alerts_firing
+SELECT rule, incident FROM redrive_alert ORDER BY rule;
+
+-- name: audits_list
+SELECT id, at, by, action, job_id, detail FROM redrive_audit WHERE job_id = :job_id ORDER BY id;
+
+-- name: audits_general
+SELECT * FROM (SELECT id, at, by, action, job_id, detail FROM redrive_audit
+               WHERE job_id IS NULL ORDER BY id DESC LIMIT 1000) AS latest
+ORDER BY id;
+
+-- name: breaker_events_list
+SELECT name, at, from_state, to_state, reason, by FROM redrive_breaker_event
+WHERE name = :name ORDER BY id;

@@ -15,12 +15,16 @@ _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
 _PARAM = re.compile(r"(?<![:\w]):(\w+)")  # :name, not a ::cast
 _WORD = re.compile(r"\{(\w+)\}")
 
-# How each dialect spells what shared.sql writes as {word}: a type or the
-# database's clock. A {_name} is a fragment of shared.sql itself (a filter
-# two queries share). SQLite keeps times as seconds since the epoch.
+# How each dialect spells what shared.sql writes as {word}: a type, the
+# database's clock, or a test against a list of statuses (an array on
+# PostgreSQL, JSON text on SQLite, which has no arrays). A {_name} is a
+# fragment of shared.sql itself (a filter two queries share). SQLite keeps
+# times as seconds since the epoch.
 SPELLINGS: dict[str, dict[str, str]] = {
-    "postgres": {"uuid": "uuid", "time": "timestamptz", "now": "now()", "second": "interval '1 second'"},
-    "sqlite": {"uuid": "TEXT", "time": "REAL", "now": ":now", "second": "1"},
+    "postgres": {"uuid": "uuid", "time": "timestamptz", "now": "now()", "second": "interval '1 second'",
+                 "text_list": "text[]", "in_statuses": "= ANY(CAST(:statuses AS text[]))"},
+    "sqlite": {"uuid": "TEXT", "time": "REAL", "now": ":now", "second": "1",
+               "text_list": "TEXT", "in_statuses": "IN (SELECT value FROM json_each(:statuses))"},
 }
 
 

@@ -399,13 +399,6 @@ SELECT r.n, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, fal
 FROM retried AS r
 ORDER BY 1;
 
--- name: jobs_held
--- The running jobs of one worker process, seen dead: taken back at once.
-SELECT id, lease_token, lease_owner, attempts, max_attempts
-FROM redrive_job
-WHERE status = 'running' AND lease_owner = %(worker_id)s
-LIMIT %(limit)s;
-
 -- name: jobs_expired
 -- Running jobs whose lease expired; the store ends each with jobs_finish
 -- (fenced: two reclaimers at once end each job once).
@@ -466,44 +459,6 @@ WITH resumed AS (
     SELECT pg_notify('redrive_jobs', queue) FROM resumed
 )
 SELECT queue, (SELECT count(*) FROM wake) AS woken FROM resumed;
-
--- name: job_get
-SELECT * FROM redrive_job WHERE id = %(id)s
-UNION ALL
-SELECT * FROM redrive_job_done WHERE id = %(id)s;
-
--- name: jobs_page
--- Newest first over both tables, a page past the cursor (after_at, after_id).
--- Each table gives its own first rows in order (history by its (created_at,
--- id) index), so a page never sorts the whole history;
--- :live and :done leave out the table a status filter cannot match.
-(SELECT * FROM redrive_job
- WHERE %(live)s::boolean AND (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
-          AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-          AND (%(task)s::text IS NULL OR task = %(task)s::text)
-          AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
-          AND (%(error_code)s::text IS NULL OR coalesce(error_code, last_error_code) = %(error_code)s::text)
-          AND (%(idempotency_key)s::text IS NULL OR idempotency_key = %(idempotency_key)s::text)
-          AND (%(created_after)s::timestamptz IS NULL OR created_at >= %(created_after)s::timestamptz)
-          AND (%(created_before)s::timestamptz IS NULL OR created_at < %(created_before)s::timestamptz)
-          AND (%(after_at)s::timestamptz IS NULL
-               OR (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))
- ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
-UNION ALL
-(SELECT * FROM redrive_job_done
- WHERE %(done)s::boolean AND (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
-          AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-          AND (%(task)s::text IS NULL OR task = %(task)s::text)
-          AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
-          AND (%(error_code)s::text IS NULL OR coalesce(error_code, last_error_code) = %(error_code)s::text)
-          AND (%(idempotency_key)s::text IS NULL OR idempotency_key = %(idempotency_key)s::text)
-          AND (%(created_after)s::timestamptz IS NULL OR created_at >= %(created_after)s::timestamptz)
-          AND (%(created_before)s::timestamptz IS NULL OR created_at < %(created_before)s::timestamptz)
-          AND (%(after_at)s::timestamptz IS NULL
-               OR (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))
- ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
-ORDER BY created_at DESC, id DESC
-LIMIT %(limit)s;
 
 -- name: queues_waiting
 -- The queues with waiting jobs, found by skipping through migration 0023's
@@ -570,9 +525,6 @@ WHERE d.finished_at >= %(since)s AND d.status IN ('succeeded', 'failed')
 ORDER BY d.finished_at DESC
 LIMIT %(limit)s;
 
--- name: alerts_firing
-SELECT rule, incident FROM redrive_alert ORDER BY rule;
-
 -- name: alert_fire
 INSERT INTO redrive_alert (rule, incident, detail, fired_at)
 VALUES (%(rule)s, %(incident)s, %(detail)s, now())
@@ -581,24 +533,6 @@ RETURNING rule;
 
 -- name: alert_resolve
 DELETE FROM redrive_alert WHERE rule = %(rule)s AND incident = %(incident)s RETURNING rule;
-
--- name: finished_per_minute
-SELECT queue, date_trunc('minute', finished_at) AS minute, status, count(*) AS n
-FROM redrive_job_done
-WHERE finished_at >= %(since)s
-GROUP BY 1, 2, 3
-ORDER BY 2, 1, 3;
-
--- name: schedules_list
-SELECT name, fired_until, updated_at, paused_by FROM redrive_schedule ORDER BY name;
-
--- name: jobs_count
-SELECT status, count(*) AS n FROM redrive_job GROUP BY status
-UNION ALL
-SELECT status, count(*) AS n FROM redrive_job_done GROUP BY status;
-
--- name: job_events_list
-SELECT * FROM redrive_job_event WHERE job_id = %(id)s ORDER BY id;
 
 -- name: stages_save
 WITH input AS (
@@ -660,9 +594,6 @@ WITH moved AS (
 )
 SELECT revived.*, (SELECT count(*) FROM wake) AS woken FROM revived;
 
--- name: dead_letter_get
-SELECT * FROM redrive_dead_letter WHERE id = %(id)s;
-
 -- name: dead_letters_resolve
 UPDATE redrive_dead_letter
 SET resolved_at = now(), resolved_by = %(by)s,
@@ -695,10 +626,6 @@ VALUES (%(name)s, now(), %(from_state)s, %(to_state)s, %(reason)s, %(by)s);
 
 -- name: breakers_list
 SELECT name, data, extract(epoch FROM now())::float8 AS now FROM redrive_breaker ORDER BY name;
-
--- name: breaker_events_list
-SELECT name, at, from_state, to_state, reason, by FROM redrive_breaker_event
-WHERE name = %(name)s ORDER BY id;
 
 -- name: outbox_open
 -- Creates the row if it is new and returns it, fenced on the job's lease. The
@@ -755,14 +682,6 @@ INSERT INTO redrive_audit (at, by, action, job_id, detail)
 VALUES (now(), %(by)s, %(action)s, %(job_id)s, %(detail)s)
 RETURNING id, at, by, action, job_id, detail;
 
--- name: audits_list
-SELECT id, at, by, action, job_id, detail FROM redrive_audit WHERE job_id = %(job_id)s ORDER BY id;
-
--- name: audits_general
-SELECT * FROM (SELECT id, at, by, action, job_id, detail FROM redrive_audit
-               WHERE job_id IS NULL ORDER BY id DESC LIMIT 1000) AS latest
-ORDER BY id;
-
 -- name: worker_report
 WITH forgotten AS (
     DELETE FROM redrive_worker
@@ -776,10 +695,6 @@ ON CONFLICT (id) DO UPDATE SET running = excluded.running, detail = excluded.det
 
 -- name: worker_remove
 DELETE FROM redrive_worker WHERE id = %(id)s;
-
--- name: workers_list
-SELECT id, host, pid, queues, concurrency, version, running, detail, started_at, heartbeat_at
-FROM redrive_worker ORDER BY started_at, id;
 
 -- name: session_open
 -- Sessions past their time go as a new one comes: the table stays small.

@@ -224,9 +224,6 @@ SET replayed_at = :now, replayed_by = :by, replay_from = :replay_from
 WHERE job_id = :job_id AND replayed_at IS NULL AND resolved_at IS NULL
 RETURNING id;
 
--- name: dead_letter_get
-SELECT * FROM redrive_dead_letter WHERE id = :id;
-
 -- name: dead_letters_resolve
 UPDATE redrive_dead_letter
 SET resolved_at = :now, resolved_by = :by,
@@ -247,12 +244,6 @@ SET status = 'queued', run_at = :now + :delay_s, attempts = attempts - :refund,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
 WHERE id = :id AND lease_token = :token AND lease_expires_at > :fence
 RETURNING task, queue, attempts, stage;
-
--- name: jobs_held
--- The running jobs of one worker process, seen dead: taken back at once.
-SELECT id, lease_token, lease_owner, attempts, max_attempts FROM redrive_job
-WHERE status = 'running' AND lease_owner = :worker_id
-LIMIT :limit;
 
 -- name: jobs_expired
 SELECT id, lease_token, lease_owner, attempts, max_attempts FROM redrive_job
@@ -311,44 +302,6 @@ ON CONFLICT (queue) DO NOTHING RETURNING queue;
 -- name: queue_resume
 DELETE FROM redrive_queue_pause WHERE queue = :queue RETURNING queue;
 
--- name: job_get
-SELECT * FROM redrive_job WHERE id = :id
-UNION ALL
-SELECT * FROM redrive_job_done WHERE id = :id;
-
--- name: jobs_page
--- Newest first over both tables, a page past the cursor (:after_at, :after_id).
--- Each table gives its own first :limit rows in order (history by its
--- (created_at, id) index), so a page never sorts the whole history;
--- :live and :done leave out the table a status filter cannot match.
-SELECT * FROM (
-    SELECT * FROM (
-        SELECT * FROM redrive_job
-        WHERE :live AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
-          AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
-          AND (:owner IS NULL OR owner = :owner)
-          AND (:error_code IS NULL OR coalesce(error_code, last_error_code) = :error_code)
-          AND (:idempotency_key IS NULL OR idempotency_key = :idempotency_key)
-          AND (:created_after IS NULL OR created_at >= :created_after)
-          AND (:created_before IS NULL OR created_at < :created_before)
-          AND (:after_at IS NULL OR (created_at, id) < (:after_at, :after_id))
-        ORDER BY created_at DESC, id DESC LIMIT :limit)
-    UNION ALL
-    SELECT * FROM (
-        SELECT * FROM redrive_job_done
-        WHERE :done AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
-          AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
-          AND (:owner IS NULL OR owner = :owner)
-          AND (:error_code IS NULL OR coalesce(error_code, last_error_code) = :error_code)
-          AND (:idempotency_key IS NULL OR idempotency_key = :idempotency_key)
-          AND (:created_after IS NULL OR created_at >= :created_after)
-          AND (:created_before IS NULL OR created_at < :created_before)
-          AND (:after_at IS NULL OR (created_at, id) < (:after_at, :after_id))
-        ORDER BY created_at DESC, id DESC LIMIT :limit)
-)
-ORDER BY created_at DESC, id DESC
-LIMIT :limit;
-
 -- name: queues_stats
 -- Never a scan of the table (migration 0018's index): the queues found by
 -- skipping through the index, then per queue and waiting state a count of
@@ -387,9 +340,6 @@ WHERE d.finished_at >= :since AND d.status IN ('succeeded', 'failed')
 ORDER BY d.finished_at DESC
 LIMIT :limit;
 
--- name: alerts_firing
-SELECT rule, incident FROM redrive_alert ORDER BY rule;
-
 -- name: alert_fire
 INSERT INTO redrive_alert (rule, incident, detail, fired_at) VALUES (:rule, :incident, :detail, :now)
 ON CONFLICT (rule) DO NOTHING
@@ -397,24 +347,6 @@ RETURNING rule;
 
 -- name: alert_resolve
 DELETE FROM redrive_alert WHERE rule = :rule AND incident = :incident RETURNING rule;
-
--- name: finished_per_minute
-SELECT queue, CAST(finished_at / 60 AS INTEGER) * 60 AS minute, status, count(*) AS n
-FROM redrive_job_done
-WHERE finished_at >= :since
-GROUP BY 1, 2, 3
-ORDER BY 2, 1, 3;
-
--- name: schedules_list
-SELECT name, fired_until, updated_at, paused_by FROM redrive_schedule ORDER BY name;
-
--- name: jobs_count
-SELECT status, count(*) AS n FROM redrive_job GROUP BY status
-UNION ALL
-SELECT status, count(*) AS n FROM redrive_job_done GROUP BY status;
-
--- name: job_events_list
-SELECT * FROM redrive_job_event WHERE job_id = :id ORDER BY id;
 
 -- name: breaker_get
 SELECT data FROM redrive_breaker WHERE name = :name;
@@ -430,10 +362,6 @@ VALUES (:name, :now, :from_state, :to_state, :reason, :by);
 
 -- name: breakers_list
 SELECT name, data FROM redrive_breaker ORDER BY name;
-
--- name: breaker_events_list
-SELECT name, at, from_state, to_state, reason, by FROM redrive_breaker_event
-WHERE name = :name ORDER BY id;
 
 -- name: lease_held
 SELECT 1 AS held FROM redrive_job WHERE id = :id AND lease_token = :token AND lease_expires_at > :now;
@@ -483,14 +411,6 @@ INSERT INTO redrive_audit (at, by, action, job_id, detail)
 VALUES (:now, :by, :action, :job_id, :detail)
 RETURNING id, at, by, action, job_id, detail;
 
--- name: audits_list
-SELECT id, at, by, action, job_id, detail FROM redrive_audit WHERE job_id = :job_id ORDER BY id;
-
--- name: audits_general
-SELECT * FROM (SELECT id, at, by, action, job_id, detail FROM redrive_audit
-               WHERE job_id IS NULL ORDER BY id DESC LIMIT 1000) AS latest
-ORDER BY id;
-
 -- name: worker_forget
 DELETE FROM redrive_worker WHERE heartbeat_at < :now - :forget_after_s AND id <> :id;
 
@@ -503,10 +423,6 @@ ON CONFLICT (id) DO UPDATE SET running = excluded.running, detail = excluded.det
 
 -- name: worker_remove
 DELETE FROM redrive_worker WHERE id = :id;
-
--- name: workers_list
-SELECT id, host, pid, queues, concurrency, version, running, detail, started_at, heartbeat_at
-FROM redrive_worker ORDER BY started_at, id;
 
 -- name: session_forget_expired
 DELETE FROM redrive_session WHERE expires_at < :now;

@@ -125,8 +125,10 @@ class SQLiteStore:
         self._queries = load_queries(_PACKAGE, dialect="sqlite")
         # The job list for one owner: the same query with the owner's test
         # written so SQLite can plan it onto the owner index (migration 0019).
-        self._queries["jobs_page_owned"] = self._queries["jobs_page"].replace(
-            "(:owner IS NULL OR owner = :owner)", "owner = :owner")
+        catch_all = "(CAST(:owner AS TEXT) IS NULL OR owner = :owner)"
+        if catch_all not in self._queries["jobs_page"]:
+            raise ConfigError("jobs_page no longer tests the owner as this store expects")
+        self._queries["jobs_page_owned"] = self._queries["jobs_page"].replace(catch_all, "owner = :owner")
         self._migrations = load_migrations(_PACKAGE)
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str], None]] = []
