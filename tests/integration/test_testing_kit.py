@@ -14,6 +14,7 @@ import pytest
 
 import redrive
 from redrive import Actor, App, Fixed, Permanent, Stage, Status
+from redrive.events import JobSucceeded
 from redrive.store.memory import MemoryStore
 from redrive.testing import Clock, assert_enqueued, drain, enqueued_jobs
 
@@ -218,3 +219,22 @@ def test_a_task_alone_stands_for_its_app(clocked) -> None:
         assert_enqueued(send_welcome, args=[7], count=1)
     with pytest.raises(redrive.ConfigError, match="needs the task"):
         assert_enqueued(app)
+
+
+def test_drain_records_how_long_each_job_waited_as_a_worker_does(clocked) -> None:
+    """The charts' queue wait comes from each ending's ``wait_ms``: a job
+    drained 90 s after it was due waited 90 s, in its event and its announcement."""
+    app, clock = clocked
+    announced: list[float] = []
+    app.events.subscribe(lambda event: announced.append(event.wait_s), names=[JobSucceeded])
+
+    @app.task
+    def ping() -> None:
+        pass
+
+    job = ping.enqueue().job
+    clock.advance(timedelta(seconds=90))
+    assert drain(app).succeeded == 1
+    ending = app.store.job_events_list(job_id=job.id)[-1]
+    assert ending.to_status is Status.SUCCEEDED and 89_000 <= ending.meta["wait_ms"] <= 91_000
+    assert len(announced) == 1 and 89 <= announced[0] <= 91

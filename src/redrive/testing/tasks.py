@@ -33,6 +33,7 @@ from redrive.errors import ConfigError
 from redrive.runtime.completer import announce
 from redrive.runtime.executor import execute
 from redrive.runtime.interrupts import Interrupt
+from redrive.runtime.worker import queue_wait
 from redrive.store.memory import MemoryStore
 from redrive.store.sqlite.store import SQLiteStore
 
@@ -179,14 +180,15 @@ async def _drain(app: App, queues: Sequence[str] | None, clock: Any, until: date
                 return drained
             continue
         job = claimed[0]
+        wait_s = queue_wait(job, _LEASE)  # the charts count a drained job's wait as a worker's
         started = time.perf_counter()
         execution = await execute(app.registry.tasks.get(job.task), job, classifier=app.registry.classifier,
                                   threads=_InThisThread(), rng=rng, store=store,  # type: ignore[arg-type]
                                   interrupt=Interrupt(asyncio.get_running_loop()), events=app.events)
         duration_s = time.perf_counter() - started
-        for done in store.jobs_finish([finish_of(job, execution, round(duration_s * 1000))]):
+        for done in store.jobs_finish([finish_of(job, execution, round(duration_s * 1000), round(wait_s * 1000))]):
             drained.endings.append(done)
-            announce(app.events, done, duration_s=duration_s, wait_s=0.0)
+            announce(app.events, done, duration_s=duration_s, wait_s=wait_s)
     return drained
 
 
