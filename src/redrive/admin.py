@@ -27,7 +27,7 @@ from uuid import UUID
 from redrive.client import Client, firing_request, job_filter, read_job
 from redrive.core import checks
 from redrive.core.breaker import Breaker, force_closed, force_open, time_open
-from redrive.core.dead_letters import MANUAL_RETRY, REPLAY, revive_plan
+from redrive.core.dead_letters import MANUAL_RETRY, REPLAY, Revival, revive_plan
 from redrive.core.job import LETTER_STATES, DeadLetter, DeadLetterFilter, EnqueueResult, Job, JobEvent
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.rollups import Series, Window, series, window_named
@@ -313,15 +313,18 @@ class Admin:
         job = self.job(job_id)
         if job.status is not Status.FAILED:
             raise IllegalTransition(f"job {job.id} is {job.status}; only a failed job can be retried")
-        revived = self._revive(job)
+        (revived,) = self._revive([job])
         if revived is None:
             raise IllegalTransition(f"job {job.id} was retried or replayed by someone else just now")
         return revived
 
-    def _revive(self, job: Job) -> Job | None:
-        revived = self.store.job_revive(job_id=job.id, plan=revive_plan(job, reason=MANUAL_RETRY, by=self.actor.name))
-        if revived is not None:
-            self.events.emit("job.retried", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
+    def _revive(self, jobs: Sequence[Job]) -> list[Job | None]:
+        """Manual retries of failed ``jobs``, in one store call; each one revived announced."""
+        revived = self.store.jobs_revive(revivals=[
+            Revival(job.id, revive_plan(job, reason=MANUAL_RETRY, by=self.actor.name)) for job in jobs])
+        for job in revived:
+            if job is not None:
+                self.events.emit("job.retried", job_id=str(job.id), task=job.task, queue=job.queue, by=self.actor.name)
         return revived
 
     def cancel(self, job_id: UUID | str) -> Job:
@@ -376,6 +379,8 @@ class Admin:
             matched += len(page.items)
             if not dry_run and action == "delete":
                 done += len(self._delete([self._may_touch(job) for job in page.items], on_record=False))
+            elif not dry_run and action == "retry":  # a page in one call; one retried meanwhile is skipped
+                done += sum(job is not None for job in self._revive([self._may_touch(job) for job in page.items]))
             elif not dry_run:
                 done += sum(1 for job in page.items if self._bulk_one(action, self._may_touch(job)))
             if page.next_cursor is None:
@@ -391,11 +396,9 @@ class Admin:
 
     def _bulk_one(self, action: str, job: Job) -> bool:
         try:
-            if action == "retry":
-                return self._revive(job) is not None
             self._cancel(job)
             return True
-        except (IllegalTransition, JobNotFound):  # ended, retried or gone meanwhile
+        except (IllegalTransition, JobNotFound):  # ended or gone meanwhile
             return False
 
     def delete(self, job_id: UUID | str) -> None:
@@ -495,18 +498,21 @@ class Admin:
         letter replayed or resolved already is left alone (``replayed=False``)."""
         self._acting("replay dead letters")
         letters = [self.dead_letter(i) for i in dead_letter_ids]  # every id checked before any replay
-        done = []
+        revivals: dict[UUID, Revival] = {}  # a job named by two letters is revived for the first
         for letter in letters:
-            job = None
             failed = self.store.job_get(job_id=letter.job_id) if letter.state == "open" else None
-            if failed is not None and failed.status is Status.FAILED:
+            if failed is not None and failed.status is Status.FAILED and failed.id not in revivals:
                 plan = revive_plan(failed, reason=REPLAY, by=self.actor.name, from_start=from_start,
                                    first_stage=self.registry.first_stage(letter.task) if self.registry else None)
-                job = self.store.job_revive(job_id=letter.job_id, plan=plan, dead_letter_id=letter.id)
-                if job is not None:
-                    self.events.emit("job.replayed", job_id=str(job.id), task=job.task, queue=job.queue,
-                                     by=self.actor.name, dead_letter_id=letter.id,
-                                     replay_from="start" if from_start else "stage")
+                revivals[failed.id] = Revival(failed.id, plan, letter.id)
+        revived = dict(zip((r.dead_letter_id for r in revivals.values()),
+                           self.store.jobs_revive(revivals=list(revivals.values())), strict=True))
+        done = []
+        for letter in letters:
+            if (job := revived.pop(letter.id, None)) is not None:
+                self.events.emit("job.replayed", job_id=str(job.id), task=job.task, queue=job.queue,
+                                 by=self.actor.name, dead_letter_id=letter.id,
+                                 replay_from="start" if from_start else "stage")
             done.append(Replay(letter=self.dead_letter(letter.id), job=job))
         return done
 

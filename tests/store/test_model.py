@@ -16,7 +16,7 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from redrive.core.dead_letters import MANUAL_RETRY, revive_plan
+from redrive.core.dead_letters import MANUAL_RETRY, Revival, revive_plan
 from redrive.core.job import Lease
 from redrive.core.states import TERMINAL, Status
 from redrive.core.transitions import Completion, FailNow, Finish, RetryLater
@@ -200,7 +200,7 @@ class Lifecycle(RuleBasedStateMachine):
             return
         job = self.store.job_get(job_id=job_id)
         assert job is not None
-        revived = self.store.job_revive(job_id=job_id, plan=revive_plan(job, reason=MANUAL_RETRY, by="ops"))
+        (revived,) = self.store.jobs_revive(revivals=[Revival(job_id, revive_plan(job, reason=MANUAL_RETRY, by="ops"))])
         assert revived is not None and revived.status is Status.QUEUED
         expected = self.jobs[job_id]
         expected.status, expected.attempts, expected.due, expected.cancel_asked = \

@@ -10,12 +10,14 @@ the behaviour suite holds the three to one result.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 from redrive.core.job import JSON, Job
+from redrive.errors import ConfigError
 
 MANUAL_RETRY = "manual_retry"
 REPLAY = "replay"
@@ -67,6 +69,25 @@ class RevivePlan:
         """The event of failed -> queued."""
         return {"reason": self.reason, "by": self.by, "from": self.replay_from, "stage": self.stage,
                 "dead_letter_ids": sorted(dead_letter_ids)}
+
+
+@dataclass(frozen=True, slots=True)
+class Revival:
+    """One failed job to queue again (``Store.jobs_revive``): its plan and,
+    for a replay, the dead letter it answers."""
+
+    job_id: UUID
+    plan: RevivePlan
+    dead_letter_id: int | None = None
+
+
+def distinct_jobs(revivals: Sequence[Revival]) -> Sequence[Revival]:
+    """``revivals``, once it is checked that no job is in it twice: a batch
+    revives each job once, and which of two plans would win is no store's
+    choice."""
+    if len({r.job_id for r in revivals}) != len(revivals):
+        raise ConfigError("one batch of revivals names a job twice")
+    return revivals
 
 
 def revive_plan(job: Job, *, reason: str, by: str | None, from_start: bool = False,

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from redrive.core.breaker import Breaker
-from redrive.core.dead_letters import RevivePlan, cancel_meta, escalates, fail_meta, retry_meta
+from redrive.core.dead_letters import Revival, cancel_meta, distinct_jobs, escalates, fail_meta, retry_meta
 from redrive.core.job import (
     DeadLetter,
     DeadLetterFilter,
@@ -494,35 +494,39 @@ class MemoryStore:
         with self._lock:
             return self._paused.pop(queue, None) is not None
 
-    def job_revive(self, *, job_id: UUID, plan: RevivePlan, dead_letter_id: int | None = None) -> Job | None:
-        with self._lock:
-            job = self._jobs.get(job_id)
-            if job is None or job.status is not Status.FAILED or job.failed_at != plan.failed_at:
-                return None
-            letter = self._letters.get(dead_letter_id) if dead_letter_id is not None else None
-            if dead_letter_id is not None and (letter is None or letter.job_id != job_id
-                                               or letter.state != "open"):
-                return None
-            now = self._clock()
-            self._cancel_requests.pop(job_id, None)
-            marked = []
-            for d in list(self._letters.values()):
-                if d.job_id == job_id and d.state == "open":
-                    self._letters[d.id] = replace(d, replayed_at=now, replayed_by=plan.by,
-                                                  replay_from=plan.replay_from)
-                    marked.append(d.id)
-            revived = self._move(
-                job, Status.QUEUED, now, run_at=now, attempts=0, error_code=None,
-                error_message=None, finished_at=None, failed_at=None, first_failed_at=None,
-                stage=plan.stage, checkpoint=dict(job.checkpoint) if plan.keep_checkpoint else {},
-                stage_attempts=dict(plan.stage_attempts), manual_retry_count=plan.manual_retries,
-                meta=plan.meta(marked),
-            )
-            # The event records attempt 0: the revived job starts a fresh count.
+    def jobs_revive(self, *, revivals: Sequence[Revival]) -> list[Job | None]:
+        distinct_jobs(revivals)
+        with self._lock:  # one transaction: nothing else sees half the batch
+            revived = [self._revive(r) for r in revivals]
             listeners = list(self._listeners)
-        for on_wake in listeners:
-            on_wake(revived.queue)
+        for queue in {job.queue for job in revived if job is not None}:
+            for on_wake in listeners:
+                on_wake(queue)
         return revived
+
+    def _revive(self, revival: Revival) -> Job | None:
+        job_id, plan, dead_letter_id = revival.job_id, revival.plan, revival.dead_letter_id
+        job = self._jobs.get(job_id)
+        if job is None or job.status is not Status.FAILED or job.failed_at != plan.failed_at:
+            return None
+        letter = self._letters.get(dead_letter_id) if dead_letter_id is not None else None
+        if dead_letter_id is not None and (letter is None or letter.job_id != job_id or letter.state != "open"):
+            return None
+        now = self._clock()
+        self._cancel_requests.pop(job_id, None)
+        marked = []
+        for d in list(self._letters.values()):
+            if d.job_id == job_id and d.state == "open":
+                self._letters[d.id] = replace(d, replayed_at=now, replayed_by=plan.by, replay_from=plan.replay_from)
+                marked.append(d.id)
+        # The event records attempt 0: the revived job starts a fresh count.
+        return self._move(
+            job, Status.QUEUED, now, run_at=now, attempts=0, error_code=None,
+            error_message=None, finished_at=None, failed_at=None, first_failed_at=None,
+            stage=plan.stage, checkpoint=dict(job.checkpoint) if plan.keep_checkpoint else {},
+            stage_attempts=dict(plan.stage_attempts), manual_retry_count=plan.manual_retries,
+            meta=plan.meta(marked),
+        )
 
     def breaker_update(
         self, *, name: str, change: Callable[[Breaker, float], Breaker], by: str | None = None

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from redrive.core.breaker import Breaker
-from redrive.core.dead_letters import RevivePlan
+from redrive.core.dead_letters import Revival
 from redrive.core.job import JSON, DeadLetter, EnqueueResult, Job, JobEvent, Lease, NewJob, StageDone
 from redrive.core.limits import Limits
 from redrive.core.outbox import OutboxChange, OutboxRow
@@ -198,12 +198,14 @@ class Store(Protocol):
     def queue_resume(self, *, queue: str) -> bool:
         """False when it was not paused."""
 
-    def job_revive(self, *, job_id: UUID, plan: RevivePlan, dead_letter_id: int | None = None) -> Job | None:
-        """failed -> queued as ``plan`` says (``core.dead_letters.revive_plan``):
-        fresh attempts, its stage, counts and saved outputs; the job's open dead
-        letters are marked replayed. None when the job is no longer the failure
-        the plan was made from (``plan.failed_at``), or ``dead_letter_id`` is
-        no longer open: two operators acting at once revive it once. A cancel
+    def jobs_revive(self, *, revivals: Sequence[Revival]) -> list[Job | None]:
+        """failed -> queued for each of ``revivals`` (each job at most once)
+        as its plan says (``core.dead_letters.revive_plan``), in one
+        transaction: fresh attempts, its stage, counts and saved outputs; the
+        job's open dead letters are marked replayed. In order, the job queued
+        again, or None when the job is no longer the failure the plan was made
+        from (``plan.failed_at``) or the revival's ``dead_letter_id`` is no
+        longer open: two operators acting at once revive it once. A cancel
         request left from its last run is dropped."""
 
     def dead_letter_get(self, *, id: int) -> DeadLetter | None: ...

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from redrive.core.dead_letters import RevivePlan, revive_plan
+from redrive.core.dead_letters import Revival, RevivePlan, revive_plan
 from redrive.core.job import DeadLetter, DeadLetterFilter, Job, JobKey, Lease, NewJob, StageDone
 from redrive.core.outbox import OutboxChange
 from redrive.core.states import Status, is_legal
@@ -55,7 +55,7 @@ from redrive.testing.tasks import Drained, assert_enqueued, drain, enqueued_jobs
 
 __all__ = [
     "TTL", "Cancellation", "Clock", "Completion", "DeadLetterFilter", "FailNow", "Finished", "JobFilter", "JobKey",
-    "Lease", "NewJob", "OutboxChange", "Reads", "Requeue", "RetryLater", "RevivePlan", "StageDone", "Store",
+    "Lease", "NewJob", "OutboxChange", "Reads", "Requeue", "RetryLater", "Revival", "RevivePlan", "StageDone", "Store",
     "applied", "assert_history", "assert_invariants", "claim", "claim_one", "fail", "letter_of", "new",
     "reclaim", "revive", "wait_for", "wait_for_async",
     "Drained", "assert_enqueued", "drain", "enqueued_jobs", "isolated",
@@ -206,4 +206,5 @@ def revive(store: Store, job_id: uuid.UUID, reason: str, by: str | None, *, from
     job = job or store.job_get(job_id=job_id)
     assert job is not None
     plan = revive_plan(job, reason=reason, by=by, from_start=from_start, first_stage=first_stage)
-    return store.job_revive(job_id=job_id, plan=plan, dead_letter_id=dead_letter_id)
+    (revived,) = store.jobs_revive(revivals=[Revival(job_id, plan, dead_letter_id)])
+    return revived

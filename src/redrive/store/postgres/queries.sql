@@ -548,49 +548,56 @@ FROM input AS i
 WHERE j.id = i.id AND j.lease_token = i.token AND j.lease_expires_at > now()
 RETURNING j.id, j.lease_token;
 
--- name: job_revive
--- failed -> queued as a revive plan (core/dead_letters.py) says, only while
--- the job is still the failure the plan was made from; with a dead_letter_id,
--- only while that letter is still open, so two operators replaying at once
--- revive the job once.
-WITH moved AS (
+-- name: jobs_revive
+-- failed -> queued for each job of :revivals as its revive plan
+-- (core/dead_letters.py) says, only while the job is still the failure the
+-- plan was made from; with a dead_letter_id, only while that letter is still
+-- open, so two operators replaying at once revive the job once.
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(revivals)s) AS x(
+        id uuid, failed_at timestamptz, dead_letter_id bigint, by text, replay_from text, stage text,
+        stage_attempts jsonb, keep_checkpoint boolean, manual_retries integer, meta jsonb)
+), moved AS (
     DELETE FROM redrive_job_done AS d
-    WHERE d.id = %(id)s AND d.status = 'failed' AND d.failed_at = %(failed_at)s::timestamptz
-      AND (%(dead_letter_id)s::bigint IS NULL OR EXISTS (
+    USING input AS i
+    WHERE d.id = i.id AND d.status = 'failed' AND d.failed_at = i.failed_at
+      AND (i.dead_letter_id IS NULL OR EXISTS (
             SELECT 1 FROM redrive_dead_letter AS l
-            WHERE l.id = %(dead_letter_id)s::bigint AND l.job_id = d.id
+            WHERE l.id = i.dead_letter_id AND l.job_id = d.id
               AND l.replayed_at IS NULL AND l.resolved_at IS NULL))
-    RETURNING *
+    RETURNING d.*
 ), revived AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         created_at, updated_at, started_at,
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
         idempotency_key, version)
-    SELECT id, task, queue, args, kwargs, 'queued', priority, now(),
-        0, max_attempts, owner, last_error_code, last_error_message,
-        created_at, now(), started_at,
-        %(stage)s::text, %(stage_attempts)s::jsonb,
-        CASE WHEN %(keep_checkpoint)s THEN checkpoint ELSE '{}'::jsonb END,
-        %(manual_retries)s, NULL, dependencies, idempotency_key, version
-    FROM moved
+    SELECT m.id, m.task, m.queue, m.args, m.kwargs, 'queued', m.priority, now(),
+        0, m.max_attempts, m.owner, m.last_error_code, m.last_error_message,
+        m.created_at, now(), m.started_at,
+        i.stage, i.stage_attempts,
+        CASE WHEN i.keep_checkpoint THEN m.checkpoint ELSE '{}'::jsonb END,
+        i.manual_retries, NULL, m.dependencies, m.idempotency_key, m.version
+    FROM moved AS m JOIN input AS i ON i.id = m.id
     RETURNING *
 ), letters AS (
-    UPDATE redrive_dead_letter
-    SET replayed_at = now(), replayed_by = %(by)s, replay_from = %(replay_from)s
-    WHERE job_id IN (SELECT id FROM revived) AND replayed_at IS NULL AND resolved_at IS NULL
-    RETURNING id
+    UPDATE redrive_dead_letter AS l
+    SET replayed_at = now(), replayed_by = i.by, replay_from = i.replay_from
+    FROM input AS i
+    WHERE l.job_id = i.id AND l.job_id IN (SELECT id FROM revived)
+      AND l.replayed_at IS NULL AND l.resolved_at IS NULL
+    RETURNING l.id, l.job_id
 ), requests AS (
     -- a cancel asked of the run that failed does not reach the new one
     DELETE FROM redrive_cancel_request AS c USING revived AS r WHERE c.job_id = r.id
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), 'failed', 'queued', 0,
-           %(meta)s::jsonb || jsonb_build_object(
-               'dead_letter_ids', (SELECT coalesce(jsonb_agg(id ORDER BY id), '[]') FROM letters))
-    FROM revived
+    SELECT r.id, now(), 'failed', 'queued', 0,
+           i.meta || jsonb_build_object('dead_letter_ids', (
+               SELECT coalesce(jsonb_agg(l.id ORDER BY l.id), '[]') FROM letters AS l WHERE l.job_id = r.id))
+    FROM revived AS r JOIN input AS i ON i.id = r.id
 ), wake AS (
-    SELECT pg_notify('redrive_jobs', queue) FROM revived
+    SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM revived) AS due_queues
 )
 SELECT revived.*, (SELECT count(*) FROM wake) AS woken FROM revived;
 

@@ -34,7 +34,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from redrive.core import checks
 from redrive.core.breaker import Breaker, from_json, to_json
-from redrive.core.dead_letters import RevivePlan
+from redrive.core.dead_letters import Revival, distinct_jobs
 from redrive.core.job import (
     DEAD_LETTER_COLUMNS,
     JOB_COLUMNS,
@@ -584,14 +584,18 @@ class PostgresStore:
         assert job is not None
         return job
 
-    def job_revive(self, *, job_id: UUID, plan: RevivePlan, dead_letter_id: int | None = None) -> Job | None:
-        rows = self._run("job_revive", {
-            "id": job_id, "failed_at": plan.failed_at, "dead_letter_id": dead_letter_id, "by": plan.by,
-            "stage": plan.stage, "stage_attempts": Jsonb(plan.stage_attempts),
-            "keep_checkpoint": plan.keep_checkpoint, "manual_retries": plan.manual_retries,
-            "replay_from": plan.replay_from, "meta": Jsonb(plan.meta([])),
-        })
-        return _job(rows[0]) if rows else None
+    def jobs_revive(self, *, revivals: Sequence[Revival]) -> list[Job | None]:
+        if not distinct_jobs(revivals):
+            return []
+        rows = self._run("jobs_revive", {"revivals": Jsonb([{
+            "id": str(r.job_id), "failed_at": None if r.plan.failed_at is None else r.plan.failed_at.isoformat(),
+            "dead_letter_id": r.dead_letter_id, "by": r.plan.by, "replay_from": r.plan.replay_from,
+            "stage": r.plan.stage, "stage_attempts": r.plan.stage_attempts,
+            "keep_checkpoint": r.plan.keep_checkpoint, "manual_retries": r.plan.manual_retries,
+            "meta": r.plan.meta([]),
+        } for r in revivals])})
+        revived = {row["id"]: _job(row) for row in rows}
+        return [revived.get(r.job_id) for r in revivals]
 
     def dead_letter_get(self, *, id: int) -> DeadLetter | None:
         rows = self._run("dead_letter_get", {"id": id})

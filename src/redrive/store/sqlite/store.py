@@ -22,7 +22,7 @@ from uuid import UUID
 
 from redrive.core import checks
 from redrive.core.breaker import Breaker, from_json, to_json
-from redrive.core.dead_letters import RevivePlan, cancel_meta, escalates, fail_meta, retry_meta
+from redrive.core.dead_letters import Revival, cancel_meta, distinct_jobs, escalates, fail_meta, retry_meta
 from redrive.core.job import (
     DEAD_LETTER_COLUMNS,
     JOB_COLUMNS,
@@ -695,33 +695,35 @@ class SQLiteStore:
         assert job is not None
         return job
 
-    def job_revive(self, *, job_id: UUID, plan: RevivePlan, dead_letter_id: int | None = None) -> Job | None:
-        def body(conn: sqlite3.Connection, now: float) -> Job | None:
-            if dead_letter_id is not None and conn.execute(self._queries["dead_letter_open_check"], {
-                "id": dead_letter_id, "job_id": str(job_id),
-            }).fetchone() is None:
-                return None
-            taken = conn.execute(self._queries["job_take_failed"], {
-                "id": str(job_id), "failed_at": _epoch(plan.failed_at)}).fetchone()
-            if taken is None:
-                return None
-            old = dict(taken)
-            row = conn.execute(self._queries["job_revived_insert"], {
-                **old, "now": now, "stage": plan.stage,
-                "checkpoint": old["checkpoint"] if plan.keep_checkpoint else "{}",
-                "stage_attempts": json.dumps(plan.stage_attempts), "manual_retry_count": plan.manual_retries,
-            }).fetchone()
-            conn.execute(self._queries["cancel_request_take"], {"id": str(job_id)})
-            letters = conn.execute(self._queries["dead_letters_mark_replayed"], {
-                "job_id": str(job_id), "now": now, "by": plan.by, "replay_from": plan.replay_from,
-            }).fetchall()
-            self._event(conn, str(job_id), "failed", "queued", 0, now, plan.meta([r["id"] for r in letters]))
-            return _job(row)
-
-        revived = self._write(body)
-        if revived is not None:
-            self._wake({revived.queue})
+    def jobs_revive(self, *, revivals: Sequence[Revival]) -> list[Job | None]:
+        distinct_jobs(revivals)
+        revived = self._write(lambda conn, now: [self._revive(conn, now, r) for r in revivals]) if revivals else []
+        if queues := {job.queue for job in revived if job is not None}:
+            self._wake(queues)
         return revived
+
+    def _revive(self, conn: sqlite3.Connection, now: float, revival: Revival) -> Job | None:
+        job_id, plan = str(revival.job_id), revival.plan
+        if revival.dead_letter_id is not None and conn.execute(self._queries["dead_letter_open_check"], {
+            "id": revival.dead_letter_id, "job_id": job_id,
+        }).fetchone() is None:
+            return None
+        taken = conn.execute(self._queries["job_take_failed"], {
+            "id": job_id, "failed_at": _epoch(plan.failed_at)}).fetchone()
+        if taken is None:
+            return None
+        old = dict(taken)
+        row = conn.execute(self._queries["job_revived_insert"], {
+            **old, "now": now, "stage": plan.stage,
+            "checkpoint": old["checkpoint"] if plan.keep_checkpoint else "{}",
+            "stage_attempts": json.dumps(plan.stage_attempts), "manual_retry_count": plan.manual_retries,
+        }).fetchone()
+        conn.execute(self._queries["cancel_request_take"], {"id": job_id})
+        letters = conn.execute(self._queries["dead_letters_mark_replayed"], {
+            "job_id": job_id, "now": now, "by": plan.by, "replay_from": plan.replay_from,
+        }).fetchall()
+        self._event(conn, job_id, "failed", "queued", 0, now, plan.meta([r["id"] for r in letters]))
+        return _job(row)
 
     def dead_letter_get(self, *, id: int) -> DeadLetter | None:
         rows = self._read("dead_letter_get", {"id": id})

@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from redrive.core.dead_letters import revive_plan
+from redrive.core.dead_letters import Revival, revive_plan
 from redrive.core.job import DeadLetterFilter, Lease, StageDone
 from redrive.core.states import Status
 from redrive.core.transitions import LEASE_EXPIRED, Completion, RetryLater
-from redrive.errors import DeadLetterNotFound
+from redrive.errors import ConfigError, DeadLetterNotFound
 from redrive.store.port import Store
 from redrive.store.reads import JobFilter
 from redrive.testing import applied, assert_history, claim_one, fail, letter_of, new, reclaim, revive, wait_for
@@ -203,9 +203,52 @@ def test_a_plan_made_before_the_job_failed_again_is_refused(store: Store) -> Non
     assert revive(store, job.id, "manual_retry", by="bob") is not None
     fail(store, claim_one(store), "NOT_FOUND")
     # Then the plan made from the first failure changes nothing
-    assert store.job_revive(job_id=job.id, plan=stale) is None
+    assert store.jobs_revive(revivals=[Revival(job.id, stale)]) == [None]
     now = store.job_get(job_id=job.id)
     assert (now.status, now.error_code, now.manual_retry_count) == (Status.FAILED, "NOT_FOUND", 1)
+
+
+def test_a_batch_revives_each_job_its_plan_still_fits_and_reports_the_rest_as_none(store: Store) -> None:
+    store.jobs_insert(jobs=[new(queue="a"), new(queue="b"), new(queue="a")])
+    for queue in ("a", "b", "a"):
+        fail(store, claim_one(store, queues=[queue]))
+    jobs = sorted(store.jobs_page(where=JobFilter()).items, key=lambda j: j.queue == "b")  # a, a, b
+    jobs[1:] = jobs[:0:-1]  # a, b, a: the stale plan in the middle
+    plans = [revive_plan(job, reason="manual_retry", by="ops") for job in jobs]
+    # The middle job is retried by someone else first: its plan is stale
+    assert revive(store, jobs[1].id, "manual_retry", by="bob") is not None
+    wakes: list[str] = []
+    unsubscribe = store.wakeups_subscribe(wakes.append)
+
+    def heard() -> bool:  # a store that pushes wake-ups may start listening in a thread of its own
+        if not wakes:
+            store.jobs_insert(jobs=[new(queue="warm")])
+        return bool(wakes)
+
+    if unsubscribe is not None:
+        wait_for(heard, timeout=5)
+    revived = store.jobs_revive(revivals=[Revival(job.id, plan) for job, plan in zip(jobs, plans, strict=True)])
+    assert [None if r is None else r.id for r in revived] == [jobs[0].id, None, jobs[2].id]
+    for job in (jobs[0], jobs[2]):
+        now = store.job_get(job_id=job.id)
+        assert (now.status, now.attempts, now.manual_retry_count) == (Status.QUEUED, 0, 1)
+        last = assert_history(store, job.id)[-1]
+        assert (last.from_status, last.to_status) == (Status.FAILED, Status.QUEUED)
+        assert last.meta["by"] == "ops" and last.meta["dead_letter_ids"] == [letter_of(store, job.id).id]
+        assert letter_of(store, job.id).state == "replayed"
+    assert [e.meta["by"] for e in assert_history(store, jobs[1].id) if e.from_status is Status.FAILED] == ["bob"]
+    if unsubscribe is not None:  # a store that pushes wake-ups tells the queue of each revived job
+        wait_for(lambda: "a" in wakes)
+        unsubscribe()
+    # A batch that names a job twice is refused whole
+    taken = claim_one(store, queues=["a"])
+    fail(store, taken)
+    again = store.job_get(job_id=taken.id)
+    twice = [Revival(again.id, revive_plan(again, reason="manual_retry", by="ops"))] * 2
+    with pytest.raises(ConfigError, match="twice"):
+        store.jobs_revive(revivals=twice)
+    assert store.job_get(job_id=again.id).status is Status.FAILED
+    assert store.jobs_revive(revivals=[]) == []
 
 
 def _counted(store: Store, where: DeadLetterFilter) -> dict:
