@@ -565,7 +565,7 @@ class MemoryStore:
                 and (where.task is None or d.task == where.task)
                 and (where.owner is None or d.owner == where.owner)
                 and (where.job_id is None or d.job_id == where.job_id)
-                and (where.state is None or (where.state == "escalated" and d.escalated)
+                and (where.state is None or (where.state == "escalated" and d.escalated and d.state == "open")
                      or where.state == d.state)
                 and (where.older_than is None or d.last_failure_at <= now - where.older_than)
                 and (where.newer_than is None or d.last_failure_at > now - where.newer_than)

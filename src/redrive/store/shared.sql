@@ -39,7 +39,7 @@ HAVING sum(n) > 0;
        OR (:state = 'open' AND replayed_at IS NULL AND resolved_at IS NULL)
        OR (:state = 'replayed' AND replayed_at IS NOT NULL)
        OR (:state = 'resolved' AND resolved_at IS NOT NULL)
-       OR (:state = 'escalated' AND escalated))
+       OR (:state = 'escalated' AND escalated AND replayed_at IS NULL AND resolved_at IS NULL))
   AND (CAST(:older_than_s AS DOUBLE PRECISION) IS NULL
        OR last_failure_at <= {now} - CAST(:older_than_s AS DOUBLE PRECISION) * {second})
   AND (CAST(:newer_than_s AS DOUBLE PRECISION) IS NULL

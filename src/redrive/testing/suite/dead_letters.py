@@ -122,6 +122,11 @@ def test_the_same_non_retryable_failure_after_a_replay_is_escalated(store: Store
     assert not letter_of(store, second.id).escalated
     assert [d.job_id for d in store.dead_letters_page(where=DeadLetterFilter(state="escalated")).items] == [first.id]
     assert assert_history(store, first.id)[-1].meta["escalated"] is True
+    # An escalated letter is an open one: once replayed it is listed as replayed, not as escalated
+    revive(store, first.id, "replay", by="ops", dead_letter_id=escalated.id)
+    assert store.dead_letters_page(where=DeadLetterFilter(state="escalated")).items == []
+    assert escalated.id in {d.id for d in store.dead_letters_page(where=DeadLetterFilter(state="replayed")).items}
+    assert store.dead_letter_facets(where=DeadLetterFilter(state="escalated")).total == 0
 
 
 def test_dead_letters_filter_and_take_notes(store: Store) -> None:
