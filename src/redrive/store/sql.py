@@ -14,6 +14,7 @@ _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
 _PARAM = re.compile(r"(?<![:\w]):(\w+)")  # :name, not a ::cast
 _WORD = re.compile(r"\{(\w+)\}")
+_FRAGMENT = re.compile(r"\{(_\w+)\}")
 
 # How each dialect spells what shared.sql writes as {word}: a type, the
 # database's clock, or a test against a list of statuses (an array on
@@ -42,6 +43,11 @@ def load_queries(package: str, *, dialect: str) -> dict[str, str]:
                for name, sql in shared.items() if not name.startswith("_")}
     if dialect == "postgres":
         spelled = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in spelled.items()}
+    # A store's own fragments ({_name}, written in its own style) go into its own
+    # queries; nothing else in them is touched ('{}'::jsonb is a literal there).
+    pieces = {name: sql for name, sql in own.items() if name.startswith("_")}
+    own = {name: _FRAGMENT.sub(lambda m: pieces[m.group(1)], sql)
+           for name, sql in own.items() if not name.startswith("_")}
     return {**spelled, **own}
 
 

@@ -207,6 +207,21 @@ SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_t
        jsonb_build_array(args, kwargs, stage_attempts, checkpoint, dependencies) AS payload
 FROM claimed ORDER BY priority, run_at;
 
+-- name: _cascade
+-- What goes with the finished jobs a statement deletes (its "jobs" step):
+-- their events, letters, keys, cancel requests and permits.
+events AS (
+    DELETE FROM redrive_job_event AS e USING jobs WHERE e.job_id = jobs.id
+), letters AS (
+    DELETE FROM redrive_dead_letter AS l USING jobs WHERE l.job_id = jobs.id
+), keys AS (
+    DELETE FROM redrive_job_key AS k USING jobs WHERE k.job_id = jobs.id
+), requests AS (
+    DELETE FROM redrive_cancel_request AS c USING jobs WHERE c.job_id = jobs.id
+), permits AS (
+    DELETE FROM redrive_permit AS p USING jobs WHERE p.job_id = jobs.id
+)
+
 -- name: jobs_prune
 -- Oldest history first, a batch at a time. A job whose dead letter is still
 -- open waits for an operator; its letters and events go with it otherwise.
@@ -220,34 +235,14 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 ), jobs AS (
     DELETE FROM redrive_job_done AS d USING doomed WHERE d.id = doomed.id RETURNING d.id
-), events AS (
-    DELETE FROM redrive_job_event AS e USING jobs WHERE e.job_id = jobs.id
-), letters AS (
-    DELETE FROM redrive_dead_letter AS l USING jobs WHERE l.job_id = jobs.id
-), keys AS (
-    DELETE FROM redrive_job_key AS k USING jobs WHERE k.job_id = jobs.id
-), requests AS (
-    DELETE FROM redrive_cancel_request AS c USING jobs WHERE c.job_id = jobs.id
-), permits AS (
-    DELETE FROM redrive_permit AS p USING jobs WHERE p.job_id = jobs.id
-)
+), {_cascade}
 SELECT count(*) AS pruned FROM jobs;
 
 -- name: jobs_delete
 -- Finished jobs an operator picked, with what a prune takes with them.
 WITH jobs AS (
     DELETE FROM redrive_job_done AS d WHERE d.id = ANY(%(ids)s::uuid[]) RETURNING d.id
-), events AS (
-    DELETE FROM redrive_job_event AS e USING jobs WHERE e.job_id = jobs.id
-), letters AS (
-    DELETE FROM redrive_dead_letter AS l USING jobs WHERE l.job_id = jobs.id
-), keys AS (
-    DELETE FROM redrive_job_key AS k USING jobs WHERE k.job_id = jobs.id
-), requests AS (
-    DELETE FROM redrive_cancel_request AS c USING jobs WHERE c.job_id = jobs.id
-), permits AS (
-    DELETE FROM redrive_permit AS p USING jobs WHERE p.job_id = jobs.id
-)
+), {_cascade}
 SELECT id FROM jobs;
 
 -- name: schema_present
