@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from redrive import Actor, Admin, Client, JobRequest, Settings, Status
+from redrive.store.sqlite.store import SQLiteStore
 from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
 from tests.fakes.slack import slack_webhook
@@ -203,6 +205,47 @@ def test_a_run_past_its_hard_limit_has_its_child_killed_and_the_other_job_goes_b
     ran = executions(tmp_path)
     assert ran["bystander"] == 1 and ran["spinner"] == 1
     assert f"job {spinner} (spin_first) ran past its hard time limit of 1s" in supervisor.log
+    client.close()
+
+
+def test_a_hard_limit_is_kept_while_the_supervisors_store_calls_wait(
+        sqlite_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    """The supervisor's store calls run beside its watch of the children: while
+    taking back a dead child's jobs waits on a locked database, a run past its
+    hard limit in the other child is still killed on time."""
+    store = SQLiteStore(sqlite_url.removeprefix("sqlite:///"))
+    store.migrate()
+    store.close()
+    client, supervisor = _supervised(sqlite_url, tmp_path, workers)
+    with Admin.open(sqlite_url, actor=Actor.operator("test")) as admin:
+        wait_for(lambda: len(_children(admin, supervisor)) == 2, timeout=30, what="both children registered")
+        spinner = client.enqueue_many([JobRequest("spin_first", args=["spinner"])])[0].job.id
+        wait_for(lambda: client.job(spinner).status is Status.RUNNING, timeout=30, every=0.02, what="spinning")
+        spinning = time.monotonic()
+        children = _children(admin, supervisor)
+    doomed = children[client.job(spinner).lease_owner]
+    (bystander,) = set(children.values()) - {doomed}
+    # Given the database locked for writes, and the other child killed: taking its jobs back must wait
+    lock = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), timeout=10, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    try:
+        os.kill(bystander, signal.SIGKILL)
+        # Then the spinner's child is killed past its limit of 1 s all the same
+        wait_for(lambda: not Path(f"/proc/{doomed}").exists(), timeout=10, every=0.02, what="the spinner's child killed")
+        killed_s = time.monotonic() - spinning
+        record("a hard limit while the supervisor's store is locked", "seconds from running to its child killed",
+               f"{killed_s:.2f}", "< 3")
+        assert killed_s < 3
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    # And once the database is free again both children's jobs end as they should
+    wait_for(lambda: client.job(spinner).status is Status.SUCCEEDED, timeout=60, what="the spinner's retry")
+    first = [e for e in client.job_events(spinner) if e.attempt == 1 and e.to_status != "running"]
+    assert first[-1].meta.get("error_code") == "TIMEOUT", first
+    assert executions(tmp_path)["spinner"] == 1
+    wait_for(lambda: re.search(r"worker process \d+ \(\S+\): 1 of its jobs taken back \(job \S+ failed TIMEOUT",
+                               supervisor.log), timeout=30, what="the take-back logged")
     client.close()
 
 

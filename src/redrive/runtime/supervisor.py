@@ -19,6 +19,11 @@ back with their attempts refunded: they did nothing wrong.
 SIGTERM or SIGINT to the supervisor goes to every child, which drains as a
 single worker does; the supervisor exits once they have, and kills any
 child still there after its grace and one lease TTL (taking its leases back).
+
+The supervisor's own store calls (its registry entry, taking a dead child's
+leases back) run on a thread of their own: a store that is slow or hung
+(up to its deadline) never holds up a hard-limit kill, a stop or a
+replacement.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from random import Random
@@ -123,6 +129,9 @@ class Supervisor:
         self._restarts = 0
         self._replaced: deque[dict[str, JSON]] = deque(maxlen=10)  # for redrive workers: whom, why, when
         self._reported = 0.0  # when it last reported itself to the registry (monotonic)
+        # Every store call, in order, off the loop that watches the children
+        self._calls = ThreadPoolExecutor(max_workers=1, thread_name_prefix="redrive-supervisor-store")
+        self._reporting: Future[None] | None = None
 
     def run(self) -> int:
         """Run until SIGTERM or SIGINT and every child has stopped: 0, or 1
@@ -159,6 +168,7 @@ class Supervisor:
                     log.warning("worker process %d did not stop within %gs: killing it", child.process.pid,
                                 self._stop_within)
                     child.process.kill()
+        self._calls.shutdown(wait=True)  # the last children's leases taken back before it leaves
         try:
             self._store().worker_remove(worker_id=self._prefix)
         except StoreError as exc:
@@ -169,9 +179,14 @@ class Supervisor:
     def _report(self) -> None:
         """Its own entry in the registry: its children, restarts and replacements."""
         self._reported = time.monotonic()
+        if self._reporting is not None and not self._reporting.done():
+            return  # the last report is still under way (a slow store): no queue of them
         report = WorkerReport(self._prefix, socket.gethostname(), os.getpid(), self._queues, 0,
                               installed_version(), running=0, memory_bytes=memory_bytes(),
                               children=len(self._children), restarts=self._restarts, replaced=list(self._replaced))
+        self._reporting = self._calls.submit(self._send, report)
+
+    def _send(self, report: WorkerReport) -> None:
         try:
             self._store().worker_report(report=report)
         except StoreError as exc:
@@ -238,10 +253,10 @@ class Supervisor:
             self._counted(child.worker_id, None)
         code = child.process.returncode
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
-        taken = self._take_back(child)
+        self._calls.submit(self._take_back, child)
         if child.overran is not None:  # killed for its overrun: replaced at once, not a death at start-up
-            log.info("worker process %d (%s) replaced after job %s overran; %d other jobs it held went back "
-                     "to the queue", child.process.pid, child.worker_id, child.overran.job_id, taken)
+            log.info("worker process %d (%s) replaced after job %s overran", child.process.pid, child.worker_id,
+                     child.overran.job_id)
             if self._stopping is None:
                 self._replace(child, f"killed: job {child.overran.job_id} ({child.overran.task}) ran past its hard "
                                      f"time limit of {child.overran.seconds:g}s")
@@ -254,8 +269,8 @@ class Supervisor:
         if self._stopping is not None and code == 0:
             return True
         lived = time.monotonic() - child.started
-        log.warning("worker process %d (%s) ended (%s) after %.1fs; %d jobs it held were taken back",
-                    child.process.pid, child.worker_id, how, lived, taken)
+        log.warning("worker process %d (%s) ended (%s) after %.1fs; the jobs it held are taken back",
+                    child.process.pid, child.worker_id, how, lived)
         if self._stopping is not None:
             return True
         self._deaths_at_start = self._deaths_at_start + 1 if lived < STEADY_S else 0
@@ -265,24 +280,29 @@ class Supervisor:
             return False
         delay = 0.0 if not self._deaths_at_start else \
             min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** (self._deaths_at_start - 1))
-        self._replace(child, f"died ({how}) after {lived:.1f}s; {taken} jobs it held were taken back", delay)
+        self._replace(child, f"died ({how}) after {lived:.1f}s; the jobs it held taken back", delay)
         return True
 
-    def _take_back(self, child: Child) -> int:
+    def _take_back(self, child: Child) -> None:
         """Its leases, ended now through the store (fenced), each announced:
         the overrun run's as ``TIMEOUT``, the others it held then handed
-        back refunded; a dead child's all as crashed."""
+        back refunded; a dead child's all as crashed. On the store thread."""
+        overran = child.overran
         try:
             store = self._store()
-            killed = self._end_overrun(store, child.overran) if child.overran is not None else []
+            killed = self._end_overrun(store, overran) if overran is not None else []
             done = store.jobs_reclaim(worker_id=child.worker_id, bystanders=bool(killed))
             store.worker_remove(worker_id=child.worker_id)  # gone, not stale: it will not be back
         except StoreError as exc:  # its leases expire in a TTL; another worker's reclaim takes them
             log.warning("could not take back the jobs of worker process %d: %s", child.process.pid, str(exc))
-            return 0
+            return
         for finished in (*killed, *done):
             announce(self._events, finished)
-        return len(done)
+        if killed or done:
+            log.info("worker process %d (%s): %d of its jobs taken back%s", child.process.pid, child.worker_id,
+                     len(killed) + len(done),
+                     f" (job {overran.job_id} failed TIMEOUT, the others went back to the queue)"
+                     if killed and overran is not None else "")
 
     def _end_overrun(self, store: Store, run: HardLimited) -> list[Finished]:
         """The attempt that overran fails ``TIMEOUT`` (by the task's retry
