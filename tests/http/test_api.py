@@ -40,7 +40,7 @@ def test_no_token_or_a_wrong_one_is_401(api) -> None:
 
 def test_an_owner_enqueues_sees_and_acts_on_their_own_jobs_only(api, api_app: App) -> None:
     alice, bob, ops = as_("alice", api), as_("bob", api), as_("operator", api)
-    made = alice.post("/api/v1/jobs", json={"task": "greet", "args": ["ada"]})
+    made = alice.post("/api/v1/jobs", json={"task": "greet", "args": ["grace"]})
     assert made.status_code == 201, made.text
     job = made.json()
     assert job["owner"] == "alice" and job["status"] == "queued" and "lease_token" not in job
@@ -48,9 +48,9 @@ def test_an_owner_enqueues_sees_and_acts_on_their_own_jobs_only(api, api_app: Ap
     for path in (f"/api/v1/jobs/{job['id']}", f"/api/v1/jobs/{job['id']}/cancel"):
         answer = bob.get(path) if path.endswith(job["id"]) else bob.post(path)
         assert answer.status_code == 403 and _error(answer)["code"] == "FORBIDDEN"
-        assert "ada" not in answer.text
+        assert "grace" not in answer.text  # not hex: a job id cannot hold it by chance
     shown = alice.get(f"/api/v1/jobs/{job['id']}").json()
-    assert shown["args"] == ["ada"] and [e["to_status"] for e in shown["events"]] == ["queued"]
+    assert shown["args"] == ["grace"] and [e["to_status"] for e in shown["events"]] == ["queued"]
     assert ops.get(f"/api/v1/jobs/{job['id']}").status_code == 200
     # Lists: an owner sees their own; asking for another's is 403; an operator sees all
     bob.post("/api/v1/jobs", json={"task": "greet", "args": ["bo"]})

@@ -82,6 +82,7 @@ def test_after_downtime_only_the_most_recent_missed_firing_runs() -> None:
 @pytest.mark.parametrize(("options", "message"), [
     ({"cron": "61 9 * * *"}, "malformed cron"),
     ({"cron": "every morning"}, "malformed cron"),
+    ({"cron": "0 9 30 2 *"}, "never fires"),
     ({"timezones": ["Mars/Olympus_Mons"]}, "unknown time zone"),
     ({"timezones": "Europe/Londn"}, "unknown time zone"),
     ({"timezones": []}, "at least one time zone"),

@@ -11,6 +11,7 @@ schedulers compute it.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from redrive.errors import ConfigError
 
@@ -41,6 +42,10 @@ def zone(name: str) -> ZoneInfo:
 def cron(expression: str) -> str:
     if not isinstance(expression, str) or not croniter.is_valid(expression):
         raise ConfigError(f"malformed cron expression {expression!r} (such as '0 9 * * *')")
+    try:  # a day that no month has (30 February) parses, but would fail every tick
+        _times(expression, datetime(2000, 1, 1)).get_next(datetime)
+    except CroniterBadDateError:
+        raise ConfigError(f"cron expression {expression!r} never fires (no month has that day)") from None
     return expression
 
 
@@ -133,13 +138,11 @@ class Schedule:
         start = after.astimezone(info).replace(tzinfo=None)
         end = max(_wall(until - back, info) + back for back in (timedelta(0), _LARGEST_SHIFT / 2, _LARGEST_SHIFT))
         found = []
-        times = croniter(self.cron, start)
+        times = _times(self.cron, start)
         while (nominal := times.get_next(datetime)) <= end:
             at = resolve(nominal, info)
             if after < at <= until:
-                slot = nominal.date().isoformat() if daily else nominal.isoformat(
-                    timespec="seconds" if seconds else "minutes")
-                found.append(Firing(self.name, tz, nominal, at, slot))
+                found.append(_firing(self.name, tz, nominal, at, daily, seconds))
         return found
 
 
@@ -148,13 +151,17 @@ _HORIZONS = (timedelta(minutes=1), timedelta(hours=1), timedelta(days=1), timede
 
 
 def next_firing(schedule: Schedule, tz: str, after: datetime) -> Firing | None:
-    """The first firing in ``tz`` after ``after`` (looking up to 8 years ahead,
-    a minute first, so a schedule firing every few seconds is not expanded
-    for a day, nor a minutely one for a year)."""
-    for horizon in _HORIZONS:
-        found = schedule.firings(tz, after, after + horizon)
-        if found:
-            return found[0]
+    """The first firing in ``tz`` after ``after``, looking up to 8 years ahead.
+    Resolution keeps order, so the first nominal time after ``after``'s wall
+    time that resolves past ``after`` is the earliest firing."""
+    info = zone(tz)
+    daily, seconds = _granularity(schedule.cron)
+    start = _wall(after, info)
+    times = _times(schedule.cron, start)
+    while (nominal := times.get_next(datetime)) <= start + _HORIZONS[-1]:
+        at = resolve(nominal, info)
+        if at > after:
+            return _firing(schedule.name, tz, nominal, at, daily, seconds)
     return None
 
 
@@ -192,9 +199,28 @@ def resolve(local: datetime, info: ZoneInfo) -> datetime:
 
 
 @lru_cache(maxsize=256)
+def _parsed(expression: str) -> croniter:
+    return croniter(expression)
+
+
+def _times(expression: str, start: datetime) -> croniter:
+    """A croniter from ``start``: a copy of the expression's parsed one, since
+    parsing costs more than the few steps a tick takes (croniter keeps the
+    parse in attributes it only reads)."""
+    times = copy.copy(_parsed(expression))
+    times.set_current(start, force=True)
+    return times
+
+
+def _firing(name: str, tz: str, nominal: datetime, at: datetime, daily: bool, seconds: bool) -> Firing:
+    slot = nominal.date().isoformat() if daily else nominal.isoformat(timespec="seconds" if seconds else "minutes")
+    return Firing(name, tz, nominal, at, slot)
+
+
+@lru_cache(maxsize=256)
 def _granularity(expression: str) -> tuple[bool, bool]:
     """(fires at most once a day, has a seconds field)."""
-    fields = croniter(expression).expanded
+    fields = _parsed(expression).expanded
     minutes, hours = fields[0], fields[1]
     seconds = len(fields) > 5
     daily = not seconds and len(minutes) == 1 and len(hours) == 1 and "*" not in (minutes[0], hours[0])
