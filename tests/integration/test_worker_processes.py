@@ -213,11 +213,13 @@ def test_a_fresh_client_sees_the_same_database(db_url) -> None:
 
 def test_heartbeats_keep_a_job_longer_than_its_lease(db_url, tmp_path, workers) -> None:
     client = _client(db_url)
-    job = client.enqueue("sleep_then_record", args=["long", 3.5]).job
-    a = _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
+    # Two and a half leases long. A 1 s lease left a loaded machine's store
+    # calls (up to half the TTL, at least 1 s) no room to extend it in time.
+    job = client.enqueue("sleep_then_record", args=["long", 5.0]).job
+    a = _start(workers, db_url, tmp_path, "--lease-ttl", "2", "--poll-interval", "0.2")
     wait_for(lambda: _running_on(client, job.id, a), timeout=20)
     # A second worker reclaims any lease that expires; it must find none.
-    _start(workers, db_url, tmp_path, "--lease-ttl", "1", "--poll-interval", "0.2")
+    _start(workers, db_url, tmp_path, "--lease-ttl", "2", "--poll-interval", "0.2")
     wait_for(lambda: client.job(job.id).status is Status.SUCCEEDED, timeout=30)
     done = client.job(job.id)
     assert done.attempts == 1 and done.result["pid"] == a.pid
