@@ -38,7 +38,10 @@ def hold_queue_scenario(url: str, tmp_path, workers: list, processes: int) -> No
 
         # The gateway fails: the breaker opens for every worker
         wait_for(lambda: state(app, "gateway") == "open", timeout=30)
-        time.sleep(1.0)  # a window: calls admitted before it opened finish (nothing tells when)
+        # Calls admitted before it opened still arrive (nothing tells when):
+        # from a second without one, the gateway must hear only probes.
+        wait_for(lambda: time.monotonic() - max(upstream.calls("/convert/"), default=0.0) >= 1.0,
+                 timeout=30, every=0.1, what="the calls admitted before the breaker opened to end")
         quiet_from = time.monotonic()
         before = {i: app.client.job(i).attempts for i in ids}
         time.sleep(3.0)  # a window longer than the policy's wait: the probe decides, not the wait
