@@ -8,8 +8,10 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from redrive.core.schedule import Firing, Schedule, missed
+from redrive.core.schedule import Firing, Schedule, missed, next_firing
 from redrive.errors import ConfigError
 
 ZONES = ["America/New_York", "Europe/London", "Australia/Lord_Howe", "Asia/Kolkata"]
@@ -96,3 +98,18 @@ def test_bad_schedules_are_config_errors(options: dict, message: str) -> None:
 
 def _days(first: date, last: date) -> list[date]:
     return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+# Zones whose clocks jump at local midnight, at 02:00, by half an hour, and
+# across the date line; expressions daily, in a DST gap, weekly, nth weekday.
+@settings(max_examples=300, deadline=None)
+@example(cron="30 1 * * *", tz="Europe/London", after=datetime(2026, 10, 25, 1, 20, tzinfo=UTC))  # 01:20 again
+@example(cron="30 2 * * *", tz="Europe/London", after=datetime(2026, 3, 29, 0, 59, tzinfo=UTC))  # 02:30 skipped
+@given(cron=st.sampled_from(["0 9 * * *", "30 1 * * *", "30 2 * * *", "0 0 * * *", "15 1 * * 1-5", "0 9 * * 1#2", "*/7 * * * *"]),
+       tz=st.sampled_from(["America/Santiago", "Asia/Beirut", "Europe/London", "Australia/Lord_Howe",
+                           "Pacific/Chatham", "America/St_Johns", "Pacific/Apia"]),
+       after=st.datetimes(datetime(2026, 1, 1), datetime(2029, 1, 1), timezones=st.just(UTC)))
+def test_the_next_firing_is_the_first_of_the_firings_after(cron: str, tz: str, after: datetime) -> None:
+    schedule = Schedule("s", "t", cron, timezones=[tz])
+    ahead = timedelta(days=1) if cron.startswith("*") else timedelta(days=40)
+    assert next_firing(schedule, tz, after) == schedule.firings(tz, after, after + ahead)[0]

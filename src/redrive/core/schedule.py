@@ -205,9 +205,11 @@ def _parsed(expression: str) -> croniter:
 
 def _times(expression: str, start: datetime) -> croniter:
     """A croniter from ``start``: a copy of the expression's parsed one, since
-    parsing costs more than the few steps a tick takes (croniter keeps the
-    parse in attributes it only reads)."""
+    parsing costs more than the few steps a tick takes. croniter only reads
+    the parse, except the sets of "#" weekdays, which it merges into: those
+    are copied, so two threads never share one."""
     times = copy.copy(_parsed(expression))
+    times.nth_weekday_of_month = {day: set(nths) for day, nths in times.nth_weekday_of_month.items()}
     times.set_current(start, force=True)
     return times
 
