@@ -32,6 +32,8 @@ SQLITE_SYNCHRONOUS = ("full", "normal")
 
 
 MAX_CONCURRENCY = 1000
+# A channel's longest wait for an answer: the notification task allows this per channel.
+NOTIFY_TIMEOUT_MAX = timedelta(seconds=30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +184,11 @@ class Settings:
         timedelta(hours=6), "REDRIVE_NOTIFY_RETRY_FOR",
         "How long a notification is retried while its channels fail (backoff capped at 5 min). Default 6 h.",
     )
+    notify_timeout: timedelta = _setting(
+        timedelta(seconds=10), "REDRIVE_NOTIFY_TIMEOUT",
+        "How long a channel (Slack, the mail server) may take to answer before the send counts as failed "
+        "and is retried; at most 30 s. Default 10 s.",
+    )
     sentry_dsn: str = _setting(
         "", "REDRIVE_SENTRY_DSN",
         "Where `redrive worker` reports jobs that fail for good (the sentry extra; "
@@ -232,6 +239,8 @@ class Settings:
             raise ConfigError("alert_interval must be positive")
         if self.notify_retry_for <= timedelta(0):
             raise ConfigError("notify_retry_for must be positive")
+        if not timedelta(0) < self.notify_timeout <= NOTIFY_TIMEOUT_MAX:
+            raise ConfigError(f"notify_timeout must be more than 0 s and at most {NOTIFY_TIMEOUT_MAX.seconds} s")
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, **in_code: Any) -> Settings:

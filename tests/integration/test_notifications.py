@@ -50,8 +50,8 @@ def workers(slack, inbox):
 
 
 def _worker(url: str, tmp_path, slack: SlackWebhook, inbox: Inbox, *, window: str = "1s",
-            options: tuple[str, ...] = (), retry_for: str = "6h") -> WorkerProcess:
-    env = {"REDRIVE_NOTIFY_RETRY_FOR": retry_for, "REDRIVE_SLACK_WEBHOOK_URL": slack.url, "REDRIVE_SMTP_HOST": "127.0.0.1",
+            options: tuple[str, ...] = (), retry_for: str = "6h", timeout: str = "10s") -> WorkerProcess:
+    env = {"REDRIVE_NOTIFY_RETRY_FOR": retry_for, "REDRIVE_NOTIFY_TIMEOUT": timeout, "REDRIVE_SLACK_WEBHOOK_URL": slack.url, "REDRIVE_SMTP_HOST": "127.0.0.1",
            "REDRIVE_SMTP_PORT": str(inbox.port), "REDRIVE_SMTP_STARTTLS": "false",
            "REDRIVE_EMAIL_FROM": "redrive@example.com", "REDRIVE_EMAIL_TO": "oncall@example.com",
            "REDRIVE_DASHBOARD_URL": BASE, "REDRIVE_NOTIFY_WINDOW": window, "REDRIVE_ALERT_INTERVAL": "0.3s"}
@@ -164,8 +164,8 @@ def test_a_worker_killed_after_the_send_before_the_record_sends_nothing_twice(pg
 def test_a_failing_or_hanging_webhook_is_retried_and_blocks_no_job(tmp_path, workers, slack, inbox) -> None:
     url = f"sqlite:///{tmp_path / 'redrive.db'}"
     slack.fail_next(2, 500)
-    slack.hang_next(1, 15)  # past the channel's 10 s timeout
-    workers.append(_worker(url, tmp_path, slack, inbox))
+    slack.hang_next(1, 8)  # past the channel's timeout (REDRIVE_NOTIFY_TIMEOUT)
+    workers.append(_worker(url, tmp_path, slack, inbox, timeout="4s"))
     client = _client(url)
     client.enqueue("doomed", args=["a.pdf", "x"])
     wait_for(lambda: slack.posts >= 3, timeout=60)  # hanging now

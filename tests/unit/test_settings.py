@@ -67,10 +67,11 @@ def test_every_variable_redrive_reads_is_a_setting_and_no_secret_is_in_its_repr(
            "REDRIVE_DATABASE_URL": "postgresql://app:db-pass-sekrit@127.0.0.1/app",
            "REDRIVE_LISTEN_URL": "postgresql://app:listen-pass-sekrit@127.0.0.1:5432/app",
            "REDRIVE_SMTP_STARTTLS": "false", "REDRIVE_SMTP_PORT": "2525", "REDRIVE_NOTIFY_WINDOW": "2m",
-           "REDRIVE_ALERT_INTERVAL": "5s", "REDRIVE_LOG_FORMAT": "json"}
+           "REDRIVE_NOTIFY_TIMEOUT": "3s", "REDRIVE_ALERT_INTERVAL": "5s", "REDRIVE_LOG_FORMAT": "json"}
     settings = Settings.load(env)
     assert (settings.smtp_starttls, settings.smtp_port, settings.notify_window, settings.alert_interval,
-            settings.log_format) == (False, 2525, timedelta(minutes=2), timedelta(seconds=5), "json")
+            settings.log_format, settings.notify_timeout) == (False, 2525, timedelta(minutes=2), timedelta(seconds=5),
+                                                              "json", timedelta(seconds=3))
     shown = repr(settings)
     for secret in ("sekrit-hook", "hunter2-smtp", "tok-0123456789abcdef", "cookie-signing-sekrit", "db-pass-sekrit",
                    "listen-pass-sekrit"):
@@ -92,6 +93,7 @@ def test_every_variable_redrive_reads_is_a_setting_and_no_secret_is_in_its_repr(
      ({"REDRIVE_LOG_FORMAT": "xml"}, "log_format is text or json, not 'xml'"),
      ({"REDRIVE_SMTP_PORT": "70000"}, "smtp_port must be a port number"),
      ({"REDRIVE_NOTIFY_WINDOW": "0s"}, "notify_window must be positive"),
+     ({"REDRIVE_NOTIFY_TIMEOUT": "2m"}, "notify_timeout must be more than 0 s and at most 30 s"),
      ({"REDRIVE_DATABASE_POOL_MODE": "transactions"}, "database_pool_mode is session or transaction, not 'transactions'"),
      ({"REDRIVE_SQLITE_SYNCHRONOUS": "off"}, "sqlite_synchronous is full or normal, not 'off'"),
      ({"REDRIVE_LISTEN_URL": "sqlite:///x.db"}, "listen_url must be a postgresql:// URL")],

@@ -47,7 +47,7 @@ from redrive.notify.channels import CannotAsk, Channel, Email, Message, Slack
 from redrive.runtime.context import current_job
 from redrive.runtime.outbox import Intent, deliver
 from redrive.runtime.plugins import Beside, Plugin, until_cancelled
-from redrive.settings import Settings
+from redrive.settings import NOTIFY_TIMEOUT_MAX, Settings
 
 __all__ = ["CannotAsk", "Channel", "Email", "Message", "Notifications", "Slack"]
 
@@ -104,7 +104,7 @@ class Notifications(Plugin):
         self._lock = threading.Lock()
         self.retry_for = retry_for
         app.task(name=TASK, queue=QUEUE, max_attempts=attempts_for(retry_for), backoff=RETRY_BACKOFF,
-                 timeout=timedelta(seconds=30 * len(channels) + 30))(self._send)
+                 timeout=NOTIFY_TIMEOUT_MAX * len(channels) + timedelta(seconds=30))(self._send)
         app.events.subscribe(self._heard, names=[JobDeadLettered, BreakerChanged, OutboxUnconfirmed])
 
     @classmethod
@@ -113,14 +113,15 @@ class Notifications(Plugin):
         docs/notifications.md), or None when none is."""
         settings = Settings.load(environ)
         channels: list[Channel] = []
+        timeout_s = settings.notify_timeout.total_seconds()
         if settings.slack_webhook_url:
-            channels.append(Slack(settings.slack_webhook_url))
+            channels.append(Slack(settings.slack_webhook_url, timeout_s=timeout_s))
         if settings.smtp_host:
             channels.append(Email(
                 host=settings.smtp_host, port=settings.smtp_port, sender=settings.email_from,
                 recipients=[r.strip() for r in settings.email_to.split(",") if r.strip()],
                 username=settings.smtp_user or None, password=settings.smtp_password or None,
-                starttls=settings.smtp_starttls,
+                starttls=settings.smtp_starttls, timeout_s=timeout_s,
             ))
         if not channels:
             return None
