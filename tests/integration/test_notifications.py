@@ -51,7 +51,8 @@ def workers(slack, inbox):
 
 def _worker(url: str, tmp_path, slack: SlackWebhook, inbox: Inbox, *, window: str = "1s",
             options: tuple[str, ...] = (), retry_for: str = "6h", timeout: str = "10s") -> WorkerProcess:
-    env = {"REDRIVE_NOTIFY_RETRY_FOR": retry_for, "REDRIVE_NOTIFY_TIMEOUT": timeout, "REDRIVE_SLACK_WEBHOOK_URL": slack.url, "REDRIVE_SMTP_HOST": "127.0.0.1",
+    env = {"REDRIVE_NOTIFY_RETRY_FOR": retry_for, "REDRIVE_NOTIFY_TIMEOUT": timeout,
+           "REDRIVE_SLACK_WEBHOOK_URL": slack.url, "REDRIVE_SMTP_HOST": "127.0.0.1",
            "REDRIVE_SMTP_PORT": str(inbox.port), "REDRIVE_SMTP_STARTTLS": "false",
            "REDRIVE_EMAIL_FROM": "redrive@example.com", "REDRIVE_EMAIL_TO": "oncall@example.com",
            "REDRIVE_DASHBOARD_URL": BASE, "REDRIVE_NOTIFY_WINDOW": window, "REDRIVE_ALERT_INTERVAL": "0.3s"}
