@@ -97,10 +97,12 @@ def test_a_rate_and_a_global_concurrency_limit_hold_across_three_workers(
     from tests.apps.limited import app as limited
 
     client = Client(limited.registry, settings=Settings.load(database_url=db_url))
-    # When three workers of 8 each, all started, drain them (one started
-    # before the others could take all 60 gateway jobs in a second)
+    # When three workers of 8 each, all started, drain them, each running at
+    # most 2 gateway jobs: reaching 3 at once takes two of them, so the queue's
+    # limit is held across processes, not by one that happened to win every
+    # claim (a worker reclaims the slot it frees before the others poll)
     workers += [WorkerProcess(db_url, tmp_path, "-c", "8", "--poll-interval", "0.05", "--queue", "metered",
-                              "--queue", "gateway", app="tests.apps.limited:app") for _ in range(3)]
+                              "--queue", "gateway=2", app="tests.apps.limited:app") for _ in range(3)]
     for worker in workers:
         worker.wait_started()
     client.enqueue_many([JobRequest("metered", args=[f"m{i}"]) for i in range(500)])
@@ -124,7 +126,8 @@ def test_a_rate_and_a_global_concurrency_limit_hold_across_three_workers(
     record("a rate across three workers", "spread of claim-to-start delays (ms)", f"{spread * 1000:.0f}")
     assert spread < 0.4  # tens of ms as a rule; a saturated machine held one body back 0.39 s
     assert _most_in_any_window(at_tasks, 0.5 - spread) <= 40
-    # And never more than 3 gateway jobs ran at once, across the processes
+    # And never more than 3 gateway jobs ran at once, across the processes,
+    # where three workers allowed 2 each could have run 6
     spans = []
     for path in tmp_path.glob("span-*.log"):
         for line in path.read_text().splitlines():
@@ -135,5 +138,4 @@ def test_a_rate_and_a_global_concurrency_limit_hold_across_three_workers(
         running += step
         most = max(most, running)
     assert most == 3
-    assert len({p.name for p in tmp_path.glob("span-*.log")}) > 1  # the work was shared out
     client.close()

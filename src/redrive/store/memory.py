@@ -225,8 +225,12 @@ class MemoryStore:
             return claimed
 
     def _within(self, due: list[Job], limits: Limits, limit: int, now: datetime) -> list[Job]:
-        keep = limits.longest
-        self._permits = [p for p in self._permits if now - p[3] < keep or self._held(Lease(p[1], p[2]))]
+        # Only the keys this claim reads, whose rules it holds: another
+        # queue's window may be longer than any of this claim's rules keep.
+        keep, read = limits.longest, {key for j in due for key, _ in keys_of(
+            Candidate(str(j.id), j.queue, j.owner, j.dependencies), limits)}
+        self._permits = [p for p in self._permits
+                         if p[0] not in read or now - p[3] < keep or self._held(Lease(p[1], p[2]))]
         usage = usage_of((Permit(key, (now - at).total_seconds(), self._held(Lease(job_id, token)) is not None)
                           for key, job_id, token, at in self._permits), limits)
         by_id = {str(j.id): j for j in due}

@@ -162,8 +162,10 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: permits_forget
+-- Only the keys this claim reads, whose rules it holds: another queue's
+-- window may be longer than any of this claim's rules keep.
 DELETE FROM redrive_permit AS p
-WHERE p.at < now() - %(keep)s
+WHERE p.key = ANY(%(keys)s) AND p.at < now() - %(keep)s
   AND NOT EXISTS (SELECT 1 FROM redrive_job AS j WHERE j.id = p.job_id AND j.lease_token = p.lease_token);
 
 -- name: permits_read

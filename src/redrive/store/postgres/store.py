@@ -485,8 +485,9 @@ class PostgresStore:
             if not candidates:
                 return []
             keys = {c.id: [key for key, _ in keys_of(c, limits)] for c in candidates}
-            self._run("permits_forget", {"keep": limits.longest}, conn=conn)
-            permits = self._run("permits_read", {"keys": sorted({k for ks in keys.values() for k in ks})}, conn=conn)
+            read = sorted({k for ks in keys.values() for k in ks})
+            self._run("permits_forget", {"keys": read, "keep": limits.longest}, conn=conn)
+            permits = self._run("permits_read", {"keys": read}, conn=conn)
             usage = usage_of((Permit(p["key"], p["age_s"], p["running"]) for p in permits), limits)
             chosen = pick(candidates, usage, limits, params["limit"])
             if not chosen:

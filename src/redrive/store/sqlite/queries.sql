@@ -67,8 +67,10 @@ ORDER BY priority, run_at
 LIMIT :limit;
 
 -- name: permits_forget
+-- Only the keys this claim reads, whose rules it holds: another queue's
+-- window may be longer than any of this claim's rules keep.
 DELETE FROM redrive_permit
-WHERE at < :now - :keep_s
+WHERE key IN (SELECT value FROM json_each(:keys)) AND at < :now - :keep_s
   AND NOT EXISTS (SELECT 1 FROM redrive_job AS j
                   WHERE j.id = redrive_permit.job_id AND j.lease_token = redrive_permit.lease_token);
 

@@ -416,9 +416,10 @@ class SQLiteStore:
         rows = {row["id"]: row for row in found}
         candidates = [Candidate(r["id"], r["queue"], r["owner"], json.loads(r["dependencies"])) for r in rows.values()]
         keys = {c.id: [key for key, _ in keys_of(c, limits)] for c in candidates}
-        conn.execute(self._queries["permits_forget"], {"now": now, "keep_s": limits.longest.total_seconds()})
-        permits = conn.execute(self._queries["permits_read"], {
-            "now": now, "keys": json.dumps(sorted({k for ks in keys.values() for k in ks}))})
+        read = json.dumps(sorted({k for ks in keys.values() for k in ks}))
+        conn.execute(self._queries["permits_forget"], {"now": now, "keys": read,
+                                                       "keep_s": limits.longest.total_seconds()})
+        permits = conn.execute(self._queries["permits_read"], {"now": now, "keys": read})
         usage = usage_of((Permit(p["key"], p["age_s"], bool(p["running"])) for p in permits), limits)
         chosen = pick(candidates, usage, limits, limit)
         return [[c.id, rows[c.id]["status"]] for c in chosen], keys

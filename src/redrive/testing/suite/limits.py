@@ -37,6 +37,20 @@ def test_a_rate_counts_starts_in_any_window_by_the_store_clock(timed_store: Stor
     assert len(claim(timed_store, 10, queues=["email"], limits=limits)) == 3
 
 
+def test_a_claim_under_other_rules_keeps_a_rates_window(timed_store: Store, clock: Clock) -> None:
+    # A worker on another queue, whose rule keeps no window, must not forget
+    # the starts a rate counts (each claim carries only its own queues' rules)
+    rate = Limits({"queue:email": Rule(rate=Rate(3, per=timedelta(seconds=10)))})
+    timed_store.jobs_insert(jobs=[new(queue="email") for _ in range(6)] + [new(queue="pdf") for _ in range(2)])
+    started = claim(timed_store, 10, queues=["email"], limits=rate)
+    applied(timed_store.jobs_finish([Completion(job.lease, None) for job in started]))
+    clock.advance(timedelta(seconds=5))
+    assert len(claim(timed_store, 10, queues=["pdf"], limits=Limits({"queue:pdf": Rule(concurrency=1)}))) == 1
+    assert claim(timed_store, 10, queues=["email"], limits=rate) == []
+    clock.advance(timedelta(seconds=5))
+    assert len(claim(timed_store, 10, queues=["email"], limits=rate)) == 3
+
+
 def test_a_rate_per_owner_lets_each_owner_start_its_share(timed_store: Store, clock: Clock) -> None:
     limits = Limits({"owner:llm": Rule(rate=Rate(2, per=timedelta(minutes=1)))})
     timed_store.jobs_insert(jobs=[new(queue="llm", owner="ann") for _ in range(5)])
