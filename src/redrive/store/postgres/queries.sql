@@ -118,7 +118,7 @@ WHERE (k.task, k.owner, k.key) IN (
     SELECT * FROM jsonb_to_recordset(%(keys)s) AS x(task text, owner text, key text));
 
 -- name: jobs_claim
--- redrive_due (migrations 0007, 0012) picks and locks the batch with a pinned plan.
+-- redrive_due (migrations 0007, 0012, 0026) picks and locks the batch with a pinned plan.
 WITH picked AS (
     SELECT * FROM redrive_due(%(queues)s, %(limit)s, %(blocked)s::text[], now())
 ), claimed AS (
