@@ -131,6 +131,8 @@ MAX_BYTES = 1_000_000  # encoded as JSON
 
 def payload_problem(value: Any, what: str) -> str | None:
     """Why ``value`` cannot be a job's arguments or result, or None."""
+    if not value and type(value) in (list, dict):
+        return None  # most jobs leave args or kwargs empty: nothing to encode
     try:
         text = strict_json(value)
     except RecursionError:
