@@ -140,11 +140,14 @@ def test_children_are_recycled_after_their_jobs_and_no_job_is_lost_or_run_twice(
     workers.append(supervisor)
     wait_for(lambda: all(client.job(j).status is Status.SUCCEEDED for j in ids), timeout=120, every=0.2,
              what="all 100 jobs done")
-    # Then every job ran once, ten to a child, over ten children
+    # Then every job ran once, ten to a child, over ten children; or eleven,
+    # when the two children still running as the queue emptied shared its last
+    # ten jobs (each child that left had claimed exactly ten, so what those two
+    # ran adds up to ten, and which of them claims each job is a race)
     ran = executions(tmp_path)
     assert len(ran) == 100 and set(ran.values()) == {1}
-    per_child = [len(path.read_text().splitlines()) for path in tmp_path.glob("exec-*.log")]
-    assert len(per_child) == 10 and set(per_child) == {10}, per_child
+    per_child = sorted(len(path.read_text().splitlines()) for path in tmp_path.glob("exec-*.log"))
+    assert per_child == [10] * 10 or (per_child[2:] == [10] * 9 and sum(per_child[:2]) == 10), per_child
     # (two children to start with, and one for each recycled: eight recycled, or more once the last leave)
     wait_for(lambda: supervisor.log.count("recycled after") >= 8, timeout=30, what="the recycled children logged")
     supervisor.signal(signal.SIGTERM)
