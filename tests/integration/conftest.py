@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.processes import WorkerProcess
+from tests.integration.processes import WorkerProcess, kill_and_show
 
 
 @pytest.fixture
@@ -12,8 +12,7 @@ def workers(tmp_path) -> Iterator[list[WorkerProcess]]:
     """Workers a test starts; whatever is left is killed at the end."""
     started: list[WorkerProcess] = []
     yield started
-    for worker in started:
-        worker.kill()
+    kill_and_show(started)
 
 
 @pytest.fixture

@@ -69,6 +69,15 @@ class WorkerProcess:
         self._stderr.close()
 
 
+def kill_and_show(workers: list[WorkerProcess]) -> None:
+    """Kill what a test started and print the end of each one's log: pytest
+    shows a teardown's output only when the test failed, and a failure that
+    happens once in many runs can then be read from CI's output."""
+    for n, worker in enumerate(workers):
+        worker.kill()
+        print(f"--- worker {n} (pid {worker.process.pid}), the end of its log ---\n{worker.log[-4000:]}")
+
+
 def executions(log_dir: Path) -> Counter[str]:
     """How many times each key's task body ran, across every worker process."""
     counts: Counter[str] = Counter()

@@ -20,7 +20,7 @@ from tests.apps.alerting import app as alerting
 from tests.canaries import CANARIES, leaked
 from tests.fakes.slack import SlackWebhook, slack_webhook
 from tests.fakes.smtp import Inbox, smtp_server
-from tests.integration.processes import WorkerProcess
+from tests.integration.processes import WorkerProcess, kill_and_show
 
 BASE = "https://ops.example.com/redrive"
 
@@ -45,8 +45,7 @@ def workers(slack, inbox):
     test the garbage collector happened to run in."""
     started: list[WorkerProcess] = []
     yield started
-    for worker in started:
-        worker.kill()
+    kill_and_show(started)
 
 
 def _worker(url: str, tmp_path, slack: SlackWebhook, inbox: Inbox, *, window: str = "1s",
@@ -76,8 +75,9 @@ def test_a_job_that_fails_for_good_makes_one_slack_message_and_one_email(db_url,
     workers.append(_worker(db_url, tmp_path, slack, inbox))
     client = _client(db_url)
     job = client.enqueue("doomed", args=["invoice-7.pdf", " ".join(CANARIES)], owner="tenant-7").job
-    wait_for(lambda: len(slack.messages) == 1 and len(inbox.messages) == 1, timeout=60)
+    wait_for(lambda: slack.messages and inbox.messages, timeout=60, what="a Slack message and an email")
     _quiet_for(3, slack, inbox)
+    assert (len(slack.messages), len(inbox.messages)) == (1, 1)  # one of each, not one more
     (text,), (mail,) = slack.messages, inbox.messages
     body = mail.get_content() if hasattr(mail, "get_content") else mail.get_payload()
     for shown in (text, f"{mail['Subject']}\n{body}"):
