@@ -27,6 +27,7 @@ from email.message import EmailMessage
 from typing import Protocol
 
 from redrive.errors import ConfigError, NotDelivered, Permanent
+from redrive.settings import NOTIFY_TIMEOUT_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,7 @@ class Slack(CannotAsk):
             import httpx  # noqa: F401
         except ImportError:
             raise ConfigError("Slack notifications need the notify extra: pip install 'redrive[notify]'") from None
-        self._url, self._timeout, self.name = webhook_url, timeout_s, name
+        self._url, self._timeout, self.name = webhook_url, _timeout(timeout_s), name
 
     def __repr__(self) -> str:  # the URL is the secret
         return f"Slack(name={self.name!r})"
@@ -100,7 +101,7 @@ class Email(CannotAsk):
             raise ConfigError(f"the sender {sender!r} is not an email address")
         self._host, self._port, self._sender, self._recipients = host, port, sender, list(recipients)
         self._username, self._password, self._starttls = username, password, starttls
-        self._timeout, self.name = timeout_s, name
+        self._timeout, self.name = _timeout(timeout_s), name
 
     def __repr__(self) -> str:
         return f"Email(name={self.name!r}, host={self._host!r})"
@@ -128,3 +129,12 @@ class Email(CannotAsk):
             raise NotDelivered(f"the mail server could not be reached ({type(exc).__name__})",
                             code="NOTIFY_UNREACHABLE") from None
         return message_id
+
+
+def _timeout(seconds: float) -> float:
+    """A channel's wait for an answer, within what the notification task
+    allows each channel (``NOTIFY_TIMEOUT_MAX``): a longer one would be cut
+    off by the task's own timeout mid-send."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= NOTIFY_TIMEOUT_MAX.total_seconds():
+        raise ConfigError(f"a channel's timeout_s must be more than 0 and at most {NOTIFY_TIMEOUT_MAX.seconds}, not {seconds!r}")
+    return float(seconds)
