@@ -205,8 +205,7 @@ class App:
             if declared and backoff is not None:
                 raise ConfigError("a task with stages takes its backoff per stage (Stage(backoff=...))")
             task = Task(
-                name=name or fn.__name__, fn=fn, queue=checks.queue_name(queue),
-                priority=checks.priority(priority),
+                name=name or fn.__name__, fn=fn, queue=queue, priority=priority,
                 max_attempts=checks.max_attempts(max_attempts) or (sum(s.max_attempts for s in declared) or None),
                 backoff=backoff or FullJitter(), classifier=classifier, stages=declared,
                 dependencies=tuple(dependencies), already_done=already_done, timeout=timeout,

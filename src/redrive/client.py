@@ -195,29 +195,31 @@ class Client:
         task = self.registry.task(request.task)
         if request.run_at is not None and request.delay is not None:
             raise ConfigError("give run_at or delay, not both")
-        # None means "not given"; a given 0 or "" is an error, never a default
-        max_attempts = (checks.max_attempts(request.max_attempts) or task.max_attempts
-                        or self.settings.retry_max_attempts)
-        args = checks.json_value(checks.job_args(request.args), "args")
-        kwargs = checks.json_value(checks.job_kwargs(request.kwargs), "kwargs")
+        # The task's own options were checked when it was made (Task); what
+        # the request gives is checked here. None means "not given"; a given
+        # 0 or "" is an error, never a default.
+        args, kwargs = request.args, request.kwargs
+        # most jobs of a batch carry no arguments: nothing to check or copy
+        args = [] if type(args) is tuple and not args else checks.json_value(checks.job_args(args), "args")
+        kwargs = {} if type(kwargs) is dict and not kwargs else checks.json_value(checks.job_kwargs(kwargs), "kwargs")
         key = _job_key(request, args, kwargs)
         return NewJob(
             # time-ordered (UUIDv7), so a new job lands at the right edge of every
             # index on job ids (the job tables' keys, the event index), not on a random page
-            id=ids.job_id_for(task.name, key.key, key.version, request.owner)
+            ids.job_id_for(task.name, key.key, key.version, request.owner)
             if key and key.kind == "key" else uuid7(),
-            task=task.name,
-            queue=checks.queue_name(task.queue if request.queue is None else request.queue),
-            args=args,
-            kwargs=kwargs,
-            priority=checks.priority(task.priority if request.priority is None else request.priority),
-            max_attempts=checks.max_attempts(max_attempts) or 1,
-            owner=checks.owner(request.owner),
-            run_at=checks.run_at(request.run_at),
-            delay=checks.delay(request.delay),
-            stage=task.first_stage,
-            dependencies=task.dependencies,
-            key=key,
+            task.name,
+            task.queue if request.queue is None else checks.queue_name(request.queue),
+            args,
+            kwargs,
+            task.priority if request.priority is None else checks.priority(request.priority),
+            checks.max_attempts(request.max_attempts) or task.max_attempts or self.settings.retry_max_attempts,
+            checks.owner(request.owner),
+            checks.run_at(request.run_at),
+            checks.delay(request.delay),
+            task.first_stage,
+            task.dependencies,
+            key,
         )
 
     # -- reading -------------------------------------------------------------

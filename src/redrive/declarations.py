@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
+from redrive.core import checks
 from redrive.core.alerts import Rule as AlertRule
 from redrive.core.backoff import Backoff, FullJitter
 from redrive.core.breaker import BreakerMode, BreakerPolicy
@@ -86,6 +87,11 @@ class Task(Generic[P, R]):
     is_async: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Checked here, however the task is made, so an enqueue takes the
+        # task's own options as they are and checks only what the caller gives.
+        checks.queue_name(self.queue)
+        checks.priority(self.priority)
+        checks.max_attempts(self.max_attempts)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
 
     @property

@@ -71,13 +71,36 @@ def test_a_type_checker_flags_a_wrong_argument_type(tmp_path) -> None:
         ({"kwargs": {1: "a"}}, "kwargs must be an object with string keys"),
         ({"max_attempts": 0}, "max_attempts must be an integer of at least 1"),
         ({"queue": ""}, "queue name must be a non-empty string"),
+        ({"priority": 1.5}, "priority must be an integer"),
+        ({"args": ()}, None),
+        ({"kwargs": {}}, None),
     ],
 )
-def test_a_given_value_is_checked_never_replaced_by_a_default(options: dict, phrase: str) -> None:
+def test_a_given_value_is_checked_never_replaced_by_a_default(options: dict, phrase: str | None) -> None:
     app = _welcome_app()
+    if phrase is None:  # the empty defaults, given: a job with none
+        job = app.enqueue("send_welcome", **options).job
+        assert (job.args, job.kwargs) == ([], {})
+        return
     with pytest.raises(ConfigError, match=phrase):
         app.enqueue("send_welcome", **options)
     assert app.client.jobs().items == []
+
+
+@pytest.mark.parametrize(
+    ("options", "phrase"),
+    [
+        ({"queue": ""}, "queue name must be a non-empty string"),
+        ({"queue": "a\x00b"}, "contains a NUL character"),
+        ({"priority": 70_000}, "priority must be an integer"),
+        ({"max_attempts": 0}, "max_attempts must be an integer of at least 1"),
+    ],
+)
+def test_a_task_checks_its_own_options_however_it_is_made(options: dict, phrase: str) -> None:
+    """Enqueue takes a task's own options as they are, so a Task made by hand
+    (not through ``app.task``) is checked when it is made."""
+    with pytest.raises(ConfigError, match=phrase):
+        Task(name="by_hand", fn=print, **options)
 
 
 def _welcome_app() -> App:

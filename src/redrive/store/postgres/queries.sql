@@ -82,9 +82,44 @@ WITH input AS (
     SELECT pg_notify('redrive_jobs', queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS due_queues
 )
--- Ids as text: the client matches them to its own JSON's ids (hashing text
--- is cheaper than decoding and hashing a UUID per job).
-SELECT id::text, status, run_at, created_at, (SELECT count(*) FROM wake) AS woken FROM inserted;
+-- The answer (the same for jobs_insert_plain): a row per job, its id as the
+-- 32 hex digits the client sent (the client matches rows to its own JSON's
+-- ids: hashing text is cheaper than decoding and hashing a UUID), its status
+-- and its due time where that is not the statement's clock; then one row
+-- with no id and that clock, the creation time of every job. Most jobs are due
+-- at once, and a time read is a Python object built per row.
+SELECT replace(id::text, '-', ''), status, nullif(run_at, now()) FROM inserted
+UNION ALL
+SELECT NULL, NULL, now() FROM (SELECT count(*) FROM wake) AS woken;
+
+-- name: jobs_insert_plain
+-- Jobs without a key (most batches): jobs_insert's work without the key step,
+-- and with the batch's trace context given once for all its events rather
+-- than carried by every job and joined back (a tenth less server CPU a job).
+WITH inserted AS (
+    INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
+                             attempts, max_attempts, owner, created_at, updated_at, stage,
+                             dependencies, idempotency_key, version)
+    SELECT id, task, queue, args, kwargs,
+           CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
+           priority, due, 0, max_attempts, owner, now(), now(), stage, dependencies, NULL, 1
+    FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
+          FROM jsonb_to_recordset(%(jobs)s) AS x(
+              id uuid, task text, queue text, args jsonb, kwargs jsonb, priority smallint,
+              max_attempts integer, owner text, run_at timestamptz, delay_s double precision,
+              stage text, dependencies jsonb)) AS rows
+    RETURNING id, status, run_at, created_at, queue
+), events AS (
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT id, now(), NULL, status, 0, %(meta)s FROM inserted
+), wake AS (
+    SELECT pg_notify('redrive_jobs', queue)
+    FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS due_queues
+)
+-- Answered as jobs_insert is.
+SELECT replace(id::text, '-', ''), status, nullif(run_at, now()) FROM inserted
+UNION ALL
+SELECT NULL, NULL, now() FROM (SELECT count(*) FROM wake) AS woken;
 
 -- name: job_insert
 -- One job without a key (most single enqueues): jobs_insert's work with typed

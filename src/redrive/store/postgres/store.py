@@ -359,10 +359,11 @@ class PostgresStore:
                 return self._answer(*self._insert_pipelined(chain(head, pending), conn, binary=False), conn)
         if len(head) == 1 and not head[0].key:
             return [self._insert_one(head[0])]
-        if len(head) <= _INSERT_CHUNK and not any(j.key for j in head):
+        if len(head) <= _INSERT_CHUNK and not any(j.key for j in head) and _one_trace(head):
             # one statement in autocommit: already atomic, one round trip
             docs = [_new_job_json(j) for j in head]
-            return self._answer(head, docs, self._run("jobs_insert", {"jobs": Jsonb(docs)}, rows=tuple_row, binary=True))
+            return self._answer(head, docs, _created(self._run("jobs_insert_plain", {
+                "jobs": Jsonb(docs), "meta": Jsonb(head[0].created_meta)}, rows=tuple_row, binary=True)))
         with self._errors(), self._connection() as pooled, pooled.transaction():
             # a refusal found after the insert statements must undo them
             return self._answer(*self._insert_pipelined(chain(head, pending), pooled, binary=True), pooled)
@@ -380,49 +381,66 @@ class PostgresStore:
         return EnqueueResult(job.created(status=Status(status), run_at=run_at, at=at))
 
     def _answer(
-        self, jobs: list[NewJob], docs: list[dict[str, Any]], rows: list[tuple],
+        self, jobs: list[NewJob], docs: list[dict[str, Any]], created: dict[str, Created],
         conn: psycopg.Connection | None = None,
     ) -> list[EnqueueResult]:
         """Each job as created, or the run its taken key points at."""
-        found = _found(docs, rows)
+        found = _found(docs, created)
         names = _taken_keys(jobs, found)
         twins = self._run("job_keys_get", {"keys": Jsonb(names)}, conn=conn) if names else []
         return _results(jobs, found, twins)
 
     def _insert_parts(
         self, pending: Iterator[NewJob], jobs: list[NewJob], docs: list[dict[str, Any]],
-    ) -> Iterator[dict[str, Any]]:
-        """The parameters of each insert statement, built as they are asked
-        for (adding to ``jobs`` and ``docs``): plain jobs in chunks, then the
-        keyed ones in one statement that takes their keys in sorted order, so
-        two batches cannot deadlock."""
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Each insert statement and its parameters, built as they are asked
+        for (adding to ``jobs`` and ``docs``): plain jobs in chunks, each run of
+        one trace context a statement (a batch has one), then the keyed ones in
+        one statement that takes their keys in sorted order, so two batches
+        cannot deadlock."""
         keyed: list[dict[str, Any]] = []
         while chunk := list(islice(pending, _INSERT_CHUNK)):
+            jobs += chunk
             plain: list[dict[str, Any]] = []
+            lead = chunk[0]  # the first job of a run of one trace context
             for job in chunk:
                 doc = _new_job_json(job)
                 docs.append(doc)
-                (keyed if job.key else plain).append(doc)
-            jobs += chunk
+                if job.key:
+                    if job.trace:
+                        doc["trace"] = dict(job.trace)
+                    keyed.append(doc)
+                    continue
+                if job.trace is not lead.trace and job.trace != lead.trace:
+                    if plain:
+                        yield "jobs_insert_plain", self._plain(plain, lead)
+                    plain, lead = [], job
+                plain.append(doc)
             if plain:
-                yield self._with_clock({"jobs": Jsonb(plain)}) or {}
+                yield "jobs_insert_plain", self._plain(plain, lead)
         if keyed:
-            yield self._with_clock({"jobs": Jsonb(keyed)}) or {}
+            yield "jobs_insert", self._with_clock({"jobs": Jsonb(keyed)}) or {}
+
+    def _plain(self, docs: list[dict[str, Any]], lead: NewJob) -> dict[str, Any]:
+        """``jobs_insert_plain``'s parameters: jobs that share ``lead``'s trace context."""
+        return self._with_clock({"jobs": Jsonb(docs), "meta": Jsonb(lead.created_meta)}) or {}
 
     def _insert_pipelined(
         self, pending: Iterator[NewJob], conn: psycopg.Connection, *, binary: bool,
-    ) -> tuple[list[NewJob], list[dict[str, Any]], list[tuple]]:
+    ) -> tuple[list[NewJob], list[dict[str, Any]], dict[str, Created]]:
         """Sends each chunk as soon as it is built, so the server inserts one
         while the caller checks and encodes the next (about a third faster for
         1,000 jobs than one statement). ``binary``: the answer's times as
         eight bytes each, not text to parse (a quarter faster for 1,000 jobs)."""
         jobs: list[NewJob] = []
         docs: list[dict[str, Any]] = []
-        sql = self._queries["jobs_insert"]
         with conn.pipeline():
-            sent = [conn.cursor(row_factory=tuple_row, binary=binary).execute(sql, params)
-                    for params in self._insert_parts(pending, jobs, docs)]
-        return jobs, docs, [row for cur in sent for row in cur.fetchall()]
+            sent = [conn.cursor(row_factory=tuple_row, binary=binary).execute(self._queries[name], params)
+                    for name, params in self._insert_parts(pending, jobs, docs)]
+        created: dict[str, Created] = {}
+        for cur in sent:
+            created.update(_created(cur.fetchall()))
+        return jobs, docs, created
 
     async def jobs_insert_async(self, *, jobs: Iterable[NewJob], conn: Any) -> list[EnqueueResult]:
         """``jobs_insert`` in the transaction of the caller's psycopg
@@ -432,16 +450,15 @@ class PostgresStore:
             raise ConfigError("PostgresStore joins only a psycopg (3) AsyncConnection's transaction asynchronously")
         created: list[NewJob] = []
         docs: list[dict[str, Any]] = []
-        sql = self._queries["jobs_insert"]
         with self._errors():
             if not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
                 await conn.execute("SELECT 1")  # begins the caller's transaction, as in _savepoint
             async with conn.transaction():
-                rows: list[tuple] = []
-                for params in self._insert_parts(iter(jobs), created, docs):
-                    cur = await conn.cursor(row_factory=tuple_row).execute(sql, params)
-                    rows += await cur.fetchall()
-                found = _found(docs, rows)
+                made: dict[str, Created] = {}
+                for name, params in self._insert_parts(iter(jobs), created, docs):
+                    cur = await conn.cursor(row_factory=tuple_row).execute(self._queries[name], params)
+                    made.update(_created(await cur.fetchall()))
+                found = _found(docs, made)
                 names = _taken_keys(created, found)
                 twins: list[dict[str, Any]] = []
                 if names:
@@ -909,25 +926,39 @@ def _savepoint(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
     return conn.transaction()
 
 
-def _found(docs: list[dict[str, Any]], rows: list[tuple]) -> list[tuple | None]:
-    """For each job, in order, its row as inserted, or None where its key was taken."""
-    created = {id: (status, run_at, at) for id, status, run_at, at, _ in rows}
+def _one_trace(jobs: list[NewJob]) -> bool:
+    trace = jobs[0].trace
+    return all(job.trace is trace or job.trace == trace for job in jobs)
+
+
+# A job as an insert statement wrote it: its status, due time and creation time.
+Created = tuple[Status, datetime, datetime]
+
+
+def _created(rows: list[tuple]) -> dict[str, Created]:
+    """One insert statement's answer (``jobs_insert``), by the ids the client sent."""
+    at = next(time for id, _, time in rows if id is None)
+    return {id: (_STATUS[status], run_at or at, at) for id, status, run_at in rows if id is not None}
+
+
+def _found(docs: list[dict[str, Any]], created: dict[str, Created]) -> list[Created | None]:
+    """For each job, in order, how it was created, or None where its key was taken."""
     return [created.get(doc["id"]) for doc in docs]
 
 
-def _taken_keys(jobs: list[NewJob], found: list[tuple | None]) -> list[dict[str, str]]:
+def _taken_keys(jobs: list[NewJob], found: list[Created | None]) -> list[dict[str, str]]:
     """The keys already taken, to read the runs they point at."""
     return [{"task": j.task, "owner": j.owner or "", "key": j.key.key}
             for j, row in zip(jobs, found, strict=True) if row is None and j.key]
 
 
-def _results(jobs: list[NewJob], found: list[tuple | None], twins: list[dict[str, Any]]) -> list[EnqueueResult]:
+def _results(jobs: list[NewJob], found: list[Created | None], twins: list[dict[str, Any]]) -> list[EnqueueResult]:
     by_key = {(row["key_task"], row["key_owner"], row["key_name"]): row for row in twins}
     results = []
     for new, row in zip(jobs, found, strict=True):
         if row is not None:
             status, run_at, at = row
-            results.append(EnqueueResult(new.created(status=Status(status), run_at=run_at, at=at)))
+            results.append(EnqueueResult(new.created(status=status, run_at=run_at, at=at)))
             continue
         assert new.key is not None, "only keyed jobs can be left out"
         twin = by_key[(new.task, new.owner or "", new.key.key)]
@@ -1092,7 +1123,7 @@ def _seconds(delta: timedelta | None) -> float | None:
 def _new_job_json(job: NewJob) -> dict[str, Any]:
     # A key left out reads as NULL: the server parses a third less JSON per job.
     out: dict[str, Any] = {
-        "id": str(job.id), "task": job.task, "queue": job.queue, "args": job.args,
+        "id": job.id.hex, "task": job.task, "queue": job.queue, "args": job.args,
         "kwargs": job.kwargs, "priority": job.priority, "max_attempts": job.max_attempts,
         "dependencies": list(job.dependencies),
     }
@@ -1104,8 +1135,6 @@ def _new_job_json(job: NewJob) -> dict[str, Any]:
         out["delay_s"] = job.delay.total_seconds()
     if job.stage is not None:
         out["stage"] = job.stage
-    if job.trace:
-        out["trace"] = dict(job.trace)
     if job.key is not None:
         out.update(
             idempotency_key=job.key.key, version=job.key.version, kind=job.key.kind,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -34,6 +35,24 @@ def test_insert_creates_queued_jobs_with_an_event(store: Store) -> None:
         (event,) = assert_history(store, job.id)
         assert (event.from_status, event.to_status, event.attempt) == (None, Status.QUEUED, 0)
     assert store.job_get(job_id=jobs[1].id).args == [2]
+
+
+def test_each_job_of_a_batch_keeps_its_own_trace_context_in_its_creation_event(store: Store) -> None:
+    # Given a batch bigger than a store's insert chunk, whose trace context
+    # changes part-way, with jobs without one and keyed jobs among them
+    first, second = {"traceparent": "00-" + "a" * 32 + "-" + "1" * 16 + "-01"}, {"traceparent": "00-" + "b" * 32
+                                                                                + "-" + "2" * 16 + "-01"}
+    traces = [first] * 150 + [None] * 20 + [second] * 130
+    jobs = [replace(new(args=[n]), trace=trace,
+                    key=JobKey(f"k{n}", 1, "fp") if n % 50 == 7 else None) for n, trace in enumerate(traces)]
+    # When they are inserted in one call
+    created = [r.job for r in store.jobs_insert(jobs=jobs)]
+    # Then every job is created, in order, and its creation event carries its
+    # own context (or none)
+    assert [j.id for j in created] == [j.id for j in jobs]
+    for job, trace in zip(jobs, traces, strict=True):
+        (event,) = store.job_events_list(job_id=job.id)
+        assert event.meta == ({"trace": trace} if trace else {}), job.args
 
 
 def test_a_delayed_job_is_scheduled_and_not_claimed_before_its_time(store: Store) -> None:
