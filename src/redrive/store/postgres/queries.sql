@@ -65,10 +65,10 @@ WITH input AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
                              dependencies, idempotency_key, version)
-    SELECT id, task, queue, args, kwargs,
+    SELECT id, task, queue, coalesce(args, '[]'), coalesce(kwargs, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
-           priority, due, 0, max_attempts, owner, now(), now(), stage, dependencies,
-           idempotency_key, coalesce(version, 1)
+           coalesce(priority, 0), due, 0, max_attempts, owner, now(), now(), stage,
+           coalesce(dependencies, '[]'), idempotency_key, coalesce(version, 1)
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM input) AS rows
     WHERE idempotency_key IS NULL OR nonce IN (SELECT nonce FROM keyed)
@@ -100,9 +100,10 @@ WITH inserted AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
                              dependencies, idempotency_key, version)
-    SELECT id, task, queue, args, kwargs,
+    SELECT id, task, queue, coalesce(args, '[]'), coalesce(kwargs, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
-           priority, due, 0, max_attempts, owner, now(), now(), stage, dependencies, NULL, 1
+           coalesce(priority, 0), due, 0, max_attempts, owner, now(), now(), stage,
+           coalesce(dependencies, '[]'), NULL, 1
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM jsonb_to_recordset(%(jobs)s) AS x(
               id uuid, task text, queue text, args jsonb, kwargs jsonb, priority smallint,

@@ -1121,12 +1121,18 @@ def _seconds(delta: timedelta | None) -> float | None:
 
 
 def _new_job_json(job: NewJob) -> dict[str, Any]:
-    # A key left out reads as NULL: the server parses a third less JSON per job.
-    out: dict[str, Any] = {
-        "id": job.id.hex, "task": job.task, "queue": job.queue, "args": job.args,
-        "kwargs": job.kwargs, "priority": job.priority, "max_attempts": job.max_attempts,
-        "dependencies": list(job.dependencies),
-    }
+    # A key left out reads as NULL (the insert statements put empty arguments
+    # and priority 0 in its place): the client encodes and the server parses
+    # half as much JSON for the most common job.
+    out: dict[str, Any] = {"id": job.id.hex, "task": job.task, "queue": job.queue, "max_attempts": job.max_attempts}
+    if job.args:
+        out["args"] = job.args
+    if job.kwargs:
+        out["kwargs"] = job.kwargs
+    if job.priority:
+        out["priority"] = job.priority
+    if job.dependencies:
+        out["dependencies"] = list(job.dependencies)
     if job.owner is not None:
         out["owner"] = job.owner
     if job.run_at is not None:
