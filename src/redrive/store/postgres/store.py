@@ -98,6 +98,7 @@ from redrive.store.reads import (
     tallied,
 )
 from redrive.store.sql import load_migrations, load_queries
+from redrive.store.times import TimeMemo
 
 log = logging.getLogger("redrive.store.postgres")
 # The pool logs each failed reconnection, with libpq's multi-line message,
@@ -1012,14 +1013,19 @@ class _LenientTimestamptzBinary(Loader):
     format = Format.BINARY
 
     def load(self, data: Buffer) -> datetime:
-        micros = int.from_bytes(data, "big", signed=True)
-        try:
-            return _PG_EPOCH + timedelta(microseconds=micros)
-        except OverflowError:
-            return checks.TIME_FLOOR if micros < 0 else checks.TIME_CEILING
+        return _binary_times(bytes(data))
+
+
+def _from_binary(data: bytes) -> datetime:
+    micros = int.from_bytes(data, "big", signed=True)
+    try:
+        return _PG_EPOCH + timedelta(microseconds=micros)
+    except OverflowError:
+        return checks.TIME_FLOOR if micros < 0 else checks.TIME_CEILING
 
 
 _PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_binary_times = TimeMemo(_from_binary)
 
 
 def _lenient_times(conn: psycopg.Connection[Any]) -> None:

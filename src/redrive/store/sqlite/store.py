@@ -86,6 +86,7 @@ from redrive.store.reads import (
 )
 from redrive.store.sql import load_migrations, load_queries
 from redrive.store.sqlite.clock import FileClock
+from redrive.store.times import TimeMemo
 
 T = TypeVar("T")
 
@@ -1078,12 +1079,17 @@ def _time(value: float) -> datetime: ...
 @overload
 def _time(value: None) -> None: ...
 def _time(value: float | None) -> datetime | None:
-    if value is None:
-        return None
+    return None if value is None else _times(value)
+
+
+def _from_epoch(value: float) -> datetime:
     try:
         return datetime.fromtimestamp(value, UTC)
     except (OverflowError, OSError, ValueError):  # outside the years 1 to 9999
         return checks.TIME_FLOOR if value < 0 else checks.TIME_CEILING
+
+
+_times = TimeMemo(_from_epoch)
 
 
 def _audit(row: sqlite3.Row) -> AuditEntry:
