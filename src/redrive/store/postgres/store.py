@@ -26,7 +26,7 @@ import psycopg
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import Format, TransactionStatus
+from psycopg.pq import ExecStatus, Format, TransactionStatus
 from psycopg.rows import RowFactory, dict_row, tuple_row
 from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.json import Jsonb
@@ -292,11 +292,9 @@ class PostgresStore:
         with self._errors():
             if conn is not None:
                 with conn.cursor(row_factory=rows, binary=binary) as cur:
-                    cur.execute(sql, params)
-                    return cur.fetchall() if cur.description else []
+                    return _rows(cur.execute(sql, params))
             with self._connection() as pooled, pooled.cursor(row_factory=rows, binary=binary) as cur:
-                cur.execute(sql, params)
-                return cur.fetchall() if cur.description else []
+                return _rows(cur.execute(sql, params))
 
     def _with_clock(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
         return params if self._clock is None else {**(params or {}), "now": self._clock()}
@@ -373,11 +371,12 @@ class PostgresStore:
         """One job without a key, in autocommit: one round trip, typed
         parameters, the answer in binary (times eight bytes each, not text)."""
         [(status, run_at, at, _)] = self._run("job_insert", {
-            "id": job.id, "task": job.task, "queue": job.queue, "args": Jsonb(job.args),
-            "kwargs": Jsonb(job.kwargs), "priority": job.priority, "max_attempts": job.max_attempts,
-            "owner": job.owner, "run_at": job.run_at, "stage": job.stage,
+            "id": job.id, "task": job.task, "queue": job.queue, "args": Jsonb(job.args) if job.args else None,
+            "kwargs": Jsonb(job.kwargs) if job.kwargs else None, "priority": job.priority,
+            "max_attempts": job.max_attempts, "owner": job.owner, "run_at": job.run_at, "stage": job.stage,
             "delay_s": job.delay.total_seconds() if job.delay else 0.0,
-            "dependencies": Jsonb(list(job.dependencies)), "meta": Jsonb(job.created_meta),
+            "dependencies": Jsonb(list(job.dependencies)) if job.dependencies else None,
+            "meta": Jsonb(job.created_meta) if job.trace else None,
         }, rows=tuple_row, binary=True)
         return EnqueueResult(job.created(status=Status(status), run_at=run_at, at=at))
 
@@ -925,6 +924,13 @@ def _savepoint(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
     if not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
         conn.execute("SELECT 1")
     return conn.transaction()
+
+
+def _rows(cur: psycopg.Cursor[Any]) -> list:
+    """What a statement answered: its rows, or none. (Asking ``description``
+    builds a column object for each column on every call.)"""
+    result = cur.pgresult
+    return cur.fetchall() if result is not None and result.status == ExecStatus.TUPLES_OK else []
 
 
 def _one_trace(jobs: list[NewJob]) -> bool:
