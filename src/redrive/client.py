@@ -206,20 +206,21 @@ class Client:
         return NewJob(
             # time-ordered (UUIDv7), so a new job lands at the right edge of every
             # index on job ids (the job tables' keys, the event index), not on a random page
-            ids.job_id_for(task.name, key.key, key.version, request.owner)
+            id=ids.job_id_for(task.name, key.key, key.version, request.owner)
             if key and key.kind == "key" else _uuid7(),
-            task.name,
-            task.queue if request.queue is None else checks.queue_name(request.queue),
-            args,
-            kwargs,
-            task.priority if request.priority is None else checks.priority(request.priority),
-            checks.max_attempts(request.max_attempts) or task.max_attempts or self.settings.retry_max_attempts,
-            checks.owner(request.owner),
-            checks.run_at(request.run_at),
-            checks.delay(request.delay),
-            task.first_stage,
-            task.dependencies,
-            key,
+            task=task.name,
+            queue=task.queue if request.queue is None else checks.queue_name(request.queue),
+            args=args,
+            kwargs=kwargs,
+            priority=task.priority if request.priority is None else checks.priority(request.priority),
+            max_attempts=checks.max_attempts(request.max_attempts) or task.max_attempts
+            or self.settings.retry_max_attempts,
+            owner=checks.owner(request.owner),
+            run_at=checks.run_at(request.run_at),
+            delay=checks.delay(request.delay),
+            stage=task.first_stage,
+            dependencies=task.dependencies,
+            key=key,
         )
 
     # -- reading -------------------------------------------------------------

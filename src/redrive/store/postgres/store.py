@@ -934,6 +934,7 @@ def _rows(cur: psycopg.Cursor[Any]) -> list:
 
 
 def _one_trace(jobs: list[NewJob]) -> bool:
+    """Whether the jobs share one trace context (those of one enqueue do)."""
     trace = jobs[0].trace
     return all(job.trace is trace or job.trace == trace for job in jobs)
 
