@@ -36,7 +36,7 @@ INSERT INTO redrive_result_waiter (job_id, waiter) VALUES (%(job_id)s, %(waiter)
 DELETE FROM redrive_result_waiter WHERE job_id = %(job_id)s AND waiter = %(waiter)s;
 
 -- name: jobs_insert
--- Keyed jobs first claim their key: a new key, or a take-over (a higher version;
+-- Keyed jobs (the others go through jobs_insert_plain). Each first claims its key: a new key, or a take-over (a higher version;
 -- a failed or cancelled content twin) points it at the new run; a key already
 -- taken leaves the job out (the caller reads the twin afterwards). The input is
 -- sorted by key so two batches lock keys in the same order.
@@ -51,7 +51,7 @@ WITH input AS (
                                       nonce, created_at, updated_at)
     SELECT task, coalesce(owner, ''), idempotency_key, kind, version, id, fingerprint,
            nonce, now(), now()
-    FROM input WHERE idempotency_key IS NOT NULL
+    FROM input
     ORDER BY task, coalesce(owner, ''), idempotency_key
     ON CONFLICT (task, owner, key) DO UPDATE
     SET version = excluded.version, job_id = excluded.job_id,
@@ -68,10 +68,10 @@ WITH input AS (
     SELECT id, task, queue, coalesce(args, '[]'), coalesce(kwargs, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
            coalesce(priority, 0), due, 0, max_attempts, owner, now(), now(), stage,
-           coalesce(dependencies, '[]'), idempotency_key, coalesce(version, 1)
+           coalesce(dependencies, '[]'), idempotency_key, version
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM input) AS rows
-    WHERE idempotency_key IS NULL OR nonce IN (SELECT nonce FROM keyed)
+    WHERE nonce IN (SELECT nonce FROM keyed)
     RETURNING id, status, run_at, created_at, queue
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
