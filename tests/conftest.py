@@ -3,6 +3,7 @@ template), a fresh SQLite file per test, and waiting on conditions."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 from collections.abc import Iterator
@@ -133,6 +134,36 @@ def cluster():
     made = Cluster()
     yield made
     made.remove()
+
+
+# Files whose tests take over a minute each under the suite's load (the CI log's slowest durations).
+_LONGEST = ("tests/matchmaking/test_year.py", "tests/e2e/test_readme_path.py", "tests/bench/test_smoke.py",
+            "tests/e2e/test_docs.py")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Longest first, spread over the workers. pytest-xdist's worksteal hands
+    each worker an equal run of the collection to start with and later moves
+    tests from the busiest worker's end to an idle one, so a long test
+    collected late in a run starts late and the whole suite waits for it (the
+    matchmaking year, three minutes under load, ended a run alone). So each
+    worker's run starts with its share of the long fault scenarios (marked
+    slow), those of ``_LONGEST`` first; the short tests fill the rest."""
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if not workers or config.getoption("dist", None) != "worksteal":
+        return
+    slow = [i for i in items if i.get_closest_marker("slow")]
+    slow.sort(key=lambda item: item.nodeid.split("::")[0] not in _LONGEST)  # stable: otherwise as collected
+    rest = iter([i for i in items if not i.get_closest_marker("slow")])
+    runs, left = [], len(items)
+    for worker in range(workers):  # the sizes worksteal deals out: what is left, shared by who is left
+        size = left // (workers - worker)
+        left -= size
+        run = slow[worker::workers]
+        run += itertools.islice(rest, max(0, size - len(run)))
+        runs.append(run)
+    runs[-1] += rest
+    items[:] = [item for run in runs for item in run]
 
 
 def pytest_sessionfinish(session) -> None:
