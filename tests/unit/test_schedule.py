@@ -113,3 +113,21 @@ def test_the_next_firing_is_the_first_of_the_firings_after(cron: str, tz: str, a
     schedule = Schedule("s", "t", cron, timezones=[tz])
     ahead = timedelta(days=1) if cron.startswith("*") else timedelta(days=40)
     assert next_firing(schedule, tz, after) == schedule.firings(tz, after, after + ahead)[0]
+
+
+# A scheduler's tick reads a window's firings and the next one in one pass:
+# the next one must be the first firing of the window after it.
+@settings(max_examples=300, deadline=None)
+@example(cron="30 1 * * *", tz="Europe/London", after=datetime(2026, 10, 24, 20, 0, tzinfo=UTC),
+         hours=5.0)  # ends at 01:00 UTC, between the two 01:30s
+@given(cron=st.sampled_from(["0 9 * * *", "30 1 * * *", "30 2 * * *", "15 1 * * 1-5", "0 9 * * 1#2", "*/7 * * * *"]),
+       tz=st.sampled_from(["America/Santiago", "Europe/London", "Australia/Lord_Howe", "Pacific/Chatham"]),
+       after=st.datetimes(datetime(2026, 1, 1), datetime(2029, 1, 1), timezones=st.just(UTC)),
+       hours=st.floats(0, 60))
+def test_a_windows_next_firing_is_the_first_after_it(cron: str, tz: str, after: datetime, hours: float) -> None:
+    schedule = Schedule("s", "t", cron, timezones=[tz])
+    until = after + timedelta(hours=hours)
+    ahead = timedelta(days=1) if cron.startswith("*") else timedelta(days=40)
+    found, upcoming = schedule.window(tz, after, until)
+    assert upcoming == schedule.firings(tz, until, until + ahead)[0]
+    assert all(after < f.at <= until for f in found) and upcoming.at > until

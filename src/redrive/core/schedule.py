@@ -130,39 +130,44 @@ class Schedule:
 
     def firings(self, tz: str, after: datetime, until: datetime) -> list[Firing]:
         """The firings in ``tz`` with ``after < at <= until``, oldest first."""
+        return self.window(tz, after, until)[0]
+
+    def window(self, tz: str, after: datetime, until: datetime) -> tuple[list[Firing], Firing | None]:
+        """The firings in ``tz`` with ``after < at <= until``, oldest first,
+        and the first one after ``until`` (None if there is none within 8
+        years), in one pass: a scheduler asks for both on every tick, and
+        stepping croniter is most of a tick's cost."""
         info = zone(tz)
         daily, seconds = _granularity(self.cron)
         # Resolution keeps order, so iteration can start at the wall time of
-        # ``after``; it must end at the latest wall time shown up to ``until``,
-        # which is later than ``until``'s own just after the clocks fall back.
+        # ``after``; the firings end at the latest wall time shown up to
+        # ``until``, which is later than ``until``'s own just after the clocks
+        # fall back. Past that, every nominal time resolves after ``until``.
         start = after.astimezone(info).replace(tzinfo=None)
         end = max(_wall(until - back, info) + back for back in (timedelta(0), _LARGEST_SHIFT / 2, _LARGEST_SHIFT))
-        found = []
+        horizon = _wall(until, info) + _HORIZON
+        found: list[Firing] = []
+        upcoming: Firing | None = None
         times = _times(self.cron, start)
-        while (nominal := times.get_next(datetime)) <= end:
+        while (nominal := times.get_next(datetime)) <= horizon:
             at = resolve(nominal, info)
             if after < at <= until:
                 found.append(_firing(self.name, tz, nominal, at, daily, seconds))
-        return found
+            elif at > until and upcoming is None:
+                upcoming = _firing(self.name, tz, nominal, at, daily, seconds)
+            if nominal > end:
+                break
+        return found, upcoming
 
 
+_HORIZON = timedelta(days=366 * 8)  # how far ahead the next firing is looked for
 _HORIZONS = (timedelta(minutes=1), timedelta(hours=1), timedelta(days=1), timedelta(days=32),
-             timedelta(days=367), timedelta(days=366 * 8))
+             timedelta(days=367), _HORIZON)
 
 
 def next_firing(schedule: Schedule, tz: str, after: datetime) -> Firing | None:
-    """The first firing in ``tz`` after ``after``, looking up to 8 years ahead.
-    Resolution keeps order, so the first nominal time after ``after``'s wall
-    time that resolves past ``after`` is the earliest firing."""
-    info = zone(tz)
-    daily, seconds = _granularity(schedule.cron)
-    start = _wall(after, info)
-    times = _times(schedule.cron, start)
-    while (nominal := times.get_next(datetime)) <= start + _HORIZONS[-1]:
-        at = resolve(nominal, info)
-        if at > after:
-            return _firing(schedule.name, tz, nominal, at, daily, seconds)
-    return None
+    """The first firing in ``tz`` after ``after``, looking up to 8 years ahead."""
+    return schedule.window(tz, after, after)[1]
 
 
 def last_firing(schedule: Schedule, tz: str, until: datetime) -> Firing | None:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from redrive.client import Client, firing_request
 from redrive.core.job import EnqueueResult
-from redrive.core.schedule import Firing, Schedule, missed, next_firing
+from redrive.core.schedule import Firing, Schedule, missed
 from redrive.errors import RedriveError
 from redrive.runtime.plugins import Beside, Plugin
 
@@ -96,8 +96,7 @@ class Scheduler(Plugin):
         quiet = self._quiet.get((schedule.name, tz))
         if quiet is not None and quiet[0] <= since and now < quiet[1]:
             return []
-        found = schedule.firings(tz, since, now)
-        upcoming = next_firing(schedule, tz, now)
+        found, upcoming = schedule.window(tz, since, now)
         if upcoming is not None:
             self._quiet[(schedule.name, tz)] = (now, upcoming.at)
         return found
