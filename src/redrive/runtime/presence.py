@@ -11,6 +11,7 @@ import os
 import resource
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from importlib import metadata
 from typing import Any
 
@@ -57,8 +58,23 @@ class Presence:
         except StoreError as exc:
             log.warning("reporting this worker to the registry failed, retrying: %s", exc)
 
-    async def leave(self) -> None:
+    async def leave(self, within: float | None = None) -> None:
+        """Leave the registry, taking ``within`` seconds at most: a stopping
+        worker's last call must not outlast its time to stop (the entry then
+        goes stale, as a killed worker's does)."""
+        if within is not None and within <= 0:
+            log.warning("not leaving the worker registry: no time left to stop in (the entry goes stale)")
+            return
+        store = self._store()
+        deadline = getattr(store, "deadline", None)  # a PostgreSQL call's; SQLite's are local
+        limit = timedelta(seconds=within) if within is not None else None
+        shorter = limit is not None and deadline is not None and deadline > limit
+        if shorter:
+            store.deadline = limit  # type: ignore[attr-defined]
         try:
-            await self._call(self._store().worker_remove, worker_id=self._report().id)
+            await self._call(store.worker_remove, worker_id=self._report().id)
         except StoreError as exc:
             log.warning("leaving the worker registry failed (the entry goes stale): %s", exc)
+        finally:
+            if shorter:
+                store.deadline = deadline  # type: ignore[attr-defined]

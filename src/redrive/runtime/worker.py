@@ -170,6 +170,7 @@ class Worker:
         self._db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="redrive-db")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = asyncio.Event()
+        self._stop_began: float | None = None  # when a stop was asked for (monotonic), if one was
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()  # nothing running and no outcome left to write
         self._store: Store | None = None  # opened on the database threads when the worker starts
@@ -217,6 +218,7 @@ class Worker:
     def _begin_stop(self) -> None:
         if not self._stopping.is_set():
             log.info("worker %s stopping: no more claims", self.id)
+            self._stop_began = time.monotonic()
         self._stopping.set()
         self._wake.set()
 
@@ -299,13 +301,23 @@ class Worker:
             for service in services:
                 service.cancel()
             await asyncio.gather(*services, return_exceptions=True)
-            await self._presence.leave()
+            await self._presence.leave(within=self._shutdown_left())
             if unsubscribe is not None:
                 await self._call(unsubscribe)
             self._db.shutdown(wait=True)
             outages.detach()
             log.info("worker %s stopped", self.id)
             self.events.emit("worker.stopped", worker=self.id)
+
+    def _shutdown_left(self) -> float | None:
+        """Seconds left for a stopping worker's last store calls. Asked to
+        stop, a worker ends within its grace and one lease TTL, whatever the
+        database does: the drain takes at most the grace and half the TTL,
+        what follows a quarter, and the last quarter is the process's to end."""
+        if self._stop_began is None:
+            return None
+        ends = self._stop_began + self.shutdown_grace.total_seconds() + self.lease_ttl.total_seconds() * 0.75
+        return ends - time.monotonic()
 
     def _service_ended(self, service: asyncio.Task) -> None:
         # Without its heartbeat or completer a worker would hold leases it
