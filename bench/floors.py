@@ -10,7 +10,10 @@ count).
   bench's own, run by the ``pgbench`` that ships with PostgreSQL.
 - ``psycopg loop``: the same one-row insert and commit from Python through
   psycopg, prepared after its first calls, as the least any Python enqueue
-  can cost.
+  can cost; and two Python processes running pgbench's claim-and-archive
+  cycle through psycopg, each decoding every claimed job's payload and
+  calling a no-op with it: the least any Python worker can cost, so the
+  share of pgbench's rate a Python worker could reach on this machine.
 
 Both use the same durability as redrive (``synchronous_commit`` as the
 server has it) and a due-jobs index like redrive's.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -46,6 +50,18 @@ WHERE id IN (SELECT id FROM job WHERE queue = 'default' AND status = 'queued' AN
 WITH done AS (DELETE FROM job WHERE worker = :client_id AND status = 'running' RETURNING *)
 INSERT INTO job_done (id, queue, payload, status, run_at, worker)
 SELECT id, queue, payload, 'succeeded', run_at, worker FROM done;
+"""
+# The same cycle from Python: the claim answers each job's payload for the no-op.
+_CLAIM = """
+UPDATE job SET status = 'running', worker = %s
+WHERE id IN (SELECT id FROM job WHERE queue = 'default' AND status = 'queued' AND run_at <= now()
+             ORDER BY run_at LIMIT 100 FOR UPDATE SKIP LOCKED)
+RETURNING id, payload
+"""
+_ARCHIVE = """
+WITH done AS (DELETE FROM job WHERE worker = %s AND status = 'running' RETURNING *)
+INSERT INTO job_done (id, queue, payload, status, run_at, worker)
+SELECT id, queue, payload, 'succeeded', run_at, worker FROM done
 """
 _INSERT = "INSERT INTO job (queue, payload, status) VALUES ('default', '{}', 'queued');\n"
 _TPS = re.compile(r"^tps = ([\d.]+)", re.MULTILINE)
@@ -128,5 +144,52 @@ class PsycopgLoop:
                               ("default", "{}"))
             return n / (time.perf_counter() - started)
 
+    def claim_and_archive(self, backlog: int, seconds: float) -> float:
+        """Jobs/s of two Python processes running the claim-and-archive
+        cycle over the same ``seconds`` (they start together once both have
+        connected; start-up is not counted)."""
+        _fresh(self.url, backlog)
+        begin = time.monotonic() + 2.0  # CLOCK_MONOTONIC is the machine's: both children read the same
+        children = [subprocess.Popen([sys.executable, "-m", "bench.floors", self.url, str(client), str(begin),
+                                      str(begin + seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True) for client in (1, 2)]
+        ended = []
+        for child in children:
+            try:
+                out, err = child.communicate(timeout=seconds + 60)
+            except subprocess.TimeoutExpired:
+                for other in children:
+                    other.kill()
+                raise BenchError("the Python claim floor did not finish") from None
+            if child.returncode != 0:
+                raise BenchError(f"the Python claim floor failed: {err.strip().splitlines()[-1:]}")
+            moved, at = out.split()
+            ended.append((int(moved), float(at)))
+        moved = sum(n for n, _ in ended)
+        if moved >= backlog:
+            raise BenchError(f"the Python claim floor ran out of jobs ({backlog:,}): give it a bigger backlog")
+        return moved / (max(at for _, at in ended) - begin)
+
     def close(self) -> None:
         pass
+
+
+def _noop(payload: object) -> None:
+    pass
+
+
+def _claim_loop(url: str, client: int, begin: float, end: float) -> tuple[int, float]:
+    """One Python worker at its barest: claim up to 100, call each job, archive them."""
+    moved = 0
+    with psycopg.connect(url, autocommit=True) as conn:
+        time.sleep(max(0.0, begin - time.monotonic()))
+        while time.monotonic() < end:
+            for _job_id, payload in conn.execute(_CLAIM, (client,)).fetchall():
+                _noop(payload)
+            moved += conn.execute(_ARCHIVE, (client,)).rowcount
+    return moved, time.monotonic()
+
+
+if __name__ == "__main__":  # one of PsycopgLoop.claim_and_archive's two processes
+    url, client, begin, end = sys.argv[1:]
+    print(*_claim_loop(url, int(client), float(begin), float(end)))
