@@ -65,11 +65,10 @@ def pg_template() -> Iterator[str]:
 # PostgreSQL checkpoints on every DROP DATABASE (about 475 a run when each test
 # dropped its own), each flushing the cluster's dirty pages while other tests
 # write and sending every page written next to the log whole (docs/testing.md).
-# Dropping them in batches through the run was slower (a clean-clone run took
-# 668 s against 536 s): a checkpoint also makes the next write of every hot
-# page log the whole page, batch or no batch. The batch size only bounds the
-# disk the closed databases hold in a long run (about 8 MB each); a suite
-# run's pytest worker holds about 100.
+# Not in batches through the run: a checkpoint also makes the next write of
+# every hot page log the whole page, and a batch of drops in a row is as many
+# checkpoints. The batch size only bounds the disk the closed databases hold
+# in a long run (about 8 MB each); a suite run's pytest worker holds about 100.
 _RETIRED: list[str] = []
 _DROP_BATCH = 200
 
