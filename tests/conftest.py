@@ -97,9 +97,6 @@ def _fresh_database(template: str | None) -> Iterator[str]:
     with _admin() as admin:
         clause = f' TEMPLATE "{template}"' if template else ""
         admin.execute(f'CREATE DATABASE "{name}"{clause}')
-        # Commits do not wait for the disk: the shared server is never crashed (tests that crash or fill
-        # PostgreSQL run a throwaway cluster with the defaults), so this changes waits, not outcomes.
-        admin.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
     yield f"{PG_SERVER}/{name}"
     _retire(name)
 
