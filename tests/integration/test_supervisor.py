@@ -338,12 +338,12 @@ def test_one_metrics_port_counts_every_childs_jobs_and_keeps_a_dead_childs_count
                                                                             "first_attempt_only": True})])[0].job.id
         wait_for(lambda: client.job(held).status is Status.RUNNING, timeout=30, what="the job running")
         os.kill(_children(admin, supervisor)[client.job(held).lease_owner], signal.SIGKILL)
-    # Then its taken-back job is counted by the supervisor, and its earlier successes still are
+    # Then its taken-back job is counted by the supervisor, and once another child has run it (the
+    # other one may take it at once), the dead child's earlier successes still count beside it
     wait_for(lambda: _total(_scrape(url), "redrive_jobs_reclaimed_total") == 1, timeout=10, what="reclaim counted")
-    assert _total(_scrape(url), "redrive_jobs_completed_total", task="sleep_then_record", outcome="succeeded") == 20
-    wait_for(lambda: client.job(held).status is Status.SUCCEEDED, timeout=60, what="the replacement ran it")
+    wait_for(lambda: client.job(held).status is Status.SUCCEEDED, timeout=60, what="another child ran it")
     wait_for(lambda: _total(_scrape(url), "redrive_jobs_completed_total", task="sleep_then_record",
-                            outcome="succeeded") == 21, timeout=10, what="its success counted")
+                            outcome="succeeded") == 21, timeout=10, what="the twenty and its success counted")
     client.close()
 
 
