@@ -176,7 +176,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     each worker an equal run of the collection to start with and later moves
     tests from the busiest worker's end to an idle one, so a long test
     collected late in a run starts late and the whole suite waits for it (the
-    matchmaking year, three minutes under load, ended a run alone). So each
+    matchmaking year takes two to three minutes under load). So each
     worker's run starts with its share of the long fault scenarios (marked
     slow), those of ``_LONGEST`` first; the short tests fill the rest."""
     workers = getattr(config, "workerinput", {}).get("workercount")
