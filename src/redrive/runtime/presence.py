@@ -66,15 +66,19 @@ class Presence:
             log.warning("not leaving the worker registry: no time left to stop in (the entry goes stale)")
             return
         store = self._store()
-        deadline = getattr(store, "deadline", None)  # a PostgreSQL call's; SQLite's are local
-        limit = timedelta(seconds=within) if within is not None else None
-        shorter = limit is not None and deadline is not None and deadline > limit
-        if shorter:
-            store.deadline = limit  # type: ignore[attr-defined]
+        worker_id = self._report().id
+        # A PostgreSQL call has a deadline, shortened for this call alone (other
+        # threads' calls on the same store keep theirs); SQLite's calls are local.
+        within_limit = getattr(store, "calls_within", None)
+
+        def remove() -> None:
+            if within_limit is None or within is None:
+                store.worker_remove(worker_id=worker_id)
+                return
+            with within_limit(timedelta(seconds=within)):
+                store.worker_remove(worker_id=worker_id)
+
         try:
-            await self._call(store.worker_remove, worker_id=self._report().id)
+            await self._call(remove)
         except StoreError as exc:
             log.warning("leaving the worker registry failed (the entry goes stale): %s", exc)
-        finally:
-            if shorter:
-                store.deadline = deadline  # type: ignore[attr-defined]

@@ -143,6 +143,7 @@ class PostgresStore:
             raise ConfigError(f"pool_mode is session or transaction, not {pool_mode!r}")
         self.deadline = deadline
         self._deadlines = Deadlines()
+        self._within = threading.local()  # a thread's shorter deadline (``calls_within``)
         self._link = _link_defaults(url, deadline)
         if pool_mode == "transaction":
             self._link["prepare_threshold"] = None
@@ -204,7 +205,25 @@ class PostgresStore:
                 self._down = self._down or time.monotonic()
                 raise psycopg.OperationalError("the server is not answering") from None
             conn = self._pool.getconn()
-        return _lent(self._pool, conn, self._deadlines, self.deadline.total_seconds())
+        return _lent(self._pool, conn, self._deadlines, self._deadline().total_seconds())
+
+    def _deadline(self) -> timedelta:
+        shorter: timedelta | None = getattr(self._within, "limit", None)
+        return self.deadline if shorter is None else min(shorter, self.deadline)
+
+    @contextmanager
+    def calls_within(self, limit: timedelta) -> Iterator[None]:
+        """The calls this thread makes inside the block take ``limit`` at
+        most (or the store's deadline, if shorter); other threads' calls keep
+        theirs. A stopping worker's last call must fit its time to stop."""
+        if limit <= timedelta(0):
+            raise ConfigError("a call's deadline must be longer than zero")
+        outer = getattr(self._within, "limit", None)
+        self._within.limit = limit if outer is None else min(limit, outer)
+        try:
+            yield
+        finally:
+            self._within.limit = outer
 
     def _answers(self) -> bool:
         try:
@@ -262,7 +281,7 @@ class PostgresStore:
         except Overran as exc:
             if self._down is None:
                 self._down = time.monotonic()
-            silent = f"PostgreSQL at {self._where} did not answer within {self.deadline.total_seconds():g} s"
+            silent = f"PostgreSQL at {self._where} did not answer within {self._deadline().total_seconds():g} s"
             raise StoreTimeout(f"{silent} (its connection was dropped): what was asked may or may not have been done",
                                silent=silent) from exc
         except (psycopg.OperationalError, PoolTimeout) as exc:
