@@ -463,7 +463,8 @@ class SQLiteStore:
             return written
 
         written = self._write(recorded)
-        self._finished({f.lease.job_id for f in written.values() if f.status in TERMINAL})
+        if self._finish_listeners:  # someone waits on a result: most batches build nothing here
+            self._finished({f.lease.job_id for f in written.values() if f.status in TERMINAL})
         return [written[lease] for lease in dict.fromkeys(item.lease for item in items) if lease in written]
 
     def _roll(self, conn: sqlite3.Connection, written: Iterable[Finished], now: float) -> None:
@@ -476,18 +477,21 @@ class SQLiteStore:
     def _complete(self, conn: sqlite3.Connection, items: list[Completion], now: float) -> dict[Lease, Finished]:
         """Successes, the most common ending, in three statements for the batch."""
         once = {item.lease: item for item in reversed(items)}  # a job is moved once: the first wins
+        sent = [(_lease(item.lease), item) for item in once.values()]
         params = {"now": now, "items": json.dumps([{
-            **_lease(item.lease), "meta": json.dumps(dict(item.meta)),
+            **lease, "meta": json.dumps(dict(item.meta)),
             "result": None if item.result is None else json.dumps(item.result),
-        } for item in once.values()])}
+        } for lease, item in sent])}
         moved = [row["id"] for row in conn.execute(self._queries["jobs_complete_copy"], params)]
         conn.execute(self._queries["jobs_complete_events"], params)
-        # the rows removed from the hot table still carry the lease that applied
+        # The rows removed from the hot table still carry the lease that applied,
+        # matched as the text sent: no ids parsed back for every job.
+        by_text = {(lease["id"], lease["token"]): item for lease, item in sent}
         written = {}
         for row in conn.execute(self._queries["jobs_remove"], {"ids": json.dumps(moved)}):
-            lease = Lease(UUID(row["id"]), UUID(row["lease_token"]))
-            written[lease] = Finished(once[lease], row["task"], row["queue"], Status.SUCCEEDED, row["attempts"],
-                                      row["stage"])
+            item = by_text[row["id"], row["lease_token"]]
+            written[item.lease] = Finished(item, row["task"], row["queue"], Status.SUCCEEDED, row["attempts"],
+                                           row["stage"])
         return written
 
     def _finish_one(self, conn: sqlite3.Connection, item: Finish, now: float) -> Finished | None:
