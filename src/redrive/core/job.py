@@ -177,6 +177,12 @@ class Lease:
     job_id: UUID
     token: UUID
 
+    def __hash__(self) -> int:
+        # A token is drawn for one lease of one job, so equal leases share it:
+        # hashing it alone is enough, and leases key the worker's and the
+        # stores' maps several times a job.
+        return hash(self.token)
+
 
 @dataclass(frozen=True, slots=True)
 class StageDone:
