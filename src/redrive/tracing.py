@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from typing import Any
 
 try:
-    from opentelemetry import context as otel_context
-    from opentelemetry import propagate, trace
+    from opentelemetry import trace
 except ImportError:  # the engine runs without the otel extra
     trace = None  # type: ignore[assignment]
+# ``propagate`` (which loads the propagators' entry points) and ``context`` are
+# imported where a span is made, so that only a process that traces pays for them.
 
 SYSTEM = "redrive"
 
@@ -46,6 +47,8 @@ def sending(queues_of: Callable[[], Sequence[str]]) -> Iterator[dict[str, str] |
         attributes["messaging.destination.name"] = names[0]
     if len(queues) > 1:
         attributes["messaging.batch.message_count"] = len(queues)
+    from opentelemetry import propagate
+
     tracer = trace.get_tracer("redrive")
     with tracer.start_as_current_span(f"send {names[0] if len(names) == 1 else 'redrive'}",
                                       kind=trace.SpanKind.PRODUCER, attributes=attributes):
@@ -58,6 +61,9 @@ class Run:
     """A run's span, current while the task runs; ``end`` says how it ended."""
 
     def __init__(self, job: Any, worker: str, carrier: Mapping[str, str] | None) -> None:
+        from opentelemetry import context as otel_context
+        from opentelemetry import propagate
+
         links = []
         if carrier:
             sent = trace.get_current_span(propagate.extract(dict(carrier))).get_span_context()
@@ -76,6 +82,8 @@ class Run:
         """``outcome``: succeeded, retry, failed, cancelled, held or lost."""
         if self._token is None:
             return
+        from opentelemetry import context as otel_context
+
         otel_context.detach(self._token)  # type: ignore[arg-type]
         self._token = None
         self.span.set_attribute("redrive.outcome", outcome)

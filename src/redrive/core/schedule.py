@@ -17,12 +17,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, croniter
-
 from redrive.errors import ConfigError
+
+if TYPE_CHECKING:
+    from croniter import croniter
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # At least the largest DST shift in the tz database (2 h, Antarctica/Troll).
@@ -40,6 +41,11 @@ def zone(name: str) -> ZoneInfo:
 
 
 def cron(expression: str) -> str:
+    # croniter (and dateutil, which it imports) is imported at first use: every
+    # process imports redrive, and most (the CLI, workers without schedules)
+    # never read a cron expression.
+    from croniter import CroniterBadDateError, croniter
+
     if not isinstance(expression, str) or not croniter.is_valid(expression):
         raise ConfigError(f"malformed cron expression {expression!r} (such as '0 9 * * *')")
     try:  # a day that no month has (30 February) parses, but would fail every tick
@@ -205,6 +211,8 @@ def resolve(local: datetime, info: ZoneInfo) -> datetime:
 
 @lru_cache(maxsize=256)
 def _parsed(expression: str) -> croniter:
+    from croniter import croniter
+
     return croniter(expression)
 
 
