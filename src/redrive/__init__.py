@@ -6,7 +6,8 @@ an ``Actor`` through ``Admin``. Only the names in ``redrive.__all__`` are the
 public surface; the modules behind them may change.
 
 The store classes load on first use (PEP 562), so ``import redrive`` loads no
-database driver: an application on SQLite never imports psycopg.
+database driver (an application on SQLite never imports psycopg) and no store
+it does not use.
 """
 
 from importlib import import_module
@@ -64,16 +65,17 @@ from redrive.runtime.scheduler import Scheduler
 from redrive.runtime.worker import Worker
 from redrive.runtime.writes import write_phase
 from redrive.settings import Settings
-from redrive.store.memory import MemoryStore
 from redrive.store.port import Store
 from redrive.store.url import open_store
 
 if TYPE_CHECKING:
+    from redrive.store.memory import MemoryStore
     from redrive.store.postgres.store import PostgresStore
     from redrive.store.sqlite.store import SQLiteStore
 
 # Public names that load their module on first use: name -> module.
 _LAZY = {
+    "MemoryStore": "redrive.store.memory",
     "PostgresStore": "redrive.store.postgres.store",
     "SQLiteStore": "redrive.store.sqlite.store",
 }
