@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import closing
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -171,7 +172,8 @@ def measure(server: str, queued: int, finished: int, letters: int, repeats: int)
     try:
         from redrive.store.postgres.store import PostgresStore
 
-        PostgresStore(url, check_schema=False).migrate()
+        with closing(PostgresStore(url, check_schema=False)) as migrating:
+            migrating.migrate()
         app = _app(url)
         print(f"filling {queued:,} queued and {finished:,} finished jobs...", file=sys.stderr)
         _fill(app, url, queued, finished, letters)

@@ -29,7 +29,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -153,7 +153,8 @@ class Storm:
 
 
 def _kill_storm(url: str, work: Path, profile: Profile) -> Storm:
-    open_store(url, check_schema=False).migrate()
+    with closing(open_store(url, check_schema=False)) as store:
+        store.migrate()
     client = Client(app.registry, settings=Settings.load(database_url=url))
     keys = [f"k{n}" for n in range(profile.jobs)]
     ids = [r.job.id for r in client.enqueue_many([JobRequest("record", args=[key]) for key in keys])]

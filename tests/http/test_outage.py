@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from contextlib import closing
 
 import pytest
 
@@ -23,7 +24,8 @@ OUTAGE_S = 5
 
 
 def test_an_outage_answers_503_and_the_api_recovers_by_itself(cluster) -> None:
-    PostgresStore(cluster.url, check_schema=False).migrate()
+    with closing(PostgresStore(cluster.url, check_schema=False)) as migrating:
+        migrating.migrate()
     app = make_app(cluster.url)
     seen: Counter[str] = Counter()
     stop = threading.Event()

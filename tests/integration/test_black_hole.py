@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,7 +32,8 @@ LOST_CONTACT = ("did not answer", "heartbeat failed", "claim failed")
 
 @pytest.fixture
 def hole(cluster) -> Iterator[BlackHole]:
-    PostgresStore(cluster.url, check_schema=False).migrate()
+    with closing(PostgresStore(cluster.url, check_schema=False)) as migrating:
+        migrating.migrate()
     with black_hole("127.0.0.1", cluster.port) as proxy:
         yield proxy
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,8 @@ def _enqueue_until(stop: threading.Event, url: str, history: list[tuple[str, str
 
 
 def test_three_crash_restarts_mid_drain_lose_nothing(cluster, tmp_path: Path, workers: list[WorkerProcess]) -> None:
-    PostgresStore(cluster.url, check_schema=False).migrate()
+    with closing(PostgresStore(cluster.url, check_schema=False)) as migrating:
+        migrating.migrate()
     client = Client(drain_app.registry, settings=Settings.load(database_url=cluster.url))
     keys = [f"k{n}" for n in range(JOBS)]
     ids = [r.job.id for r in client.enqueue_many(

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import psycopg
@@ -102,7 +103,8 @@ def test_postgresql_on_a_full_disk_refuses_whole_writes_and_recovers(cluster, tm
             admin.execute(f"CREATE TABLESPACE small LOCATION '{disk}'")
             admin.execute("CREATE DATABASE full_disk TABLESPACE small")
         url = cluster.url.rsplit("/", 1)[0] + "/full_disk"
-        PostgresStore(url, check_schema=False).migrate()
+        with closing(PostgresStore(url, check_schema=False)) as migrating:
+            migrating.migrate()
         app = App(url)
         _fill_refuse_free_drain(app, disk, "PostgreSQL disk full")
         app.close()

@@ -5,6 +5,7 @@ once, not once a second. On a server of the test's own (tests/cluster.py)."""
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,8 @@ OUTAGE_S = 40  # the pool's own retries would be 16 s apart by now, the next one
 def test_a_worker_resumes_within_a_second_or_two_of_the_database_returning(
     cluster, tmp_path: Path, workers: list[WorkerProcess],
 ) -> None:
-    PostgresStore(cluster.url, check_schema=False).migrate()
+    with closing(PostgresStore(cluster.url, check_schema=False)) as migrating:
+        migrating.migrate()
     client = Client(drain_app.registry, settings=Settings.load(database_url=cluster.url))
     first = client.enqueue("record", args=["before"]).job
     workers.append(WorkerProcess(cluster.url, tmp_path, "--poll-interval", "0.2", "--lease-ttl", "10s"))

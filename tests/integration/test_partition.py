@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,8 @@ def link() -> Iterator[Link]:
 
 def test_a_partitioned_worker_s_late_outcome_is_refused(cluster, link: Link, tmp_path: Path, workers) -> None:
     cluster.serve(HOST, NETWORK)
-    PostgresStore(cluster.url, check_schema=False).migrate()
+    with closing(PostgresStore(cluster.url, check_schema=False)) as migrating:
+        migrating.migrate()
     remote_url = cluster.url.replace("127.0.0.1", HOST)
     client = Client(drain_app.registry, settings=Settings.load(database_url=cluster.url))
     held = client.enqueue("sleep_then_record", kwargs={"key": "held", "seconds": 4}).job

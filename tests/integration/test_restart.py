@@ -4,6 +4,8 @@ On a server of the test's own (tests/cluster.py)."""
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import pytest
 
 from redrive import App
@@ -14,7 +16,8 @@ pytestmark = pytest.mark.postgres
 
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
 def test_the_first_call_after_a_restart_succeeds(cluster, mode: str) -> None:
-    PostgresStore(cluster.url, check_schema=False).migrate()
+    with closing(PostgresStore(cluster.url, check_schema=False)) as migrating:
+        migrating.migrate()
     app = App(cluster.url)
 
     @app.task

@@ -238,3 +238,31 @@ def test_drain_records_how_long_each_job_waited_as_a_worker_does(clocked) -> Non
     ending = app.store.job_events_list(job_id=job.id)[-1]
     assert ending.to_status is Status.SUCCEEDED and 89_000 <= ending.meta["wait_ms"] <= 91_000
     assert len(announced) == 1 and 89 <= announced[0] <= 91
+
+
+
+def test_isolated_on_postgresql_leaves_no_connection_pool_open(pg_test_database: str, monkeypatch) -> None:
+    # A pool dropped without close() while its thread still makes its first
+    # connection is finalised on that thread, which cannot join itself (pytest
+    # then fails whichever test is running); until then it keeps a connection.
+    from psycopg_pool import ConnectionPool
+
+    from redrive.store.postgres import store as postgres_store
+    from redrive.testing import isolated
+
+    made: list[ConnectionPool] = []
+
+    class Kept(ConnectionPool):  # each pool the store makes, kept to be looked at after
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(postgres_store, "ConnectionPool", Kept)
+    app = App("memory://")
+    app.task(lambda: None, name="t")
+    with isolated(app, database=pg_test_database):
+        app.enqueue("t")
+        assert app.store.dialect == "postgres"
+    assert len(made) >= 2  # the migration's store and the block's
+    assert [pool.name for pool in made if not pool.closed] == []
+    app.close()

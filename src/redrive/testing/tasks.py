@@ -91,7 +91,8 @@ def _fresh_store(app: App, database: str, clock: Any, cleanup: ExitStack) -> Any
     else:
         from redrive.store.postgres.store import PostgresStore
 
-        PostgresStore(url, check_schema=False).migrate()  # closes with its one connection
+        with closing(PostgresStore(url, check_schema=False)) as migrating:  # its pool too, not left to the GC
+            migrating.migrate()
         store = PostgresStore(url, clock=clock)
     store_empty(store)
     return store
