@@ -11,6 +11,7 @@ import os
 import resource
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from datetime import timedelta
 from importlib import metadata
 from typing import Any
@@ -69,13 +70,12 @@ class Presence:
         worker_id = self._report().id
         # A PostgreSQL call has a deadline, shortened for this call alone (other
         # threads' calls on the same store keep theirs); SQLite's calls are local.
-        within_limit = getattr(store, "calls_within", None)
+        calls_within = getattr(store, "calls_within", None)
 
         def remove() -> None:
-            if within_limit is None or within is None:
-                store.worker_remove(worker_id=worker_id)
-                return
-            with within_limit(timedelta(seconds=within)):
+            bounded = (calls_within(timedelta(seconds=within)) if calls_within is not None and within is not None
+                       else nullcontext())
+            with bounded:
                 store.worker_remove(worker_id=worker_id)
 
         try:

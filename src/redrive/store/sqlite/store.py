@@ -476,20 +476,22 @@ class SQLiteStore:
 
     def _complete(self, conn: sqlite3.Connection, items: list[Completion], now: float) -> dict[Lease, Finished]:
         """Successes, the most common ending, in three statements for the batch."""
-        once = {item.lease: item for item in reversed(items)}  # a job is moved once: the first wins
-        sent = [(_lease(item.lease), item) for item in once.values()]
+        # Keyed by the lease as sent: a job is moved once (the first of its lease
+        # wins), and the rows removed from the hot table carry back the lease that
+        # applied in the same text, so no id is parsed back for every job.
+        sent: dict[tuple[str, str], tuple[dict[str, str], Completion]] = {}
+        for item in reversed(items):
+            lease = _lease(item.lease)
+            sent[lease["id"], lease["token"]] = lease, item
         params = {"now": now, "items": json.dumps([{
             **lease, "meta": json.dumps(dict(item.meta)),
             "result": None if item.result is None else json.dumps(item.result),
-        } for lease, item in sent])}
+        } for lease, item in sent.values()])}
         moved = [row["id"] for row in conn.execute(self._queries["jobs_complete_copy"], params)]
         conn.execute(self._queries["jobs_complete_events"], params)
-        # The rows removed from the hot table still carry the lease that applied,
-        # matched as the text sent: no ids parsed back for every job.
-        by_text = {(lease["id"], lease["token"]): item for lease, item in sent}
         written = {}
         for row in conn.execute(self._queries["jobs_remove"], {"ids": json.dumps(moved)}):
-            item = by_text[row["id"], row["lease_token"]]
+            _, item = sent[row["id"], row["lease_token"]]
             written[item.lease] = Finished(item, row["task"], row["queue"], Status.SUCCEEDED, row["attempts"],
                                            row["stage"])
         return written
