@@ -30,7 +30,7 @@ from uuid import UUID
 from redrive import signals, tracing
 from redrive.client import Client
 from redrive.core import checks
-from redrive.core.job import Job
+from redrive.core.job import Job, Lease
 from redrive.core.outcome import Execution
 from redrive.core.stages import Stage
 from redrive.core.transitions import (
@@ -75,6 +75,7 @@ _SHORTEST_DEADLINE = timedelta(seconds=1)  # for a store call, however short the
 @dataclass(eq=False)
 class _Running:
     job: Job
+    lease: Lease  # the job's, built once: the run is keyed, fenced and released by it
     interrupt: Interrupt
     future: asyncio.Future | None = None
     finishing: bool = False  # the handler is done; its write is queued or under way
@@ -165,6 +166,7 @@ class Worker:
         # paused run can come back to this same worker while that run still
         # goes on, and each run must be waited for and released on its own.
         self._running: dict[UUID, _Running] = {}
+        self._tracing = False
         self._own = frozenset(own)
         self._threads = DaemonThreadPool(self.concurrency + sum(own.values()))
         self._db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="redrive-db")
@@ -249,6 +251,9 @@ class Worker:
 
     async def run(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
+        # Asked once, not for every job (the API reads the environment each
+        # time): a tracer provider is set at start-up, and only once.
+        self._tracing = tracing.enabled()
         self._link = Link.current()
         store = await self._call(lambda: self.store)
         # A call may take at most half the lease TTL (never under a second,
@@ -427,8 +432,8 @@ class Worker:
 
     def _start(self, job: Job, asked: float) -> None:
         assert self._loop is not None
-        running = _Running(job, Interrupt(self._loop), extended_at=asked)
-        self._running[job.lease.token] = running
+        running = _Running(job, job.lease, Interrupt(self._loop), extended_at=asked)
+        self._running[running.lease.token] = running
         running.future = running.interrupt.run = eager.start(self._run_one(running))
 
     async def _run_one(self, running: _Running) -> None:
@@ -436,7 +441,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         started = loop.time()
         submitted = False
-        traced = await self._traced(job) if tracing.enabled() else None
+        traced = await self._traced(job) if self._tracing else None
         try:
             task = self.registry.tasks.get(job.task)
             if task is not None and not task.is_async and self._orphans_capped():
@@ -530,7 +535,7 @@ class Worker:
                          wait_s=queue_wait(job, self.lease_ttl))
 
     def _release(self, running: _Running) -> None:
-        if self._running.pop(running.job.lease.token, None) is not None:
+        if self._running.pop(running.lease.token, None) is not None:
             self._ran += 1
         if self._max_memory is not None and self._retiring is None:
             self._retiring = self._past_limits()  # at once: the next claim must not add a job's worth
@@ -601,14 +606,14 @@ class Worker:
                 continue
             asked = time.monotonic()
             try:
-                held = store.leases_extend(leases=[r.job.lease for r in live], lease_ttl=self.lease_ttl)
+                held = store.leases_extend(leases=[r.lease for r in live], lease_ttl=self.lease_ttl)
             except StoreError as exc:
                 log.warning("heartbeat failed, retrying: %s", exc)
                 continue
             for r in live:
-                if r.job.lease in held:
+                if r.lease in held:
                     r.extended_at = asked
-            gone = [r for r in live if r.job.lease not in held]
+            gone = [r for r in live if r.lease not in held]
             if gone and self._loop is not None:
                 self._loop.call_soon_threadsafe(self._leases_gone, gone)
 
@@ -640,7 +645,7 @@ class Worker:
         and wait for none of its writes."""
         self._lost(r)
         if r.finishing:
-            self._completer.drop(r.job.lease)
+            self._completer.drop(r.lease)
             return
         r.abandoned = True
         r.interrupt.shutdown()
@@ -649,7 +654,7 @@ class Worker:
 
     def _give_back(self) -> int:
         """For the watchdog, from its thread: requeue every job held, straight to the store."""
-        items = [Requeue(r.job.lease) for r in list(self._running.values()) if not r.lost]
+        items = [Requeue(r.lease) for r in list(self._running.values()) if not r.lost]
         return len(self.store.jobs_finish(items)) if items else 0
 
     # -- shutdown ----------------------------------------------------------------
@@ -669,7 +674,7 @@ class Worker:
             for r in unfinished:
                 r.abandoned = True
                 r.interrupt.shutdown()  # a sync handler polling redrive.cancelled() may stop
-            requeued = await self._requeue([Requeue(r.job.lease) for r in unfinished if not r.lost], until=until)
+            requeued = await self._requeue([Requeue(r.lease) for r in unfinished if not r.lost], until=until)
             log.info("requeued %d unfinished jobs: %s", len(requeued),
                      ", ".join(str(done.lease.job_id) for done in requeued))
             for r in unfinished:
@@ -693,7 +698,7 @@ class Worker:
             try:
                 return await self._call(self.store.jobs_finish, items)
             except StoreError as exc:
-                runs = [r for r in self._running.values() if r.job.lease in leases]
+                runs = [r for r in self._running.values() if r.lease in leases]
                 expires = min((r.extended_at for r in runs), default=0.0) + self.lease_ttl.total_seconds()
                 if time.monotonic() + STORE_RETRY_PAUSE_S >= min(expires, until or expires):
                     # the error as text: an outage's repeats are muted (OutageLog), this line is not
