@@ -105,9 +105,11 @@ RETURNING id, task, queue, priority, run_at, attempts, max_attempts, owner, leas
                json(dependencies)) AS payload;
 
 -- name: jobs_claim_events
+-- :claimed is a JSON array of [id, from_status, attempt] from the claim's own
+-- rows: nothing is looked up again.
 INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-SELECT j.id, :now, json_extract(d.value, '$[1]'), 'running', j.attempts, :meta
-FROM json_each(:due) AS d JOIN redrive_job AS j ON j.id = json_extract(d.value, '$[0]');
+SELECT json_extract(value, '$[0]'), :now, json_extract(value, '$[1]'), 'running', json_extract(value, '$[2]'), :meta
+FROM json_each(:claimed);
 
 -- name: lease_extend
 UPDATE redrive_job SET lease_expires_at = :now + :lease_ttl_s
@@ -120,7 +122,7 @@ DELETE FROM redrive_job WHERE id = :id AND lease_token = :token AND lease_expire
 -- name: jobs_complete_copy
 -- The first of three statements of a batch of completions: the jobs whose
 -- lease still holds go to history as succeeded. :items is a JSON array of
--- {id, token, result, meta}, result and meta as JSON text.
+-- {id, token, result}, result as JSON text.
 INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
     attempts, max_attempts, owner, last_error_code, last_error_message, result,
     created_at, updated_at, started_at, finished_at,
@@ -136,10 +138,12 @@ JOIN redrive_job AS j ON j.id = json_extract(i.value, '$.id') AND j.lease_token 
 RETURNING id;
 
 -- name: jobs_complete_events
+-- :moved is a JSON array of [id, attempt, meta] for the jobs the copy moved,
+-- from the rows jobs_remove answered: nothing is looked up again.
 INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-SELECT j.id, :now, 'running', 'succeeded', j.attempts, json_extract(i.value, '$.meta')
-FROM json_each(:items) AS i
-JOIN redrive_job AS j ON j.id = json_extract(i.value, '$.id') AND j.lease_token = json_extract(i.value, '$.token') AND j.lease_expires_at > :now;
+SELECT json_extract(value, '$[0]'), :now, 'running', 'succeeded', json_extract(value, '$[1]'),
+       json_extract(value, '$[2]')
+FROM json_each(:moved);
 
 -- name: jobs_remove
 DELETE FROM redrive_job WHERE id IN (SELECT value FROM json_each(:ids))

@@ -394,8 +394,9 @@ class SQLiteStore:
             params = {"due": json.dumps(due), "now": now, "worker_id": worker_id,
                       "lease_ttl_s": lease_ttl.total_seconds()}
             rows = {row[0]: row for row in conn.execute(self._queries["jobs_claim"], params)}
-            conn.execute(self._queries["jobs_claim_events"], {
-                **params, "meta": json.dumps({"worker": worker_id})})
+            conn.execute(self._queries["jobs_claim_events"], {  # row[5]: the attempt it starts
+                "now": now, "meta": json.dumps({"worker": worker_id}),
+                "claimed": json.dumps([[job_id, status, rows[job_id][5]] for job_id, status in due])})
             if limits:  # row[8]: the new lease token
                 conn.execute(self._queries["permits_add"], {"now": now, "permits": json.dumps([
                     [key, job_id, rows[job_id][8]] for job_id, _ in due for key in keys[job_id]])})
@@ -484,16 +485,17 @@ class SQLiteStore:
             lease = _lease(item.lease)
             sent[lease["id"], lease["token"]] = lease, item
         params = {"now": now, "items": json.dumps([{
-            **lease, "meta": json.dumps(dict(item.meta)),
-            "result": None if item.result is None else json.dumps(item.result),
+            **lease, "result": None if item.result is None else json.dumps(item.result),
         } for lease, item in sent.values()])}
         moved = [row["id"] for row in conn.execute(self._queries["jobs_complete_copy"], params)]
-        conn.execute(self._queries["jobs_complete_events"], params)
-        written = {}
+        written, events = {}, []
         for row in conn.execute(self._queries["jobs_remove"], {"ids": json.dumps(moved)}):
             _, item = sent[row["id"], row["lease_token"]]
             written[item.lease] = Finished(item, row["task"], row["queue"], Status.SUCCEEDED, row["attempts"],
                                            row["stage"])
+            events.append([row["id"], row["attempts"], dict(item.meta)])
+        if events:
+            conn.execute(self._queries["jobs_complete_events"], {"now": now, "moved": json.dumps(events)})
         return written
 
     def _finish_one(self, conn: sqlite3.Connection, item: Finish, now: float) -> Finished | None:
