@@ -66,7 +66,9 @@ def rollup_range(since: datetime, slot: timedelta, by: str, timed: bool) -> dict
 def bucket_of(ms: object) -> int:
     """The bucket a duration or a wait of ``ms`` falls in (``UNTIMED`` for
     none, or for anything that is not a number of ms)."""
-    if isinstance(ms, bool) or not isinstance(ms, int | float) or math.isnan(ms):
+    if type(ms) is int:  # what a worker writes
+        return bisect.bisect_left(BOUNDS_MS, ms if ms > 0 else 0)
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or math.isnan(ms):
         return UNTIMED
     return bisect.bisect_left(BOUNDS_MS, max(ms, 0))
 

@@ -8,6 +8,7 @@ requeue send a NOTIFY that idle workers LISTEN for (a hint: workers also poll).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import select
@@ -29,7 +30,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import ExecStatus, Format, TransactionStatus
 from psycopg.rows import RowFactory, dict_row, tuple_row
 from psycopg.types.datetime import TimestamptzLoader
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from redrive.core import checks
@@ -1057,6 +1058,21 @@ _binary_times = TimeMemo(_from_binary)
 def _lenient_times(conn: psycopg.Connection[Any]) -> None:
     conn.adapters.register_loader("timestamptz", _LenientTimestamptz)
     conn.adapters.register_loader("timestamptz", _LenientTimestamptzBinary)
+    set_json_loads(_json_from_server, conn)
+
+
+_decode_json = json.JSONDecoder().raw_decode
+
+
+def _json_from_server(data: str | bytes) -> Any:
+    """A JSON value as PostgreSQL writes one (one value, nothing around it,
+    UTF-8): a quarter of ``json.loads``'s time on bytes, which first guesses
+    their encoding. Every claimed job reads one."""
+    text = data if isinstance(data, str) else data.decode()
+    try:
+        return _decode_json(text)[0]
+    except ValueError:  # what json.loads says of it (a ``json`` value may start with a space)
+        return json.loads(text)
 
 
 def _check_if_stirred(conn: psycopg.Connection[Any]) -> None:
@@ -1189,7 +1205,8 @@ def _finish_json(n: int, item: Finish) -> dict[str, Any]:
     """Item ``n`` of ``jobs_finish``: its kind, its lease and what its kind
     needs; a retry's or a failure's details as one ``error`` object."""
     lease = item.lease
-    out: dict[str, Any] = {"n": n, "kind": KINDS[type(item)], "id": str(lease.job_id), "token": str(lease.token),
+    # ids as 32 hex digits: PostgreSQL reads them as it reads the hyphenated text, which takes longer to write
+    out: dict[str, Any] = {"n": n, "kind": KINDS[type(item)], "id": lease.job_id.hex, "token": lease.token.hex,
                            "meta": item.meta if type(item.meta) is dict else dict(item.meta),
                            "dur_b": bucket_of(item.meta.get("duration_ms"))}  # its rollup (core/rollups.py)
     if (wait_ms := item.meta.get("wait_ms")) is not None:
