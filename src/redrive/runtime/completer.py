@@ -88,7 +88,8 @@ class Completer:
                     confirming.add_done_callback(self._confirming.discard)
                 else:
                     written(done)
-                self._uncertain.discard(item.lease)
+                if self._uncertain:  # (a lease hashes in Python: none is, most of the time)
+                    self._uncertain.discard(item.lease)
 
     async def _confirm(self, item: Finish, attempt: int, written: Written) -> None:
         store = self._store()

@@ -39,6 +39,9 @@ UNKNOWN_TASK = "UNKNOWN_TASK"
 BUG = "BUG"  # what the engine records when it cannot tell more
 RESULT_NOT_JSON = "RESULT_NOT_JSON"
 _UNKNOWN_TASK_BACKOFF = FullJitter(initial=timedelta(seconds=5), cap=timedelta(minutes=5))
+# Most runs return nothing and say nothing more: one Execution serves them all
+# (it is frozen, and nothing changes the dicts it holds).
+_RETURNED_NOTHING = Execution(Succeeded(None))
 
 
 def stages_of(task: Task[Any, Any], job: Job) -> tuple[Stage, ...]:
@@ -108,9 +111,10 @@ async def _execute(
     interrupt.in_handler = True
     # A hard limit is the supervisor's to keep (it kills the process); a
     # worker alone keeps it as it keeps the soft one, abandoning the run.
-    limits = [t for t in (task.timeout, None if supervised else task.hard_timeout) if t is not None]
-    if limits:
-        interrupt.limit(min(limits).total_seconds(), f"task {task.name}")
+    hard = None if supervised else task.hard_timeout
+    if task.timeout is not None or hard is not None:
+        limit = min(t for t in (task.timeout, hard) if t is not None)
+        interrupt.limit(limit.total_seconds(), f"task {task.name}")
     try:
         # A retry after a stalled status write may find the work done (the converter's rule: no second conversion).
         found = (await _call(task.already_done, job, threads,
@@ -144,6 +148,8 @@ async def _execute(
         failure = Failure(code=RESULT_NOT_JSON, retryable=False, message=one_line(problem))
         return Execution(Failed(failure), context=_context(run, failure), told=_told(run))
     # A run that finished its work succeeded, even if a cancel came too late to stop it.
+    if result is None and found is None and not run.guarded and not run.context:
+        return _RETURNED_NOTHING
     return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=found is not None,
                      told=_told(run))
 

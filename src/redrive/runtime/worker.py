@@ -25,7 +25,6 @@ from datetime import timedelta
 from functools import partial
 from random import Random
 from typing import Any, ParamSpec, TypeVar
-from uuid import UUID
 
 from redrive import signals, tracing
 from redrive.client import Client
@@ -165,7 +164,8 @@ class Worker:
         # Keyed by lease token, not job id: a job whose lease was taken from a
         # paused run can come back to this same worker while that run still
         # goes on, and each run must be waited for and released on its own.
-        self._running: dict[UUID, _Running] = {}
+        # (By the token's number: a UUID hashes in Python, an int in C.)
+        self._running: dict[int, _Running] = {}
         self._tracing = False
         self._own = frozenset(own)
         self._threads = DaemonThreadPool(self.concurrency + sum(own.values()))
@@ -433,7 +433,7 @@ class Worker:
     def _start(self, job: Job, asked: float) -> None:
         assert self._loop is not None
         running = _Running(job, job.lease, Interrupt(self._loop), extended_at=asked)
-        self._running[running.lease.token] = running
+        self._running[running.lease.token.int] = running
         running.future = running.interrupt.run = eager.start(self._run_one(running))
 
     async def _run_one(self, running: _Running) -> None:
@@ -535,7 +535,7 @@ class Worker:
                          wait_s=queue_wait(job, self.lease_ttl))
 
     def _release(self, running: _Running) -> None:
-        if self._running.pop(running.lease.token, None) is not None:
+        if self._running.pop(running.lease.token.int, None) is not None:
             self._ran += 1
         if self._max_memory is not None and self._retiring is None:
             self._retiring = self._past_limits()  # at once: the next claim must not add a job's worth
