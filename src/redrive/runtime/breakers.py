@@ -171,18 +171,18 @@ class BreakerGate:
         success, or failure when its code is the dependency's (``failed_call``),
         or a success slower than ``slow_call``. Any other failure counts for
         nothing: it was not the dependency's."""
-        trials = self._trials.pop(job.lease_token, set())
-        returned = set()
+        # (most jobs hold no trial: no token hashed, no set made)
+        trials: set[str] = self._trials.pop(job.lease_token, set()) if self._trials else set()
+        returned: set[str] = set()
+        failure = outcome.failure if isinstance(outcome, (Retry, Failed)) else None
+        verdictless = failure is None and not isinstance(outcome, Succeeded)  # cancelled
         for name in job.dependencies:
             if name not in self.dependencies or name in guarded:
                 continue
-            failure = outcome.failure if isinstance(outcome, (Retry, Failed)) else None
-            if not isinstance(outcome, Succeeded) and failure is None:
-                returned |= trials & {name}  # cancelled: no verdict
-                continue
-            ok = self.verdict(name, failure, classifier)
+            ok = None if verdictless else self.verdict(name, failure, classifier)
             if ok is None:
-                returned |= trials & {name}
+                if name in trials:
+                    returned.add(name)
                 continue
             self.note(name, ok, duration_s)
         for name in returned:  # no verdict: the next job gets the trial
