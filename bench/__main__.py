@@ -53,13 +53,14 @@ PROFILES = {
 
 
 def systems(names: list[str], workdir: Path) -> list:
-    from bench.floors import Floors, PsycopgLoop
+    from bench.floors import Floors, JobTableLoop, PsycopgLoop
     from bench.systems.bare_sqlite import BareSqlite
     from bench.systems.redrive import Redrive
 
     made = {
         "floor-pgbench": Floors,
         "floor-psycopg": PsycopgLoop,
+        "floor-jobtable": JobTableLoop,
         "redrive-pg": lambda: Redrive("pg", workdir),
         "redrive-pg-minimal": lambda: Redrive("pg", workdir, profile="minimal"),
         "redrive-pg-observed": lambda: Redrive("pg", workdir, observed=True),
@@ -82,9 +83,9 @@ def systems(names: list[str], workdir: Path) -> list:
 
 # Measured when named (--systems): what REDRIVE_SQLITE_SYNCHRONOUS=normal gains.
 EXTRA = ["redrive-sqlite-normal"]
-ALL = ["floor-pgbench", "floor-psycopg", "redrive-pg", "redrive-pg-minimal", "redrive-pg-observed", "pgqueuer",
+ALL = ["floor-pgbench", "floor-psycopg", "floor-jobtable", "redrive-pg", "redrive-pg-minimal", "redrive-pg-observed", "pgqueuer",
        "procrastinate", "celery", "redrive-sqlite", "bare-sqlite", "huey"]
-FLOORS = {"floor-pgbench", "floor-psycopg"}  # measured beside the systems, not as one
+FLOORS = {"floor-pgbench", "floor-psycopg", "floor-jobtable"}  # measured beside the systems, not as one
 SINGLE_PROCESS = {"redrive-sqlite", "redrive-sqlite-normal", "bare-sqlite", "huey"}  # one SQLite writer: 2 processes only contend
 
 
@@ -109,7 +110,8 @@ def timed(fn: Callable[[], None]) -> float:
 def measure_floor(name: str, floor, profile: Profile, cells: Cells) -> None:
     """The floors in the columns of the figures they bound: pgbench's one-row
     insert and two clients claiming and archiving; Python's insert loop and
-    two Python processes claiming and archiving."""
+    two Python processes claiming and archiving; Python's insert loop into
+    redrive's own job table."""
     # three seconds of claiming, and a backlog that outlasts them at well past any rate seen here
     # (about 135,000 jobs/s)
     seconds = min(profile.budget_s, 3.0)
@@ -117,7 +119,8 @@ def measure_floor(name: str, floor, profile: Profile, cells: Cells) -> None:
         cells.add("enqueue 1/call", floor.insert(profile.budget_s))
     else:
         cells.add("enqueue 1/call", floor.insert(profile.single))
-    cells.add("jobs/s 2 proc", floor.claim_and_archive(int(250_000 * seconds), seconds))
+    if name != "floor-jobtable":
+        cells.add("jobs/s 2 proc", floor.claim_and_archive(int(250_000 * seconds), seconds))
 
 
 def measure_enqueue(system, profile: Profile, cells: Cells) -> None:

@@ -64,6 +64,12 @@ INSERT INTO job_done (id, queue, payload, status, run_at, worker)
 SELECT id, queue, payload, 'succeeded', run_at, worker FROM done
 """
 _INSERT = "INSERT INTO job (queue, payload, status) VALUES ('default', '{}', 'queued');\n"
+# The least a job of redrive's own table holds: what its NOT NULL columns need, no event, no wake-up.
+_JOB_ROW = """
+INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at, attempts, max_attempts,
+                         created_at, updated_at)
+VALUES (%s, 'noop', 'default', '[]', '{}', 'queued', 0, now(), 0, 3, now(), now())
+"""
 _TPS = re.compile(r"^tps = ([\d.]+)", re.MULTILINE)
 
 
@@ -169,6 +175,38 @@ class PsycopgLoop:
         if moved >= backlog:
             raise BenchError(f"the Python claim floor ran out of jobs ({backlog:,}): give it a bigger backlog")
         return moved / (max(at for _, at in ended) - begin)
+
+    def close(self) -> None:
+        pass
+
+
+class JobTableLoop:
+    """The psycopg loop, each call writing one bare row into redrive's own
+    job table: its primary key and the indexes the claim and the pages read,
+    with none of what an enqueue adds (the creation event, the workers'
+    wake-up). What a single enqueue into that table costs at the least."""
+
+    name = "floor: psycopg loop into redrive's job table"
+
+    def __init__(self) -> None:
+        from redrive.store.url import open_store
+
+        self.url = fresh_database("bench_floor_jobtable")
+        store = open_store(self.url, check_schema=False)
+        try:
+            store.migrate()
+        finally:
+            store.close()
+
+    def insert(self, n: int) -> float:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute("TRUNCATE redrive_job CASCADE")
+            # ids rising with time, as redrive's UUIDv7 ones do: each lands at the end of the key's index
+            first = (time.time_ns() // 1_000_000) << 80
+            started = time.perf_counter()
+            for i in range(n):
+                conn.execute(_JOB_ROW, (f"{first + i:032x}",))
+            return n / (time.perf_counter() - started)
 
     def close(self) -> None:
         pass

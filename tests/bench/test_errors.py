@@ -23,7 +23,7 @@ def bench(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--systems", "redrive-pg,nosuch"], "unknown system 'nosuch' (choose from floor-pgbench, floor-psycopg, "
-     "redrive-pg, redrive-pg-minimal, redrive-pg-observed, pgqueuer, procrastinate, celery, redrive-sqlite, "
+     "floor-jobtable, redrive-pg, redrive-pg-minimal, redrive-pg-observed, pgqueuer, procrastinate, celery, redrive-sqlite, "
      "bare-sqlite, huey, redrive-sqlite-normal)"),
     (["--systems", ","], "name at least one system"),
     (["--systems", "bare-sqlite,bare-sqlite"], "a system is named twice"),

@@ -18,6 +18,7 @@ from tests.conftest import PG_SERVER
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEMS = {"floor-pgbench": "floor: pgbench (SQL only)", "floor-psycopg": "floor: psycopg loop (Python)",
+           "floor-jobtable": "floor: psycopg loop into redrive's job table",
            "redrive-pg": "redrive-pg", "redrive-pg-minimal": "redrive-pg (minimal)",
            "redrive-pg-observed": "redrive-pg (metrics, JSON logs)",
            "redrive-sqlite": "redrive-sqlite", "bare-sqlite": "bare SQLite loop"}
@@ -40,7 +41,7 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
     finally:
         with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as admin:
             for name in ("bench_redrive", "bench_matchmaking", "bench_matchmaking_floor", "bench_floor",
-                         "bench_floor_psycopg"):
+                         "bench_floor_psycopg", "bench_floor_jobtable"):
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}{suffix}" WITH (FORCE)')
     assert run.returncode == 0, run.stderr[-2000:]
     assert not list(scratch.iterdir())
@@ -52,6 +53,7 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
         assert measured and all(float(c.replace(",", "")) > 0 for c in measured), row
     for target in ("PostgreSQL, 2 worker processes ≥ 60 % of the pgbench",
                    "the bare Python claim-and-archive loop, 2 processes ≥ 60 %", "single enqueue ≥ 90 % of the minimal",
+                   "a bare row into redrive's job table ≥ 90 %",
                    "reliability on", "metrics and JSON logs on", "SQLite, 1 process ≥ 30 %", "3,000-job backlog",
                    "/metrics scrape", "worker RSS", "dashboard overview with 2,000 jobs",
                    "dashboard first jobs page with 2,000 jobs"):
