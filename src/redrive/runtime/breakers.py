@@ -109,6 +109,16 @@ class BreakerGate:
 
     # -- around one job ----------------------------------------------------------
 
+    def closed_for(self, job: Job) -> bool:
+        """Whether every breaker the job passes is closed (or has none here):
+        then ``admit`` has nothing to ask and nothing to refuse."""
+        view = self._view
+        for name in job.dependencies:
+            b = view.get(name)
+            if b is not None and b.state is not State.CLOSED and name in self.dependencies:
+                return False
+        return True
+
     async def admit(self, job: Job) -> Refusal | None:
         trials = set()
         for name in job.dependencies:

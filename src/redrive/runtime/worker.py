@@ -448,7 +448,8 @@ class Worker:
                 self._handled(running)  # another worker may run it: back, unspent, for a while
                 await self._requeue([Requeue(job.lease, _HOLD_DELAY, meta={"reason": "orphaned_threads"})])
                 return
-            refusal = await self._admit(job)
+            # (most jobs pass closed breakers, or none: no coroutine to make for them)
+            refusal = None if not job.dependencies or self._gate.closed_for(job) else await self._admit(job)
             if refusal is None:
                 # the supervisor keeps the hard limit: it kills this process if the run overruns
                 hard = task.hard_timeout if task is not None else None
@@ -544,8 +545,7 @@ class Worker:
             self._idle.set()
 
     async def _admit(self, job: Job) -> Refusal | None:
-        if not (job.dependencies and self._gate.active):
-            return None
+        """For a job one of whose breakers is not closed (``closed_for``)."""
         try:
             return await self._gate.admit(job)
         except StoreError as exc:
