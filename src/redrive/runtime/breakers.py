@@ -181,7 +181,7 @@ class BreakerGate:
         success, or failure when its code is the dependency's (``failed_call``),
         or a success slower than ``slow_call``. Any other failure counts for
         nothing: it was not the dependency's."""
-        # (most jobs hold no trial: no token hashed, no set made)
+        # (most jobs hold no trial: then no token is hashed to look for one)
         trials: set[str] = self._trials.pop(job.lease_token, set()) if self._trials else set()
         returned: set[str] = set()
         failure = outcome.failure if isinstance(outcome, (Retry, Failed)) else None
