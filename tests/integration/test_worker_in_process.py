@@ -223,6 +223,46 @@ def test_concurrency_bounds_handlers_and_a_slow_store_bounds_the_leases_held() -
     assert now["most"] == 4
 
 
+class _StuckListener(MemoryStore):
+    """Stopping its wake-up listener takes seconds, as PostgreSQL's does when
+    a partition left the listening thread in a connect."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unsubscribed = threading.Event()
+
+    def wakeups_subscribe(self, on_wake):
+        stop = super().wakeups_subscribe(on_wake)
+
+        def unsubscribe() -> None:
+            time.sleep(3)
+            stop()
+            self.unsubscribed.set()
+
+        return unsubscribe
+
+
+def test_a_stopping_worker_does_not_wait_for_its_wake_up_listener() -> None:
+    """Claims are over once a worker stops, and so is any use for wake-ups:
+    its time to stop is not spent waiting for the listener to go."""
+    store = _StuckListener()
+    app = App(store=store)
+
+    async def scenario() -> float:
+        worker = Worker(app.client, poll_interval=timedelta(milliseconds=20), shutdown_grace=timedelta(0))
+        running = asyncio.create_task(worker.run())
+        await wait_for_async(lambda: bool(store.workers_list()), events=app.events, timeout=3,
+                             what="the worker registered")
+        asked = time.monotonic()
+        worker.stop()
+        await asyncio.wait_for(running, 10)
+        return time.monotonic() - asked
+
+    took = asyncio.run(scenario())
+    assert took < 1.5, took
+    assert store.unsubscribed.wait(5)  # the listener was stopped all the same, on its own thread
+
+
 def test_a_worker_with_a_retention_prunes_old_history_and_keeps_the_rest() -> None:
     now = [datetime.now(UTC)]
     app = App(store=MemoryStore(clock=lambda: now[0]))

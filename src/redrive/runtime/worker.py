@@ -266,7 +266,10 @@ class Worker:
             store.deadline = fitting  # type: ignore[attr-defined]
 
         def woken(_queue: str) -> None:  # from the store's listening thread
-            loop.call_soon_threadsafe(self._wake.set)
+            try:
+                loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:  # the loop has closed: this worker has stopped, nobody to wake
+                pass
 
         outages = OutageLog()
         outages.attach()
@@ -297,8 +300,20 @@ class Worker:
         self._watchdog = Watchdog(loop, loop_thread=threading.get_ident(),
                                   grace_s=self.shutdown_grace.total_seconds(), give_back=self._give_back)
         self._watchdog.start()
+
+        def stop_listening() -> None:
+            """No claim follows, so no wake-up is of use. The listener is
+            stopped on a thread of its own, not waited for: in a partition its
+            thread may sit in a connect for seconds, which a stopping worker
+            has no time for."""
+            nonlocal unsubscribe
+            if unsubscribe is not None:
+                threading.Thread(target=unsubscribe, name="redrive-unlisten", daemon=True).start()
+                unsubscribe = None
+
         try:
             await self._claim_loop()
+            stop_listening()
             await self._drain()
         finally:
             beating.set()
@@ -307,8 +322,7 @@ class Worker:
                 service.cancel()
             await asyncio.gather(*services, return_exceptions=True)
             await self._presence.leave(within=self._shutdown_left())
-            if unsubscribe is not None:
-                await self._call(unsubscribe)
+            stop_listening()
             self._db.shutdown(wait=True)
             outages.detach()
             log.info("worker %s stopped", self.id)
