@@ -29,7 +29,7 @@ from redrive.runtime.interrupts import Interrupt
 from redrive.store.port import Store
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # one a job: slots make it and read it faster
 class HandlerRun:
     job: Job
     stages: tuple[Stage, ...]

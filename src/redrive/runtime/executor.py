@@ -8,12 +8,11 @@ import hashlib
 import inspect
 import json
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from random import Random
-from typing import Any, cast
+from typing import Any
 
 from redrive.core.backoff import FullJitter
 from redrive.core.checks import payload_problem
@@ -46,12 +45,22 @@ _RETURNED_NOTHING = Execution(Succeeded(None))
 
 def stages_of(task: Task[Any, Any], job: Job) -> tuple[Stage, ...]:
     """A plain task is a one-stage pipeline with the job's budget and the task's backoff."""
-    return task.stages or _one_stage(task.name, job.max_attempts, cast(Hashable, task.backoff))
+    if task.stages:
+        return task.stages
+    # The same few pipelines serve every job of a plain task. Keyed by the
+    # backoff's identity, not its value (a dataclass hashes in Python, on
+    # every job): the Stage kept holds the backoff, so while its entry is
+    # here no other object can have its id.
+    key = (task.name, job.max_attempts, id(task.backoff))
+    found = _ONE_STAGE.get(key)
+    if found is None:
+        if len(_ONE_STAGE) >= 1024:
+            _ONE_STAGE.clear()
+        found = _ONE_STAGE[key] = (Stage(task.name, max_attempts=job.max_attempts, backoff=task.backoff),)
+    return found
 
 
-@lru_cache(maxsize=1024)  # the same few pipelines for every job of a plain task
-def _one_stage(name: str, max_attempts: int, backoff: Any) -> tuple[Stage, ...]:
-    return (Stage(name, max_attempts=max_attempts, backoff=backoff),)
+_ONE_STAGE: dict[tuple[str, int, int], tuple[Stage, ...]] = {}
 
 
 async def execute(

@@ -726,8 +726,10 @@ class Worker:
 def queue_wait(job: Job, lease_ttl: timedelta) -> float:
     """Seconds from when the job was due to when this attempt's lease was
     taken, both on the database's clock."""
-    leased = job.lease_expires_at - lease_ttl if job.lease_expires_at else job.run_at
-    return max(0.0, (leased - job.run_at).total_seconds())
+    if job.lease_expires_at is None:
+        return 0.0
+    # (one difference of times, not two: a worker asks this of every job)
+    return max(0.0, (job.lease_expires_at - job.run_at).total_seconds() - lease_ttl.total_seconds())
 
 
 def _traced_outcome(item: Finish) -> tuple[str, str | None]:
