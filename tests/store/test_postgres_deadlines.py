@@ -4,6 +4,7 @@ sharing the store may be cut short by it."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from datetime import timedelta
@@ -11,9 +12,11 @@ from datetime import timedelta
 import psycopg
 import pytest
 
+from redrive import App, Worker
 from redrive.errors import ConfigError, StoreTimeout
 from redrive.store.port import WorkerReport
 from redrive.store.postgres.store import PostgresStore
+from redrive.testing import wait_for
 
 
 def test_a_shorter_deadline_holds_for_its_own_thread_only(pg_url: str) -> None:
@@ -60,3 +63,27 @@ def test_a_deadline_of_nothing_is_refused(pg_url: str) -> None:
             pass
     finally:
         store.close()
+
+
+def test_a_worker_bounds_its_own_calls_and_leaves_everyone_else_s(pg_url: str) -> None:
+    """A worker with a short lease cuts its own store calls at half of it
+    (a partitioned worker must hear of it while its leases may still hold);
+    the app's enqueues and pages on the same store keep the store's deadline."""
+    app = App(pg_url)
+    store = app.store
+    assert isinstance(store, PostgresStore)
+    before = store.deadline
+    worker = Worker(app.client, lease_ttl=timedelta(seconds=4), poll_interval=timedelta(milliseconds=50),
+                    shutdown_grace=timedelta(0))
+    running = threading.Thread(target=lambda: asyncio.run(worker.run()))
+    running.start()
+    try:
+        wait_for(lambda: bool(store.workers_list()), timeout=10, what="the worker registered")
+        assert worker._loop is not None
+        inside = asyncio.run_coroutine_threadsafe(worker._call(store._deadline), worker._loop).result(10)
+        assert inside == timedelta(seconds=2)
+        assert store.deadline == before == store._deadline() and before > timedelta(seconds=2)
+    finally:
+        worker.stop()
+        running.join(20)
+        app.close()

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -167,6 +168,8 @@ class Worker:
         # (By the token's number: a UUID hashes in Python, an int in C.)
         self._running: dict[int, _Running] = {}
         self._tracing = False
+        # What bounds each of this worker's store calls (``run`` sets it): none until the store is open.
+        self._bounded: Callable[[], AbstractContextManager[object]] = nullcontext
         self._own = frozenset(own)
         self._threads = DaemonThreadPool(self.concurrency + sum(own.values()))
         self._db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="redrive-db")
@@ -226,7 +229,11 @@ class Worker:
 
     async def _call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Store calls block; they run on the worker's database threads (an ``Offload``)."""
-        return await asyncio.get_running_loop().run_in_executor(self._db, partial(fn, *args, **kwargs))
+        return await asyncio.get_running_loop().run_in_executor(self._db, partial(self._within, fn, *args, **kwargs))
+
+    def _within(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        with self._bounded():
+            return fn(*args, **kwargs)
 
     def run_until_stopped(self) -> None:
         """Run in this thread until SIGTERM or SIGINT, then shut down gracefully."""
@@ -259,11 +266,13 @@ class Worker:
         # A call may take at most half the lease TTL (never under a second,
         # which a loaded database can take): a partitioned worker hears of it
         # while its leases may still be good, and stops believing in them
-        # when they may not be (``_leases_watch``).
-        deadline = getattr(store, "deadline", None)
-        fitting = max(self.lease_ttl / 2, _SHORTEST_DEADLINE)
-        if deadline is not None and deadline > fitting:
-            store.deadline = fitting  # type: ignore[attr-defined]
+        # when they may not be (``_leases_watch``). The worker's own calls
+        # only: whatever else shares the store (the app's enqueues, its web
+        # pages) keeps the store's deadline.
+        calls_within = getattr(store, "calls_within", None)
+        if calls_within is not None:
+            fitting = max(self.lease_ttl / 2, _SHORTEST_DEADLINE)
+            self._bounded = partial(calls_within, fitting)
 
         def woken(_queue: str) -> None:  # from the store's listening thread
             try:
@@ -613,23 +622,24 @@ class Worker:
         """Renew the leases of running jobs, on a thread of its own: an async
         task that holds the event loop must not cost every job its lease."""
         store = self.store
-        while not done.wait(self.lease_ttl.total_seconds() / 3):
-            # list() copies in one step under the GIL: safe beside the loop's changes
-            live = [r for r in list(self._running.values()) if not (r.finishing or r.lost or r.abandoned)]
-            if not live:
-                continue
-            asked = time.monotonic()
-            try:
-                held = store.leases_extend(leases=[r.lease for r in live], lease_ttl=self.lease_ttl)
-            except StoreError as exc:
-                log.warning("heartbeat failed, retrying: %s", exc)
-                continue
-            for r in live:
-                if r.lease in held:
-                    r.extended_at = asked
-            gone = [r for r in live if r.lease not in held]
-            if gone and self._loop is not None:
-                self._loop.call_soon_threadsafe(self._leases_gone, gone)
+        with self._bounded():  # this thread's calls, for its whole life
+            while not done.wait(self.lease_ttl.total_seconds() / 3):
+                # list() copies in one step under the GIL: safe beside the loop's changes
+                live = [r for r in list(self._running.values()) if not (r.finishing or r.lost or r.abandoned)]
+                if not live:
+                    continue
+                asked = time.monotonic()
+                try:
+                    held = store.leases_extend(leases=[r.lease for r in live], lease_ttl=self.lease_ttl)
+                except StoreError as exc:
+                    log.warning("heartbeat failed, retrying: %s", exc)
+                    continue
+                for r in live:
+                    if r.lease in held:
+                        r.extended_at = asked
+                gone = [r for r in live if r.lease not in held]
+                if gone and self._loop is not None:
+                    self._loop.call_soon_threadsafe(self._leases_gone, gone)
 
     def _leases_gone(self, gone: list[_Running]) -> None:
         for r in gone:
@@ -669,7 +679,7 @@ class Worker:
     def _give_back(self) -> int:
         """For the watchdog, from its thread: requeue every job held, straight to the store."""
         items = [Requeue(r.lease) for r in list(self._running.values()) if not r.lost]
-        return len(self.store.jobs_finish(items)) if items else 0
+        return len(self._within(self.store.jobs_finish, items)) if items else 0
 
     # -- shutdown ----------------------------------------------------------------
 
