@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import getpass
 import importlib
 import inspect
@@ -438,13 +439,36 @@ def _worker(args: argparse.Namespace) -> int:
         logs.log_events(app)
         if processes > 1:
             return _supervise(app, args, processes)
-        Worker(
+        worker = Worker(
             app.client, queues=dict(args.queues or [("default", None)]), concurrency=args.concurrency,
             lease_ttl=args.lease_ttl, shutdown_grace=args.shutdown_grace, worker_id=args.worker_id,
             poll_interval=args.poll_interval, schedules=args.schedules, retention=args.retention,
             plugins=_plugins(app, args), max_jobs=args.max_jobs, max_memory=args.max_memory,
-        ).run_until_stopped()
+        )
+        _collect_less()
+        worker.run_until_stopped()
     return 0
+
+
+# Python's cyclic garbage collector, in a worker process (this command's, or a
+# supervisor's child running it): a collection of the young objects starts
+# whenever 700 more have been made than freed, and every object alive then is
+# scanned. A worker keeps hundreds of jobs in flight, each a few dozen
+# objects (its task, coroutine, job, lease), so at 700 it collected hundreds
+# of times a second and scanned that in-flight state each time, and the
+# full collections that follow scanned everything the app and its imports
+# built as well: a quarter of a no-op job's CPU (docs/performance.md).
+_YOUNG_OBJECTS = 20_000
+
+
+def _collect_less() -> None:
+    """What the process built to start (modules, the app, the worker) lives
+    as long as it does: frozen out of the collector, nothing scans it again.
+    Young collections wait for more new objects than a busy worker keeps in
+    flight. Cycles are still collected; only less often."""
+    gc.freeze()
+    young, *older = gc.get_threshold()
+    gc.set_threshold(max(young, _YOUNG_OBJECTS), *older)
 
 
 def _without(argv: list[str], *flags: str) -> list[str]:

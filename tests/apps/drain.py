@@ -4,6 +4,7 @@ of its own process, so a test can count how often each job's body ran."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 from datetime import timedelta
@@ -72,3 +73,9 @@ def hoard(key: str, mb: int) -> dict:
 def linger(seconds: float) -> None:
     """One attempt only: a crash during it is the job's end."""
     time.sleep(seconds)
+
+
+@app.task
+def collector() -> dict:
+    """How the worker process running this job set Python's garbage collector."""
+    return {"frozen": gc.get_freeze_count(), "young": gc.get_threshold()[0], "pid": os.getpid()}

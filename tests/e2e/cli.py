@@ -6,6 +6,7 @@ Both answer with the exit status and what was printed."""
 
 from __future__ import annotations
 
+import gc
 import io
 import logging
 import os
@@ -30,7 +31,8 @@ class Ran:
 def redrive(*args: str, url: str | None = None) -> Ran:
     """``redrive ARGS`` in this process, from the repository's directory, with
     REDRIVE_DATABASE_URL set to ``url`` or unset. What the command changes of
-    the process (the environment, signals, logging) is put back after it."""
+    the process (the environment, signals, logging, the garbage collector) is put
+    back after it."""
     from redrive import App
     from redrive.cli import main
 
@@ -39,6 +41,7 @@ def redrive(*args: str, url: str | None = None) -> Ran:
     saved_apps = {name: sys.modules.pop(name) for name in list(sys.modules) if name.startswith(APPS)}
     saved_env = os.environ.copy()
     saved_term = signal.getsignal(signal.SIGTERM)
+    saved_gc = gc.get_threshold()
     root = logging.getLogger()
     saved_logging = (root.handlers[:], root.level, logging._srcfile)
     os.environ.pop("REDRIVE_DATABASE_URL", None)
@@ -58,6 +61,8 @@ def redrive(*args: str, url: str | None = None) -> Ran:
         os.environ.clear()
         os.environ.update(saved_env)
         signal.signal(signal.SIGTERM, saved_term)
+        gc.unfreeze()  # a worker freezes what it loaded
+        gc.set_threshold(*saved_gc)
         root.handlers[:], root.level, logging._srcfile = saved_logging
         # The app the command loaded: its database is closed, as the process's
         # end would have, and the modules set aside are back.

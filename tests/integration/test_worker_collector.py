@@ -1,0 +1,36 @@
+"""A worker process sets Python's cyclic garbage collector for a busy worker:
+what it loaded to start is frozen out of every collection, and young
+collections wait for many more new objects than Python's default 700."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from redrive import Client, Settings, Status
+from redrive.testing import wait_for
+from tests.apps.drain import app as drain_app
+from tests.integration.processes import WorkerProcess
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_worker_process_freezes_what_it_loaded_and_collects_young_objects_less_often(
+        sqlite_url: str, tmp_path: Path, workers: list[WorkerProcess], processes: str) -> None:
+    # Given a job that reports the collector's settings of the process running it
+    client = Client(drain_app.registry, settings=Settings.load(database_url=sqlite_url))
+    client.store.migrate()
+    job = client.enqueue("collector").job
+    # When a worker process runs it (alone, or as a supervisor's child)
+    worker = WorkerProcess(sqlite_url, tmp_path, "--processes", processes, "--poll-interval", "0.1")
+    workers.append(worker)
+    done = wait_for(lambda: (found := client.job(job.id)).status == Status.SUCCEEDED and found, timeout=60,
+                    what="the job succeeded")
+    # Then that process froze thousands of start-up objects (the app, redrive,
+    # their imports) and waits for 20,000 young ones before collecting them
+    assert done.result["frozen"] > 10_000, done.result
+    assert done.result["young"] >= 20_000, done.result
+    assert (done.result["pid"] == worker.pid) == (processes == "1"), done.result
+    client.close()
