@@ -82,7 +82,8 @@ WITH input AS (
     SELECT pg_notify('redrive_jobs', queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS due_queues
 )
--- The answer (the same for jobs_insert_plain): a row per job, its id as the
+-- The answer (jobs_insert_plain's is the same, less its jobs due at the
+-- statement's clock): a row per inserted job, its id as the
 -- 32 hex digits the client sent (the client matches rows to its own JSON's
 -- ids: hashing text is cheaper than decoding and hashing a UUID), its status
 -- and its due time where that is not the statement's clock; then one row
@@ -117,8 +118,10 @@ WITH inserted AS (
     SELECT pg_notify('redrive_jobs', queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS due_queues
 )
--- Answered as jobs_insert is.
-SELECT replace(id::text, '-', ''), status, nullif(run_at, now()) FROM inserted
+-- Answered as jobs_insert is, less the jobs due at the statement's clock:
+-- without a key nothing leaves a job out, so the client knows each of those
+-- was inserted, queued and due then, and most batches answer with one row.
+SELECT replace(id::text, '-', ''), status, run_at FROM inserted WHERE run_at <> now()
 UNION ALL
 SELECT NULL, NULL, now() FROM (SELECT count(*) FROM wake) AS woken;
 

@@ -79,6 +79,22 @@ def test_claim_takes_due_jobs_by_priority_then_run_at(store: Store) -> None:
     assert [j.id for j in claim(store)] == [older.id, recent.id, late_low.id]
 
 
+def test_a_big_batch_answers_each_job_as_stored_whether_due_now_later_or_in_the_past(store: Store) -> None:
+    # Given 300 jobs (more than one statement's worth on PostgreSQL): most due
+    # at once, some after a delay, some at a time to come, some at a time past
+    past, later = store.now() - timedelta(hours=1), store.now() + timedelta(hours=1)
+    kinds = [{}, {}, {}, {"delay": timedelta(minutes=5)}, {"run_at": later}, {"run_at": past}]
+    batch = [new(**kinds[i % len(kinds)]) for i in range(300)]
+    # When they are enqueued in one batch
+    made = [r.job for r in store.jobs_insert(jobs=batch)]
+    # Then each answer is the job as stored, in the batch's order
+    assert [job.id for job in made] == [job.id for job in batch]
+    assert made == [store.job_get(job_id=job.id) for job in batch]
+    statuses = [job.status for job in made[:6]]
+    assert statuses == [Status.QUEUED] * 3 + [Status.SCHEDULED, Status.SCHEDULED, Status.QUEUED]
+    assert made[5].run_at == past and made[0].run_at == made[0].created_at
+
+
 def test_enqueue_claim_and_complete_answer_with_the_job_as_stored(store: Store) -> None:
     # Given a job with every field enqueue sets: a key, an owner, a stage, a dependency
     request = NewJob(
