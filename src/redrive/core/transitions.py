@@ -201,9 +201,11 @@ def set_aside(lease: Lease, problem: str) -> FailNow:
 
 
 
-def finish_of(job: Job, execution: Execution, duration_ms: int, wait_ms: int | None = None) -> Finish:
-    """The write that records how a run of ``job`` ended: how long it ran and
-    (when known) how long it waited once due, both kept in its rollups."""
+def finish_of(lease: Lease, execution: Execution, duration_ms: int, wait_ms: int | None = None) -> Finish:
+    """The write that records how the run holding ``lease`` ended: how long it
+    ran and (when known) how long it waited once due, both kept in its
+    rollups. The lease, not the job: a worker holds its run's lease already,
+    and a job builds a new one each time it is asked."""
     meta: dict[str, JSON] = {"duration_ms": duration_ms}
     if wait_ms is not None:
         meta["wait_ms"] = wait_ms
@@ -213,16 +215,16 @@ def finish_of(job: Job, execution: Execution, duration_ms: int, wait_ms: int | N
         case Succeeded(result=result):
             if execution.skipped:
                 meta["skipped"] = "already_done"
-            return Completion(lease=job.lease, result=result, meta=meta)
+            return Completion(lease=lease, result=result, meta=meta)
         case Retry(delay=delay, failure=failure):
             return RetryLater(
-                lease=job.lease, delay=delay, error_code=failure.code,
+                lease=lease, delay=delay, error_code=failure.code,
                 error_message=failure.message, meta=_failure_meta(meta, failure),
                 stage=execution.stage, stage_attempts=execution.stage_attempts,
             )
         case Failed(failure=failure):
             return FailNow(
-                lease=job.lease, error_code=failure.code, error_message=failure.message,
+                lease=lease, error_code=failure.code, error_message=failure.message,
                 meta=_failure_meta(meta, failure), stage=execution.stage,
                 stage_attempts=execution.stage_attempts, error_class=failure.error_class,
                 retryable=failure.retryable, stack=execution.stack, context=execution.context,
@@ -230,7 +232,7 @@ def finish_of(job: Job, execution: Execution, duration_ms: int, wait_ms: int | N
         case Stopped(by=by, reason=reason):
             if reason:
                 meta["reason"] = reason
-            return Cancellation(lease=job.lease, by=by, meta=meta)
+            return Cancellation(lease=lease, by=by, meta=meta)
     assert_never(execution.outcome)
 
 

@@ -175,14 +175,21 @@ class BreakerGate:
             dependency.name, self._store().breaker_update(name=dependency.name, change=change))
         return granted[0]
 
-    async def record(self, job: Job, outcome: Any, duration_s: float, classifier: Classifier,
-                     guarded: frozenset[str] = frozenset()) -> None:
+    def holds_trial(self, job: Job) -> bool:
+        """Whether the job runs one of a half-open breaker's trial calls:
+        then its outcome is recorded with ``record``, else ``note_outcome`` will do."""
+        # (most jobs hold none: then no token is hashed to look for one)
+        return bool(self._trials) and job.lease_token in self._trials
+
+    def note_outcome(self, job: Job, outcome: Any, duration_s: float, classifier: Classifier,
+                     guarded: frozenset[str] = frozenset(), trials: frozenset[str] | set[str] = frozenset(),
+                     ) -> set[str]:
         """A job's outcome counts as a call to each dependency it declared:
         success, or failure when its code is the dependency's (``failed_call``),
         or a success slower than ``slow_call``. Any other failure counts for
-        nothing: it was not the dependency's."""
-        # (most jobs hold no trial: then no token is hashed to look for one)
-        trials: set[str] = self._trials.pop(job.lease_token, set()) if self._trials else set()
+        nothing: it was not the dependency's. Answers the ``trials`` that got
+        no verdict. Waits for nothing: a job without a trial (``holds_trial``)
+        needs no more than this."""
         returned: set[str] = set()
         failure = outcome.failure if isinstance(outcome, (Retry, Failed)) else None
         verdictless = failure is None and not isinstance(outcome, Succeeded)  # cancelled
@@ -195,6 +202,15 @@ class BreakerGate:
                     returned.add(name)
                 continue
             self.note(name, ok, duration_s)
+        return returned
+
+    async def record(self, job: Job, outcome: Any, duration_s: float, classifier: Classifier,
+                     guarded: frozenset[str] = frozenset()) -> None:
+        """``note_outcome``, and for a job that held trials, what they decide:
+        a trial with no verdict goes to the next job, one with a verdict is
+        written at once."""
+        trials: set[str] = self._trials.pop(job.lease_token, set()) if self._trials else set()
+        returned = self.note_outcome(job, outcome, duration_s, classifier, guarded, trials)
         for name in returned:  # no verdict: the next job gets the trial
             b = await self._call(self._store().breaker_update, name=name, change=lambda b, now: trial_returned(b))
             self._view[name] = self._logged(name, b)

@@ -316,4 +316,4 @@ class Supervisor:
         if task is None:
             return []
         execution = overran(job, seconds=run.seconds, stages=stages_of(task, job), rng=self._rng)
-        return store.jobs_finish([finish_of(job, execution, round(run.seconds * 1000))])
+        return store.jobs_finish([finish_of(job.lease, execution, round(run.seconds * 1000))])

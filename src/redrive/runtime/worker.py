@@ -493,8 +493,12 @@ class Worker:
                     refusal = self._gate.refusal(execution.held_by)
                 elif job.dependencies:
                     classifier = (task.classifier if task else None) or self.registry.classifier
-                    await self._gate.record(job, execution.outcome, loop.time() - started, classifier,
-                                            execution.guarded)
+                    if self._gate.holds_trial(job):
+                        await self._gate.record(job, execution.outcome, loop.time() - started, classifier,
+                                                execution.guarded)
+                    else:  # most jobs: nothing to wait for
+                        self._gate.note_outcome(job, execution.outcome, loop.time() - started, classifier,
+                                                execution.guarded)
             if refusal is not None:
                 if not refusal.fails_fast:
                     self._handled(running)
@@ -506,7 +510,7 @@ class Worker:
                 return
             duration_s = loop.time() - started
             wait_s = queue_wait(job, self.lease_ttl)
-            item = finish_of(job, execution, round(duration_s * 1000), round(wait_s * 1000))
+            item = finish_of(running.lease, execution, round(duration_s * 1000), round(wait_s * 1000))
             if traced is not None:
                 traced.end(*_traced_outcome(item))
             self._completer.submit(item, job.attempts, partial(self._written, running, item, duration_s, wait_s))

@@ -187,7 +187,7 @@ async def _drain(app: App, queues: Sequence[str] | None, clock: Any, until: date
                                   threads=_InThisThread(), rng=rng, store=store,  # type: ignore[arg-type]
                                   interrupt=Interrupt(asyncio.get_running_loop()), events=app.events)
         duration_s = time.perf_counter() - started
-        for done in store.jobs_finish([finish_of(job, execution, round(duration_s * 1000), round(wait_s * 1000))]):
+        for done in store.jobs_finish([finish_of(job.lease, execution, round(duration_s * 1000), round(wait_s * 1000))]):
             drained.endings.append(done)
             announce(app.events, done, duration_s=duration_s, wait_s=wait_s)
     return drained
