@@ -8,7 +8,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
-from uuid import UUID, uuid5
+from uuid import UUID, SafeUUID, uuid5
 
 from redrive.core import checks
 from redrive.errors import ConfigError
@@ -17,6 +17,25 @@ from redrive.errors import ConfigError
 NAMESPACE = UUID("6f1c9a52-5d0e-4f7b-9a43-0c2be8f1d7a1")
 
 MAX_KEY_LENGTH = 255
+
+_UNKNOWN = SafeUUID.unknown
+
+
+def uuid_of(number: int) -> UUID:
+    """``UUID(int=number)`` for a number known to fit in 128 bits, at half the
+    cost: the constructor checks its range and looks the enum member up through
+    its class, a third of the call in Python 3.11. For ids made or read a job
+    at a time (new ids, ids read back from SQLite)."""
+    made = object.__new__(UUID)
+    object.__setattr__(made, "int", number)
+    object.__setattr__(made, "is_safe", _UNKNOWN)
+    return made
+
+
+def uuid_from_text(text: str) -> UUID:
+    """A UUID from the hyphenated text redrive stores (``str(uuid)``): a
+    ValueError for anything that is not hexadecimal, as ``UUID(text)``."""
+    return uuid_of(int(text.replace("-", ""), 16))
 
 
 def canonical(value: Any) -> str:

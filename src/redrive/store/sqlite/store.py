@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, overload
 from uuid import UUID
 
-from redrive.core import checks
+from redrive.core import checks, ids
 from redrive.core.breaker import Breaker, from_json, to_json
 from redrive.core.dead_letters import Revival, cancel_meta, distinct_jobs, escalates, fail_meta, retry_meta
 from redrive.core.job import (
@@ -1142,15 +1142,21 @@ def _outbox_row(row: sqlite3.Row) -> OutboxRow:
     return OutboxRow(**values)
 
 
+# The payload a claim builds with json_array(): one value, no space around it,
+# so the decoder's own step suffices (json.loads checks for a byte-order mark
+# and trailing space first: a third of the call).
+_payload = json.JSONDecoder().raw_decode
+
+
 def _claimed(row: sqlite3.Row) -> tuple[Job, str | None]:
     """A row of ``jobs_claim``, in its column order, and why it cannot run (or None)."""
     (id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
      lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
      stage, manual_retry_count, first_failed_at, idempotency_key, version, payload) = row
-    args, kwargs, stage_attempts, checkpoint, dependencies = json.loads(payload)
+    (args, kwargs, stage_attempts, checkpoint, dependencies), _ = _payload(payload)
     job = Job(
-        UUID(id), task, queue, args, kwargs, Status.RUNNING, priority, _time(run_at), attempts,
-        max_attempts, owner, UUID(lease_token), lease_owner, _time(lease_expires_at),
+        ids.uuid_from_text(id), task, queue, args, kwargs, Status.RUNNING, priority, _time(run_at), attempts,
+        max_attempts, owner, ids.uuid_from_text(lease_token), lease_owner, _time(lease_expires_at),
         last_error_code, last_error_message, None, None, None, _time(created_at),
         _time(updated_at), _time(started_at), None, None, stage, stage_attempts, checkpoint,
         manual_retry_count, _time(first_failed_at), dependencies, idempotency_key, version,
