@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import resource
 import time
 from datetime import timedelta
 
-from redrive import App, current_job
+from redrive import App, Permanent, current_job
 
 app = App()  # REDRIVE_DATABASE_URL comes from the environment
 
@@ -79,3 +80,32 @@ def linger(seconds: float) -> None:
 def collector() -> dict:
     """How the worker process running this job set Python's garbage collector."""
     return {"frozen": gc.get_freeze_count(), "young": gc.get_threshold()[0], "pid": os.getpid()}
+
+
+def _fail_holding(megabytes: int, keep_error: bool) -> None:
+    buffer = bytearray(megabytes * 1024 * 1024)
+    buffer[-1] = 1
+    try:
+        raise ValueError("the converter gave up")
+    except ValueError as error:
+        kept = error if keep_error else None
+        raise Permanent("conversion failed", code="CONVERSION_FAILED") from kept
+
+
+@app.task(max_attempts=1)
+def fail_holding(megabytes: int, keep_error: bool = False) -> None:
+    """Fails while its frame holds a big buffer (and, with ``keep_error``, the
+    error itself: a reference cycle through the frame, as user code makes)."""
+    _fail_holding(megabytes, keep_error)
+
+
+@app.task(max_attempts=1)
+async def fail_holding_async(megabytes: int, keep_error: bool = False) -> None:
+    """``fail_holding`` on the event loop."""
+    _fail_holding(megabytes, keep_error)
+
+
+@app.task
+def peak_memory() -> dict:
+    """The peak resident memory of the worker process running this job, in MiB."""
+    return {"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

@@ -8,6 +8,7 @@ import hashlib
 import inspect
 import json
 import logging
+import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -134,8 +135,11 @@ async def _execute(
         if not interrupt.interrupted:
             raise  # the worker is shutting down: not an outcome
         _uncancel()
-        return replace(_stopped(exc, run, rng), guarded=frozenset(run.guarded), told=_told(run))
+        ended = _stopped(exc, run, rng)
+        _let_go(exc)
+        return replace(ended, guarded=frozenset(run.guarded), told=_told(run))
     except CircuitOpen as exc:
+        _let_go(exc)
         return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
                          held_by=exc.dependency, guarded=frozenset(run.guarded), told=_told(run))
     except BaseException as exc:
@@ -144,6 +148,7 @@ async def _execute(
         # from task code are the job's failure: a task may not stop its worker.
         stopped = isinstance(exc, Cancelled) or interrupt.interrupted
         outcome = _stopped(exc, run, rng) if stopped else _failed(exc, run, classifier, rng)
+        _let_go(exc)
         return replace(outcome, guarded=frozenset(run.guarded), told=_told(run))
     finally:
         interrupt.in_handler = False
@@ -170,6 +175,16 @@ async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool, is_
         return await fn(*job.args, **job.kwargs)
     context = contextvars.copy_context()
     return await threads.run(lambda: context.run(fn, *job.args, **job.kwargs), what=f"job {job.id} ({job.task})")
+
+
+def _let_go(exc: BaseException) -> None:
+    """Once a run's error is read (its stack is text by now), what its
+    finished frames held goes: the task's locals (a buffer, a response), and
+    with them the reference cycles an error makes through the frames it
+    passed (one whose frame keeps the error, or a future that does), which
+    only the garbage collector could free otherwise. The frame still running
+    (this one) is left as it is."""
+    traceback.clear_frames(exc.__traceback__)
 
 
 def _uncancel() -> None:

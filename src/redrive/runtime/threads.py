@@ -82,6 +82,9 @@ class DaemonThreadPool:
                 future.set_result(fn())
             except BaseException as exc:  # handed to the awaiting coroutine
                 future.set_exception(exc)
+            # not kept while this thread waits for its next call: the last
+            # call's arguments, and its result or its error and that error's frames
+            del future, fn
             with self._lock:
                 if me in self._orphans:
                     self._orphans.discard(me)
