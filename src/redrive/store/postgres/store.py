@@ -967,7 +967,7 @@ Created = tuple[Status, datetime, datetime]
 
 def _created(rows: list[tuple]) -> tuple[dict[str, Created], datetime]:
     """One insert statement's answer (``jobs_insert``): the jobs it names, by
-    the ids the client sent, and its clock (the last row)."""
+    the ids the client sent, and its clock (the row without an id)."""
     at = next(time for id, _, time in rows if id is None)
     return {id: (_STATUS[status], run_at or at, at) for id, status, run_at in rows if id is not None}, at
 
