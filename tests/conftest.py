@@ -7,6 +7,7 @@ import itertools
 import os
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import psycopg
@@ -71,6 +72,7 @@ def pg_template() -> Iterator[str]:
 # in a long run (about 8 MB each); a suite run's pytest worker holds about 100.
 _RETIRED: list[str] = []
 _DROP_BATCH = 200
+_DROP_LANES = 8
 
 
 def _retire(name: str) -> None:
@@ -87,9 +89,18 @@ def _retire(name: str) -> None:
 
 
 def _drop_retired() -> None:
-    with _admin() as admin:
-        while _RETIRED:
-            admin.execute(f'DROP DATABASE IF EXISTS "{_RETIRED.pop()}" WITH (FORCE)')
+    """Several at once: drops that wait together share one checkpoint (one at a
+    time, each waited for its own: 40 s for a worker's hundred, under load)."""
+    names, _RETIRED[:] = list(_RETIRED), []
+
+    def drop(batch: list[str]) -> None:
+        with _admin() as admin:
+            for name in batch:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    lanes = [names[i::_DROP_LANES] for i in range(_DROP_LANES)]
+    with ThreadPoolExecutor(_DROP_LANES) as pool:
+        list(pool.map(drop, [lane for lane in lanes if lane]))
 
 
 def _fresh_database(template: str | None) -> Iterator[str]:
