@@ -5,6 +5,8 @@ on them, and every action sent anyway is refused with 403, nothing changed."""
 
 from __future__ import annotations
 
+import pytest
+
 from redrive import Actor, App, Status
 from tests.browser.conftest import login
 
@@ -128,6 +130,7 @@ def test_every_job_a_filter_matches_is_retried_after_its_count_is_confirmed(brow
     page.context.close()
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_the_jobs_list_refreshes_by_itself_until_updates_are_paused(browser, dash_app: App, dash_url: str) -> None:
     page = login(browser, dash_url)
     page.goto(f"{dash_url}/jobs")

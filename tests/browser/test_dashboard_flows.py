@@ -4,6 +4,8 @@ open and closed and watch every page's banner follow."""
 
 from __future__ import annotations
 
+import pytest
+
 from redrive import Actor, App, Status
 from redrive.testing import wait_for
 from tests.apps import dashboard
@@ -67,6 +69,7 @@ def test_a_dead_letter_replayed_from_its_stage_resumes_there(browser, dash_app: 
     assert page.locator("h1 .status").inner_text() == "replayed"
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_forcing_a_breaker_open_holds_its_jobs_and_bannners_every_page(browser, dash_app: App, dash_url: str,
                                                                        worker, shots) -> None:
     ops = login(browser, dash_url)

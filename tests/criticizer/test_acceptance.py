@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from redrive.testing import wait_for
 from tests.criticizer.conftest import OPERATOR_TOKEN, TOKENS, Criticizer, csrf
 from tests.examples import BOTH_STORES
@@ -88,6 +90,7 @@ def test_retry_after_is_honoured(criticizer: Criticizer) -> None:
 
 
 @BOTH_STORES
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_llm_exhausting_its_budget_dead_letters_at_llm_and_a_replay_resumes_there(criticizer: Criticizer) -> None:
     criticizer.services()
     criticizer.worker()

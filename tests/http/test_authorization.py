@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
+
 from redrive import Actor, App, Status
 from tests.figures import record
 from tests.http.conftest import Conformance, as_
@@ -91,6 +93,7 @@ def _jobs_in_every_state(app: App) -> dict[str, list[tuple[str, str]]]:
     return made
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_no_request_succeeds_that_its_rule_forbids(api, api_app: App) -> None:
     jobs = _jobs_in_every_state(api_app)
     letter = api_app.admin(Actor.operator("test")).dead_letters().items[0].id

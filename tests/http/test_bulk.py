@@ -48,6 +48,7 @@ def _every(app: App, status: Status, owner: str | None):
         after = page.next_cursor
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_bulk_retry_of_5000_failed_jobs_by_filter_acts_per_owner_and_leaves_one_audit_entry(pg_url: str) -> None:
     app = make_app(pg_url)
     _fail_all(app, ("alice", "bob"))

@@ -37,6 +37,7 @@ def fuzzed(request, tmp_path) -> Iterator[Any]:
     app.close()
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_no_request_gets_a_server_error(fuzzed) -> None:
     api = fuzzed
     schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", api)  # called in this process

@@ -152,6 +152,7 @@ class Checked:
             assert (answer := self.operator.get(path)).status_code == 200, answer.text
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_every_value_is_refused_whole_or_read_back_equal(store_url: str) -> None:
     app = _app(store_url)
     checked = Checked(app, store_url)

@@ -73,14 +73,17 @@ def hold_queue_scenario(url: str, tmp_path, workers: list, processes: int) -> No
     app.close()
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_hold_queue_on_postgres_with_four_workers(pg_url, tmp_path, workers) -> None:
     hold_queue_scenario(pg_url, tmp_path, workers, processes=4)
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_hold_queue_on_sqlite_with_two_workers(sqlite_url, tmp_path, workers) -> None:
     hold_queue_scenario(sqlite_url, tmp_path, workers, processes=2)
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_fail_fast_fails_with_the_mapped_code(pg_url, tmp_path, workers) -> None:
     app = load_app(GATEWAY, pg_url)
     with serving() as upstream:

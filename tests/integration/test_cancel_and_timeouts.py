@@ -202,6 +202,7 @@ def test_a_timeout_must_be_a_positive_timedelta(app: App) -> None:
         Stage("x", timeout=5)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_abandoned_sync_runs_are_counted_and_past_the_cap_no_sync_job_starts(
         db_url: str, caplog: pytest.LogCaptureFixture) -> None:
     app = App(db_url, settings=Settings.load(worker_max_orphans=2))

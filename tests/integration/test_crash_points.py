@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from redrive import Actor, Admin, Client, JobRequest, Settings, Status
 from redrive.core.states import TERMINAL, is_legal
 from redrive.testing import wait_for
@@ -19,6 +21,7 @@ POINTS = ("claimed", "completing", "completed", "retried", "heartbeat")
 APP = "tests.apps.crashing:app"
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_worker_killed_at_each_crash_point_loses_nothing(db_url: str, tmp_path, workers) -> None:
     client = Client(crashing_app.registry, settings=Settings.load(database_url=db_url))
     requests = [JobRequest("sleep_then_record", kwargs={"key": f"s{n}", "seconds": 1.5}) for n in range(4)]

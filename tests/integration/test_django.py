@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from redrive import Actor, Admin, Status
 from redrive.testing import wait_for
 
@@ -27,6 +29,7 @@ def _manage(db_url: str, tmp_path: Path, *args: str) -> subprocess.CompletedProc
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_the_projects_own_pytest_django_tests_pass_on_its_test_database(db_url: str, tmp_path: Path) -> None:
     """pytest-django makes the test database with Django's migrations, and
     redrive's tables come with them; the jobs of the view's transactions

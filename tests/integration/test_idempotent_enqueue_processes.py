@@ -19,6 +19,7 @@ PROCESSES = 5
 
 
 @pytest.mark.pgbouncer
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_concurrent_enqueues_of_the_same_keys_make_one_job_each(db_url: str, tmp_path) -> None:
     # Through PgBouncer each enqueue waits for a pooled session: fewer keys race the same way
     keys = KEYS // 4 if os.environ.get("REDRIVE_DATABASE_POOL_MODE") == "transaction" else KEYS

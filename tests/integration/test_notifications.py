@@ -70,6 +70,7 @@ def _quiet_for(seconds: float, slack: SlackWebhook, inbox: Inbox) -> None:
     assert (len(slack.messages), len(inbox.messages)) == seen
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_job_that_fails_for_good_makes_one_slack_message_and_one_email(db_url, tmp_path, workers, slack,
                                                                           inbox) -> None:
     workers.append(_worker(db_url, tmp_path, slack, inbox))
@@ -89,6 +90,7 @@ def test_a_job_that_fails_for_good_makes_one_slack_message_and_one_email(db_url,
     client.close()
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_job_whose_worker_died_on_its_last_attempt_is_told_counted_and_logged(db_url, tmp_path, workers, slack,
                                                                               inbox) -> None:
     """The crashes operators most need to hear of (an OOM kill, a segfault):
@@ -144,6 +146,7 @@ def test_a_burst_of_500_failures_makes_one_digest(pg_url, tmp_path, workers, sla
     client.close()
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_worker_killed_after_the_send_before_the_record_sends_nothing_twice(pg_url, tmp_path, workers,
                                                                             slack, inbox) -> None:
     slack.hold_next(60)  # takes the message, then never confirms it to this worker
@@ -179,6 +182,7 @@ def test_a_failing_or_hanging_webhook_is_retried_and_blocks_no_job(tmp_path, wor
     client.close()
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_channel_down_for_the_whole_retry_time_is_given_up_on_loudly(db_url, tmp_path, workers, slack,
                                                                       inbox) -> None:
     """Slack answers 503 for longer than the notification's retry time
@@ -225,6 +229,7 @@ def test_a_hanging_webhook_holds_none_of_a_one_slot_workers_jobs(db_url, tmp_pat
     client.close()
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_an_alert_on_queue_depth_fires_once_and_resolves_once(db_url, tmp_path, workers, slack, inbox) -> None:
     url = db_url
     watcher = _worker(url, tmp_path, slack, inbox, options=("--alerts",))  # serves default, not bulk

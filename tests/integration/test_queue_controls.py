@@ -8,6 +8,8 @@ from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from redrive import Actor, Admin, Client, JobRequest, Settings, Status
 from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
@@ -36,6 +38,7 @@ def _most_at_once(log_dir: Path) -> dict[str, int]:
     return dict(most)
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_paused_queue_starts_nothing_on_any_worker_within_a_second_and_drains_when_resumed(
     db_url: str, tmp_path: Path, workers: list[WorkerProcess],
 ) -> None:

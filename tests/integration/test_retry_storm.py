@@ -11,6 +11,7 @@ from collections import Counter
 from datetime import timedelta
 
 import httpx
+import pytest
 
 from redrive import App, Backoff, Fixed, FullJitter, JobRequest, Status, Worker
 from redrive.testing import wait_for_async
@@ -66,6 +67,7 @@ async def _storm(url: str, upstream: Upstream, backoff: Backoff, tag: str) -> in
     return _peak([at for at in calls if at > first_attempts_end])
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_full_jitter_spreads_200_simultaneous_retries(tmp_path) -> None:
     url = f"sqlite:///{tmp_path / 'redrive.db'}"
     with serving() as upstream:

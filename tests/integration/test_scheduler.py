@@ -27,6 +27,7 @@ def _offers(app: App) -> list:
     return every_job(app.client, task="generate_offers")
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_year_of_ticks_fires_once_per_local_day_per_user_with_restarts_and_twins(sqlite_url: str) -> None:
     app = with_offers(App(sqlite_url))
     rng = random.Random(4)

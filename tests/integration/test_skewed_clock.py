@@ -29,6 +29,7 @@ def faketime() -> None:
         pytest.skip(message)
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_worker_with_its_clock_ahead_takes_no_live_lease_and_runs_nothing_early(
     faketime, tmp_path, workers,
 ) -> None:

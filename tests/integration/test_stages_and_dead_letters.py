@@ -38,6 +38,7 @@ def letters_of(app: App, job_id) -> list:
     return sorted((d for d in app.admin(OPERATOR).dead_letters() if d.job_id == job_id), key=lambda d: d.id)
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_pipeline_retries_per_stage_dead_letters_and_replays(db_url, tmp_path, workers) -> None:
     app = load_app(PIPELINE, db_url)
     with serving() as upstream:

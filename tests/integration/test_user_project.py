@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from redrive import App
 
 PROJECT = Path(__file__).resolve().parents[1] / "userproject"
@@ -24,6 +26,7 @@ def _pytest(tmp_path: Path, *options: str, **env: str) -> subprocess.CompletedPr
              "PYTHONPATH": str(PROJECT), **env})
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_the_projects_tests_pass_and_catch_a_planted_bug(tmp_path: Path) -> None:
     passed = _pytest(tmp_path)
     assert passed.returncode == 0, passed.stdout[-3000:]
@@ -36,6 +39,7 @@ def test_the_projects_tests_pass_and_catch_a_planted_bug(tmp_path: Path) -> None
     assert "send_receipt jobs enqueued: 1 (args=[7, 'ADA@EXAMPLE.COM']" in broken.stdout
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_the_projects_tests_pass_on_its_postgresql_test_database(tmp_path: Path, pg_test_database: str) -> None:
     passed = _pytest(tmp_path, "--redrive-database", pg_test_database)
     assert passed.returncode == 0, passed.stdout[-3000:]

@@ -228,6 +228,7 @@ class Lifecycle(RuleBasedStateMachine):
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_every_store_follows_the_model(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     def open_store(clock: Clock) -> Store:
         if kind == "memory":

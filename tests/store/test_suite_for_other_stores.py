@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 MODULE = '''
 import pytest
 from redrive import MemoryStore
@@ -36,6 +38,7 @@ def reopen():
 '''
 
 
+@pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_store_author_runs_the_whole_suite_with_four_fixtures(tmp_path) -> None:
     (tmp_path / "test_my_store.py").write_text(MODULE)
     env = {**os.environ, "PYTHONPATH": ""}
