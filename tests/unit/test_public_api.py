@@ -32,6 +32,17 @@ def test_importing_redrive_loads_no_database_driver() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_importing_redrive_or_building_the_cli_reads_no_package_metadata() -> None:
+    # importlib.metadata (and what it loads) was a tenth of `import redrive`:
+    # the version is read when a worker registers or --version asks.
+    code = ("import sys, redrive, redrive.cli; redrive.cli._parser(); "
+            "assert 'importlib.metadata' not in sys.modules, 'importlib.metadata loaded'; "
+            "from redrive.runtime.presence import installed_version; "
+            "assert installed_version() not in ('', 'unknown'); assert 'importlib.metadata' in sys.modules")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
 def test_every_error_is_a_redrive_error_with_a_code_and_a_drawn_place_in_the_tree() -> None:
     for name in errors.__all__:
         cls = getattr(errors, name)
