@@ -398,7 +398,7 @@ class PostgresStore:
             "dependencies": Jsonb(list(job.dependencies)) if job.dependencies else None,
             "meta": Jsonb(job.created_meta) if job.trace else None,
         }, rows=tuple_row, binary=True)
-        return EnqueueResult(job.created(status=Status(status), run_at=run_at, at=at))
+        return EnqueueResult.created(job, status=Status(status), run_at=run_at, at=at)
 
     def _answer(
         self, jobs: list[NewJob], docs: list[dict[str, Any]], created: dict[str, Created], at: datetime,
@@ -993,7 +993,7 @@ def _results(jobs: list[NewJob], found: list[Created | None], twins: list[dict[s
     for new, row in zip(jobs, found, strict=True):
         if row is not None:
             status, run_at, at = row
-            results.append(EnqueueResult(new.created(status=status, run_at=run_at, at=at)))
+            results.append(EnqueueResult.created(new, status=status, run_at=run_at, at=at))
             continue
         assert new.key is not None, "only keyed jobs can be left out"
         twin = by_key[(new.task, new.owner or "", new.key.key)]
@@ -1187,7 +1187,7 @@ def _new_job_json(job: NewJob) -> dict[str, Any]:
     if job.priority:
         out["priority"] = job.priority
     if job.dependencies:
-        out["dependencies"] = list(job.dependencies)
+        out["dependencies"] = job.dependencies  # a tuple: json writes it as an array
     if job.owner is not None:
         out["owner"] = job.owner
     if job.run_at is not None:

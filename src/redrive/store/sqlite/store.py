@@ -305,8 +305,9 @@ class SQLiteStore:
 
     def _insert(
         self, conn: sqlite3.Connection | sqlite3.Cursor, jobs: Sequence[NewJob], now: float,
-    ) -> list[EnqueueResult]:
-        results, rows, events = [], [], []
+    ) -> tuple[list[EnqueueResult], set[str]]:
+        """The jobs as written, and the queues where one is due now."""
+        results, rows, events, due = [], [], [], set()
         for new in jobs:
             if new.key is not None:
                 twin = self._twin(conn, new, now)
@@ -315,6 +316,8 @@ class SQLiteStore:
                     continue
             run_at = new.run_at.timestamp() if new.run_at else now + (new.delay or timedelta(0)).total_seconds()
             status = Status.SCHEDULED if run_at > now else Status.QUEUED
+            if status is Status.QUEUED:
+                due.add(new.queue)
             rows.append({
                 "id": str(new.id), "task": new.task, "queue": new.queue,
                 "args": json.dumps(new.args), "kwargs": json.dumps(new.kwargs),
@@ -326,11 +329,11 @@ class SQLiteStore:
             })
             events.append({"job_id": str(new.id), "at": now, "from_status": None,
                            "to_status": status.value, "attempt": 0, "meta": json.dumps(new.created_meta)})
-            results.append(EnqueueResult(new.created(status=status, run_at=_time(run_at), at=_time(now))))
+            results.append(EnqueueResult.created(new, status=status, run_at=_time(run_at), at=_time(now)))
         # One executemany each: SQLite's loop over the rows, not Python's.
         conn.executemany(self._queries["job_insert"], rows)
         conn.executemany(self._queries["event_insert"], events)
-        return results
+        return results, due
 
     def _twin(self, conn: sqlite3.Connection | sqlite3.Cursor, new: NewJob, now: float) -> Job | None:
         """The run ``new``'s key already points at, or None after pointing the key at ``new``.
@@ -354,8 +357,8 @@ class SQLiteStore:
         if not jobs:
             return []
         if conn is None:
-            results = self._write(lambda c, now: self._insert(c, jobs, now))
-            self._wake({r.job.queue for r in results if r.job.status is Status.QUEUED and not r.duplicate})
+            results, due = self._write(lambda c, now: self._insert(c, jobs, now))
+            self._wake(due)
             return results
         if not isinstance(conn, sqlite3.Connection):
             raise ConfigError("SQLiteStore joins only an sqlite3.Connection's transaction")
@@ -366,7 +369,7 @@ class SQLiteStore:
                 cur.execute("BEGIN")  # the caller commits; a bare savepoint would commit on release
             cur.execute("SAVEPOINT redrive_enqueue")
             try:
-                results = self._insert(cur, jobs, self._now(cur))
+                results, _ = self._insert(cur, jobs, self._now(cur))
             except BaseException:
                 cur.execute("ROLLBACK TO redrive_enqueue")  # nothing half-written
                 raise

@@ -1,0 +1,56 @@
+"""What an enqueue answers: each job as the store wrote it, built when it is
+read, so a batch whose answer nobody reads leaves Python's garbage collector
+a few objects a job, not a whole job record each (docs/performance.md)."""
+
+from __future__ import annotations
+
+import gc
+from datetime import timedelta
+
+from redrive import App, Dependency, EnqueueResult, Job, JobRequest, Status
+
+
+def _jobs_alive() -> int:
+    gc.collect()
+    return sum(1 for thing in gc.get_objects() if type(thing) is Job)
+
+
+def test_a_batch_answers_each_job_as_stored_and_builds_it_only_when_read(db_url: str) -> None:
+    app = App(db_url, dependencies=[Dependency("mail")])
+
+    @app.task(dependencies=["mail"])
+    def send(to: str) -> None: ...
+
+    try:
+        before = _jobs_alive()
+        results = app.enqueue_many([JobRequest("send", args=[f"u{n}"]) for n in range(200)]
+                                   + [JobRequest("send", args=["later"], delay=timedelta(hours=1))])
+        assert _jobs_alive() == before, "no job record is built before one is read"
+        assert all(not result.duplicate for result in results)
+
+        for result in (results[0], results[-1]):
+            assert result.job == app.client.job(result.job.id), "the answer is the job the store holds"
+            assert result.job is result.job, "built once"
+        assert results[0].job.status is Status.QUEUED and results[-1].job.status is Status.SCHEDULED
+        assert results[0].job.args == ["u0"] and results[0].job.dependencies == ["mail"]
+        assert _jobs_alive() == before + 2, "the two read, and no other"
+    finally:
+        app.store.close()
+
+
+def test_an_answer_compares_and_prints_as_the_job_and_whether_it_was_a_duplicate(db_url: str) -> None:
+    app = App(db_url)
+
+    @app.task
+    def send(to: str) -> None: ...
+
+    try:
+        made = app.enqueue("send", args=["ann"], idempotency_key="welcome-ann")
+        again = app.enqueue("send", args=["ann"], idempotency_key="welcome-ann")
+        assert again.duplicate and not made.duplicate
+        assert again.job.id == made.job.id
+        assert made == EnqueueResult(made.job) and again == EnqueueResult(again.job, duplicate=True)
+        assert made != again, "one was made, the other found"
+        assert repr(made) == f"EnqueueResult(job={made.job!r}, duplicate=False)"
+    finally:
+        app.store.close()
