@@ -62,3 +62,34 @@ def test_an_answer_compares_and_prints_as_the_job_and_whether_it_was_a_duplicate
         assert repr(made) == f"EnqueueResult(job={made.job!r}, duplicate=False)"
     finally:
         app.store.close()
+
+
+def test_a_batch_of_tasks_taking_turns_keeps_each_jobs_own_dependencies(db_url: str) -> None:
+    # PostgreSQL writes a batch's shared dependencies once per statement: jobs
+    # of tasks taking turns, keyed or not, must each keep their own task's.
+    app = App(db_url, dependencies=[Dependency("mail"), Dependency("sms")])
+
+    @app.task(dependencies=["mail"])
+    def send(to: str) -> None: ...
+
+    @app.task(dependencies=["sms", "mail"])
+    def text(to: str) -> None: ...
+
+    @app.task
+    def note(to: str) -> None: ...
+
+    declared = {"send": ["mail"], "text": ["sms", "mail"], "note": []}
+    tasks = list(declared)
+    try:
+        requests = [JobRequest(tasks[n % 3], args=[f"u{n}"]) for n in range(300)]
+        requests += [JobRequest(tasks[n % 3], args=[f"k{n}"], idempotency_key=f"k{n}") for n in range(30)]
+        results = app.enqueue_many(requests)
+        stored = {job.id: job for job in app.client.jobs(limit=1000).items}
+        assert len(stored) == 330
+        for request, result in zip(requests, results, strict=True):
+            job = stored[result.job.id]
+            assert (job.task, job.args) == (request.task, list(request.args))
+            assert job.dependencies == declared[job.task], job
+            assert result.job.dependencies == declared[job.task]
+    finally:
+        app.store.close()

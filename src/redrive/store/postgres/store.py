@@ -378,11 +378,11 @@ class PostgresStore:
                 return self._answer(*self._insert_pipelined(chain(head, pending), conn, binary=False), conn)
         if len(head) == 1 and not head[0].key:
             return [self._insert_one(head[0])]
-        if len(head) <= _INSERT_CHUNK and not any(j.key for j in head) and _one_trace(head):
+        if len(head) <= _INSERT_CHUNK and not any(j.key for j in head) and _one_statement(head):
             # one statement in autocommit: already atomic, one round trip
             docs = [_new_job_json(j) for j in head]
-            return self._answer(head, docs, *_created(self._run("jobs_insert_plain", {
-                "jobs": Jsonb(docs), "meta": Jsonb(head[0].created_meta)}, rows=tuple_row, binary=True)))
+            return self._answer(head, docs, *_created(self._run(
+                "jobs_insert_plain", _plain_params(docs, head[0]), rows=tuple_row, binary=True)))
         with self._errors(), self._connection() as pooled, pooled.transaction():
             # a refusal found after the insert statements must undo them
             return self._answer(*self._insert_pipelined(chain(head, pending), pooled, binary=True), pooled)
@@ -414,36 +414,39 @@ class PostgresStore:
         self, pending: Iterator[NewJob], jobs: list[NewJob], docs: list[dict[str, Any]],
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Each insert statement and its parameters, built as they are asked
-        for (adding to ``jobs`` and ``docs``): plain jobs in chunks, each run of
-        one trace context a statement (a batch has one), then the keyed ones in
-        one statement that takes their keys in sorted order, so two batches
-        cannot deadlock."""
+        for (adding to ``jobs`` and ``docs``): plain jobs in chunks, a
+        statement for each trace context and set of dependencies in the chunk
+        (a batch of one task has one; tasks taking turns do not make a
+        statement a job), then the keyed ones in one statement that takes
+        their keys in sorted order, so two batches cannot deadlock."""
         keyed: list[dict[str, Any]] = []
         while chunk := list(islice(pending, _INSERT_CHUNK)):
             jobs += chunk
-            plain: list[dict[str, Any]] = []
-            lead = chunk[0]  # the first job of a run of one trace context
+            # the first job of each group (which the statement's shared values
+            # come from), and the group's jobs; one enqueue's jobs share one
+            # trace context object, so its identity tells groups apart
+            groups: dict[tuple[int, tuple[str, ...]], tuple[NewJob, list[dict[str, Any]]]] = {}
             for job in chunk:
                 doc = _new_job_json(job)
                 docs.append(doc)
                 if job.key:
                     if job.trace:
                         doc["trace"] = dict(job.trace)
+                    if job.dependencies:
+                        doc["dependencies"] = job.dependencies  # a tuple: json writes it as an array
                     keyed.append(doc)
                     continue
-                if job.trace is not lead.trace and job.trace != lead.trace:
-                    if plain:
-                        yield "jobs_insert_plain", self._plain(plain, lead)
-                    plain, lead = [], job
-                plain.append(doc)
-            if plain:
+                group = groups.get(name := (id(job.trace), job.dependencies))
+                if group is None:
+                    group = groups[name] = (job, [])
+                group[1].append(doc)
+            for lead, plain in groups.values():
                 yield "jobs_insert_plain", self._plain(plain, lead)
         if keyed:
             yield "jobs_insert", self._with_clock({"jobs": Jsonb(keyed)}) or {}
 
     def _plain(self, docs: list[dict[str, Any]], lead: NewJob) -> dict[str, Any]:
-        """``jobs_insert_plain``'s parameters: jobs that share ``lead``'s trace context."""
-        return self._with_clock({"jobs": Jsonb(docs), "meta": Jsonb(lead.created_meta)}) or {}
+        return self._with_clock(_plain_params(docs, lead)) or {}
 
     def _insert_pipelined(
         self, pending: Iterator[NewJob], conn: psycopg.Connection, *, binary: bool,
@@ -955,10 +958,20 @@ def _rows(cur: psycopg.Cursor[Any]) -> list:
     return cur.fetchall() if result is not None and result.status == ExecStatus.TUPLES_OK else []
 
 
-def _one_trace(jobs: list[NewJob]) -> bool:
-    """Whether the jobs share one trace context (those of one enqueue do)."""
-    trace = jobs[0].trace
-    return all(job.trace is trace or job.trace == trace for job in jobs)
+def _one_statement(jobs: list[NewJob]) -> bool:
+    """Whether the jobs share one trace context (those of one enqueue do) and
+    one set of dependencies (one task's jobs share its tuple), which
+    ``jobs_insert_plain`` takes once for all its jobs."""
+    lead = jobs[0]
+    return all((job.trace is lead.trace or job.trace == lead.trace)
+               and (job.dependencies is lead.dependencies or job.dependencies == lead.dependencies) for job in jobs)
+
+
+def _plain_params(docs: list[dict[str, Any]], lead: NewJob) -> dict[str, Any]:
+    """``jobs_insert_plain``'s parameters: jobs that share ``lead``'s trace
+    context and dependencies, which go once for all of them."""
+    return {"jobs": Jsonb(docs), "meta": Jsonb(lead.created_meta),
+            "dependencies": Jsonb(list(lead.dependencies)) if lead.dependencies else None}
 
 
 # A job as an insert statement wrote it: its status, due time and creation time.
@@ -1186,8 +1199,6 @@ def _new_job_json(job: NewJob) -> dict[str, Any]:
         out["kwargs"] = job.kwargs
     if job.priority:
         out["priority"] = job.priority
-    if job.dependencies:
-        out["dependencies"] = job.dependencies  # a tuple: json writes it as an array
     if job.owner is not None:
         out["owner"] = job.owner
     if job.run_at is not None:
