@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -59,6 +60,10 @@ class Db:
 
             self.conn = psycopg.connect(url, autocommit=True, options=f"-c lock_timeout={lock_timeout_ms}")
             self.sqlite = False
+        # A kept connection (``connection`` below) is closed when it is
+        # dropped (its thread ended, or it was kept for another URL), or at the
+        # latest when the process exits.
+        weakref.finalize(self, self.conn.close)
 
     def __enter__(self) -> Db:
         return self
