@@ -25,7 +25,7 @@ from uuid import UUID, uuid4
 
 import psycopg
 from psycopg.abc import Buffer
-from psycopg.adapt import Loader
+from psycopg.adapt import AdaptersMap, Loader
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import ExecStatus, Format, TransactionStatus
 from psycopg.rows import RowFactory, dict_row, tuple_row
@@ -184,12 +184,11 @@ class PostgresStore:
             self.url,
             min_size=1,
             max_size=self._pool_size,
-            kwargs={"autocommit": True, "row_factory": dict_row, **self._link},
+            kwargs={"autocommit": True, "row_factory": dict_row, "context": _ADAPTERS, **self._link},
             timeout=_CONNECT_TIMEOUT_S * 2,
             open=True,
             name="redrive",
             check=_check_if_stirred,
-            configure=_lenient_times,
         )
 
     def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
@@ -265,9 +264,7 @@ class PostgresStore:
         ``listening`` to where LISTEN goes (a session that lasts)."""
         url, link = (self._listen_url, self._listen_link) if listening else (self.url, self._link)
         try:
-            conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, **link)
-            _lenient_times(conn)
-            return conn
+            return psycopg.connect(url, autocommit=True, row_factory=dict_row, context=_ADAPTERS, **link)
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(
                 f"cannot connect to PostgreSQL at {_describe(url)}: {_reason(exc)}"
@@ -1075,12 +1072,6 @@ _PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 _binary_times = TimeMemo(_from_binary)
 
 
-def _lenient_times(conn: psycopg.Connection[Any]) -> None:
-    conn.adapters.register_loader("timestamptz", _LenientTimestamptz)
-    conn.adapters.register_loader("timestamptz", _LenientTimestamptzBinary)
-    set_json_loads(_json_from_server, conn)
-
-
 _decode_json = json.JSONDecoder().raw_decode
 
 
@@ -1093,6 +1084,19 @@ def _json_from_server(data: str | bytes) -> Any:
         return _decode_json(text)[0]
     except ValueError:  # what json.loads says of it (a ``json`` value may start with a space)
         return json.loads(text)
+
+
+def _adapters() -> AdaptersMap:
+    """How every connection of the store reads times and JSON, given to it as
+    it connects (``context=``): no connection is open without them."""
+    adapters = AdaptersMap(psycopg.adapters)
+    adapters.register_loader("timestamptz", _LenientTimestamptz)
+    adapters.register_loader("timestamptz", _LenientTimestamptzBinary)
+    set_json_loads(_json_from_server, adapters)
+    return adapters
+
+
+_ADAPTERS = _adapters()
 
 
 def _check_if_stirred(conn: psycopg.Connection[Any]) -> None:
