@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bench.harness import ROOT, BenchError, Workers, cpu_us_per_job, throughput
 from bench.report import Report
@@ -99,6 +100,20 @@ class Cells:
     def median(self, column: str) -> float | None:
         values = self.samples.get(column)
         return statistics.median(values) if values else None
+
+
+def turns(entries: list[tuple[Any, str]], repeat: int, repeats: int) -> list[tuple[Any, str]]:
+    """The order of one repeat: the floors first, then the systems, each
+    repeat starting the systems at a different place (a third of the way on
+    for the third of three repeats). The first system after the floors ran
+    10-15 % slower than the same code later in its repeat (batch enqueue,
+    every repeat of two runs with the order swapped: docs/performance.md), so
+    no system may be first in more than one repeat, and each cell's median
+    is free of it."""
+    floors = [entry for entry in entries if entry[1] in FLOORS]
+    rest = [entry for entry in entries if entry[1] not in FLOORS]
+    shift = repeat * len(rest) // repeats
+    return floors + rest[shift:] + rest[:shift]
 
 
 def timed(fn: Callable[[], None]) -> float:
@@ -291,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         table = {s.name: Cells() for s in chosen}
         try:
             for repeat in range(repeats):
-                for system, name in zip(chosen, names, strict=True):
+                for system, name in turns(list(zip(chosen, names, strict=True)), repeat, repeats):
                     print(f"[{time.monotonic() - started:5.0f}s] repeat {repeat + 1}/{repeats}: "
                           f"{system.name}", file=sys.stderr, flush=True)
                     cells = table[system.name]
