@@ -420,8 +420,7 @@ class PostgresStore:
         while chunk := list(islice(pending, _INSERT_CHUNK)):
             jobs += chunk
             # the first job of each group (which the statement's shared values
-            # come from), and the group's jobs; one enqueue's jobs share one
-            # trace context object, so its identity tells groups apart
+            # come from), and the group's jobs
             groups: dict[tuple[int, tuple[str, ...]], tuple[NewJob, list[dict[str, Any]]]] = {}
             for job in chunk:
                 doc = _new_job_json(job)
@@ -433,7 +432,7 @@ class PostgresStore:
                         doc["dependencies"] = job.dependencies  # a tuple: json writes it as an array
                     keyed.append(doc)
                     continue
-                group = groups.get(name := (id(job.trace), job.dependencies))
+                group = groups.get(name := _shared(job))
                 if group is None:
                     group = groups[name] = (job, [])
                 group[1].append(doc)
@@ -955,13 +954,16 @@ def _rows(cur: psycopg.Cursor[Any]) -> list:
     return cur.fetchall() if result is not None and result.status == ExecStatus.TUPLES_OK else []
 
 
+def _shared(job: NewJob) -> tuple[int, tuple[str, ...]]:
+    """What ``jobs_insert_plain`` takes once for all its jobs: their trace
+    context (one enqueue's jobs share one object, so its identity tells them
+    apart) and their dependencies (one task's jobs share its tuple)."""
+    return id(job.trace), job.dependencies
+
+
 def _one_statement(jobs: list[NewJob]) -> bool:
-    """Whether the jobs share one trace context (those of one enqueue do) and
-    one set of dependencies (one task's jobs share its tuple), which
-    ``jobs_insert_plain`` takes once for all its jobs."""
-    lead = jobs[0]
-    return all((job.trace is lead.trace or job.trace == lead.trace)
-               and (job.dependencies is lead.dependencies or job.dependencies == lead.dependencies) for job in jobs)
+    lead = _shared(jobs[0])
+    return all(_shared(job) == lead for job in jobs)
 
 
 def _plain_params(docs: list[dict[str, Any]], lead: NewJob) -> dict[str, Any]:
