@@ -97,6 +97,9 @@ SINGLE_PROCESS = {"redrive-sqlite", "redrive-sqlite-normal", "bare-sqlite", "hue
 @dataclass
 class Cells:
     samples: dict[str, list[float]] = field(default_factory=dict)
+    # each repeat's place of the system after the floors (1: first), in
+    # repeat order, so the report can show which place a slow sample had
+    places: list[int] = field(default_factory=list)
 
     def add(self, column: str, value: float) -> None:
         self.samples.setdefault(column, []).append(value)
@@ -310,13 +313,16 @@ def main(argv: list[str] | None = None) -> int:
         table = {s.name: Cells() for s in chosen}
         try:
             for repeat in range(repeats):
-                for system, name in turns(list(zip(chosen, names, strict=True)), repeat, repeats):
+                order = turns(list(zip(chosen, names, strict=True)), repeat, repeats)
+                floors = sum(1 for _, name in order if name in FLOORS)
+                for place, (system, name) in enumerate(order, start=1 - floors):
                     print(f"[{time.monotonic() - started:5.0f}s] repeat {repeat + 1}/{repeats}: "
                           f"{system.name}", file=sys.stderr, flush=True)
                     cells = table[system.name]
                     if name in FLOORS:
                         measure_floor(name, system, profile, cells)
                         continue
+                    cells.places.append(place)
                     measure_enqueue(system, profile, cells)
                     for processes in (1,) if name in SINGLE_PROCESS else (1, 2):
                         measure_throughput(system, processes, profile, cells)

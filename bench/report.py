@@ -170,8 +170,6 @@ class Report:
             growth = b[f"RSS MiB at {m2}"] / b[f"RSS MiB at {m1}"]
             out.append(f"| worker RSS at {m2:,} jobs within 10 % of at {m1:,} | {growth:.2f} | "
                        f"{'yes' if growth <= 1.10 else '**no**'} |")
-            out += ["", "Backlog run (redrive-pg, 1 worker process): "
-                    + ", ".join(f"{k} {_fmt(v)}" for k, v in b.items()) + "."]
         if self.dashboard:
             d, jobs = self.dashboard, p.dashboard_jobs
             floor = d["login page ms"]
@@ -180,6 +178,9 @@ class Report:
                 out.append(f"| dashboard {page} with {jobs:,} jobs under 200 ms ({took:.1f} ms; "
                            f"the login page, which reads nothing, {floor:.1f} ms: ratio shown) | {took / floor:.2f} | "
                            f"{'yes' if took < 200 else '**no**'} |")
+        if self.backlog:  # after the targets' last rows: a paragraph ends a table
+            out += ["", "Backlog run (redrive-pg, 1 worker process): "
+                    + ", ".join(f"{k} {_fmt(v)}" for k, v in self.backlog.items()) + "."]
         if self.matchmaking:
             m, users = self.matchmaking, p.matchmaking_users
             noop = self._cell("redrive-pg", "jobs/s 2 proc")
@@ -191,8 +192,33 @@ class Report:
                     f"{m['firing enqueue s'] / m['keyed enqueue_many floor s']:.2f}), drained by 2 worker processes "
                     f"running the example's job in {m['drain s']:.0f} s ({drained:,.0f} jobs/s"
                     + (f"; no-op jobs, 2 processes: {noop:,.0f} jobs/s" if noop else "") + ")."]
+        out += self._samples()
         out += ["", "Versions: " + ", ".join(f"{n} {_version(n)}" for n in PACKAGES if _version(n)) + "."]
         return "\n".join(out) + "\n"
+
+
+    def _samples(self) -> list[str]:
+        """Every repeat's figure, in repeat order, each with the system's place
+        in that repeat after the floors: a median hides which repeat was slow,
+        and whether it was the place or the code."""
+        rows = []
+        for name, cells in self.table.items():
+            for column in COLUMNS:
+                values = cells.samples.get(column)
+                if not values or len(values) < 2:
+                    continue
+                places = cells.places if len(cells.places) == len(values) else [None] * len(values)
+                rows.append(f"| {name} | {column} | " + ", ".join(
+                    _fmt(v) + ("" if place is None else f" ({_ordinal(place)})")
+                    for v, place in zip(values, places, strict=True)) + " |")
+        if not rows:
+            return []
+        return ["", "## Each repeat (the system's place after the floors in brackets)", "",
+                "| system | figure | repeats, in order |", "|---|---|---|", *rows]
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def _fmt(value: float | None) -> str:
