@@ -46,7 +46,7 @@ class Profile:
 PROFILES = {
     # quick's batch window is 150,000 jobs (about 2.5 s at redrive's and
     # PgQueuer's rates, still stopped by the 4 s budget): in windows of 50,000
-    # (under a second) the same code scattered 15-20 % from sample to sample,
+    # (under a second) the same code scattered 15-25 % from sample to sample,
     # more than the gap the batch enqueue target reads (docs/performance.md).
     "quick": Profile("quick", 3, 1000, 150_000, 30_000, 4.0, 100, 1_000_000, (2_000, 10_000),
                      (100_000, 1_000_000), 100_000, 100_000),

@@ -196,7 +196,6 @@ class Report:
         out += ["", "Versions: " + ", ".join(f"{n} {_version(n)}" for n in PACKAGES if _version(n)) + "."]
         return "\n".join(out) + "\n"
 
-
     def _samples(self) -> list[str]:
         """Every repeat's figure, in repeat order, each with the system's place
         in that repeat after the floors: a median hides which repeat was slow,
