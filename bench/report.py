@@ -200,11 +200,13 @@ class Report:
         """Every repeat's figure, in repeat order, each with the system's place
         in that repeat after the floors: a median hides which repeat was slow,
         and whether it was the place or the code."""
+        if self.repeats < 2:
+            return []
         rows = []
         for name, cells in self.table.items():
             for column in COLUMNS:
                 values = cells.samples.get(column)
-                if not values or len(values) < 2:
+                if not values:
                     continue
                 places = cells.places if len(cells.places) == len(values) else [None] * len(values)
                 rows.append(f"| {name} | {column} | " + ", ".join(
