@@ -30,6 +30,10 @@ def record(key: str) -> dict:
 
 @app.task
 def sleep_then_record(key: str, seconds: float, first_attempt_only: bool = False) -> dict:
+    # Its start is logged apart from its end: a job the store shows running may
+    # be one whose claim has not reached the worker yet.
+    with open(os.path.join(os.environ["REDRIVE_TEST_LOG_DIR"], f"began-{os.getpid()}.log"), "a") as log:
+        log.write(f"{key} {current_job().attempts}\n")
     if not first_attempt_only or current_job().attempts == 1:
         time.sleep(seconds)
     return _record(key)

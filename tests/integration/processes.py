@@ -78,10 +78,11 @@ def kill_and_show(workers: list[WorkerProcess]) -> None:
         print(f"--- worker {n} (pid {worker.process.pid}), the end of its log ---\n{worker.log[-4000:]}")
 
 
-def executions(log_dir: Path) -> Counter[str]:
-    """How many times each key's task body ran, across every worker process."""
+def executions(log_dir: Path, *, kind: str = "exec") -> Counter[str]:
+    """How many times each key's task body ran (``kind="began"``: began, for
+    the tasks that log that too), across every worker process."""
     counts: Counter[str] = Counter()
-    for path in log_dir.glob("exec-*.log"):
+    for path in log_dir.glob(f"{kind}-*.log"):
         for line in path.read_text().splitlines():
             counts[line.split()[0]] += 1
     return counts

@@ -56,7 +56,9 @@ def _running_beyond(hole: BlackHole, cluster, tmp_path: Path, workers: list, *, 
     job = client.enqueue("sleep_then_record", kwargs={"key": key, "seconds": seconds, "first_attempt_only": True}).job
     cut_off = _worker(_through(hole, cluster), tmp_path)
     workers.append(cut_off)
-    wait_for(lambda: client.job(job.id).status is Status.RUNNING, timeout=30)
+    # Its body running, not just its row saying so: a claim whose answer had not
+    # reached the worker when the link was cut leaves the worker no run to give up.
+    wait_for(lambda: executions(tmp_path, kind="began")[key], timeout=30, what=f"job {key} begun")
     return client, job, cut_off
 
 

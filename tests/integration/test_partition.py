@@ -92,6 +92,8 @@ def test_a_partitioned_worker_s_late_outcome_is_refused(cluster, link: Link, tmp
                             "--queue", "default", "--queue", "remote", prefix=link.prefix)
     workers.append(cut_off)
     wait_for(lambda: (client.job(held.id).lease_owner or "").split(":")[1:2] == [str(cut_off.pid)], timeout=30)
+    # and its body running there: a claim whose answer is cut on its way leaves the worker nothing to lose
+    wait_for(lambda: executions(tmp_path, kind="began")["held"], timeout=30, what="the job begun")
     # When the worker's machine is cut off mid-job
     link.cut()
     workers.append(WorkerProcess(cluster.url, tmp_path, "--lease-ttl", "2s", "--poll-interval", "0.1"))
