@@ -178,7 +178,8 @@ class Client:
 
     def enqueue_many(self, requests: Sequence[JobRequest], *, conn: Any = None) -> list[EnqueueResult]:
         """Create many jobs in one transaction, in order: all of them or, if any
-        request is refused, none."""
+        request is refused, none. A batch of 100 or more holds Python's cyclic
+        garbage collector off until the call returns (``_collector_held``)."""
         # Checked as the store takes them: PostgreSQL inserts a big batch in
         # pipelined parts while the rest is still being checked.
         if conn is not None:
