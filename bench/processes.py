@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from bench import probe
-from bench.harness import Workers, cpu_us_per_job, throughput
+from bench.harness import Progress, Workers, cpu_us_per_job, throughput
 from bench.systems.celery import Celery
 from bench.systems.celery import app as celery_app
 from bench.systems.redrive import CONCURRENCY, Redrive
@@ -40,9 +40,13 @@ def _redrive_argv(*flags: str) -> list[str]:
             "--poll-interval", "1", *flags]
 
 
-def _rate(argv: list[str], count: int, jobs: int) -> float:
+def _drain(argv: list[str], count: int, jobs: int) -> list[Progress]:
     with Workers(argv, count) as workers:
-        return throughput(workers.wait(jobs, budget_s=60, timeout_s=180))
+        return workers.wait(jobs, budget_s=60, timeout_s=180)
+
+
+def _rate(argv: list[str], count: int, jobs: int) -> float:
+    return throughput(_drain(argv, count, jobs))
 
 
 def _postgres_cpu_s() -> float:
@@ -124,9 +128,8 @@ def run(repeats: int) -> dict[str, list[float]]:
                 redrive.reset()
                 redrive.enqueue(NOOP_JOBS, 1000)
                 before = _postgres_cpu_s()
-                with Workers(argv, count) as workers:
-                    progress = workers.wait(NOOP_JOBS, budget_s=60, timeout_s=180)
-                    pg_us = (_postgres_cpu_s() - before) * 1e6 / sum(p.count for p in progress)
+                progress = _drain(argv, count, NOOP_JOBS)
+                pg_us = (_postgres_cpu_s() - before) * 1e6 / sum(p.count for p in progress)
                 samples.setdefault(name, []).append(throughput(progress))
                 samples.setdefault(f"{name}: worker CPU µs a job", []).append(cpu_us_per_job(progress))
                 samples.setdefault(f"{name}: PostgreSQL CPU µs a job", []).append(pg_us)
