@@ -437,6 +437,54 @@ SELECT r.n, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, fal
 FROM retried AS r
 ORDER BY 1;
 
+-- name: jobs_complete
+-- jobs_finish for a batch of successes only, the most common batch: the same
+-- items, writes and answer as jobs_finish's success branch, without the
+-- branches for the other kinds. PostgreSQL sets up every part of a statement
+-- each time it runs it, so those cost a third of the write of a batch of one.
+WITH moved AS (
+    DELETE FROM redrive_job AS j
+    USING jsonb_to_recordset(%(items)s) AS i(
+        n int, id uuid, token uuid, meta jsonb, result jsonb, reclaim boolean, dur_b int, wait_b int)
+    WHERE j.id = i.id AND j.lease_token = i.token AND (j.lease_expires_at > now() OR i.reclaim)
+    RETURNING j.id, j.task, j.queue, j.args, j.kwargs, j.priority, j.run_at, j.attempts, j.max_attempts, j.owner,
+        j.last_error_code, j.last_error_message, j.created_at, j.started_at, j.stage, j.stage_attempts,
+        j.checkpoint, j.manual_retry_count, j.first_failed_at, j.dependencies, j.idempotency_key, j.version,
+        i.n, i.result, i.meta, i.dur_b, i.wait_b
+), done AS (
+    INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        result, created_at, updated_at, started_at, finished_at,
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version)
+    SELECT id, task, queue, args, kwargs, 'succeeded', priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        result, created_at, now(), started_at, now(),
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version
+    FROM moved
+), rolled AS (
+    INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
+    SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, m.queue, m.task, pg_backend_pid() %% 4,
+        v.kind, v.bucket, count(*)
+    FROM moved AS m
+    CROSS JOIN LATERAL (VALUES ('succeeded', m.dur_b), ('wait', m.wait_b)) AS v(kind, bucket)
+    WHERE v.bucket IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5, 6
+    ORDER BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n
+), events AS (
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT id, now(), 'running', 'succeeded', attempts, meta FROM moved
+), told AS (
+    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
+)
+SELECT n, task, queue, 'succeeded' AS status, attempts AS attempt, stage,
+    NULL::bigint AS dead_letter_id, false AS escalated, NULL::text AS cancelled_by,
+    (SELECT count(*) FROM told) AS signals
+FROM moved ORDER BY 1;
+
 -- name: jobs_expired
 -- Running jobs whose lease expired; the store ends each with jobs_finish
 -- (fenced: two reclaimers at once end each job once).

@@ -555,7 +555,8 @@ class PostgresStore:
         for item in items:
             firsts.setdefault(item.lease, item)  # a job is ended once: the first of its lease wins
         once = list(firsts.values())
-        rows = self._run("jobs_finish", {"items": Jsonb([_finish_json(n, item) for n, item in enumerate(once)])},
+        statement = "jobs_complete" if all(type(item) is Completion for item in once) else "jobs_finish"
+        rows = self._run(statement, {"items": Jsonb([_finish_json(n, item) for n, item in enumerate(once)])},
                          rows=tuple_row)
         # rows come in the order of the items, each with its item's place
         return [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)

@@ -6,6 +6,7 @@ kind at once, and the reclaim answering in the same values."""
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -13,6 +14,7 @@ from datetime import timedelta
 import pytest
 
 from redrive.core.job import Job, Lease
+from redrive.core.rollups import WAIT, bucket_of
 from redrive.core.states import Status
 from redrive.core.transitions import (
     LEASE_EXPIRED,
@@ -124,6 +126,41 @@ def test_a_batch_of_every_kind_answers_in_its_order_and_skips_lost_leases(store:
     written = store.jobs_finish(items)
     assert [done.item for done in written] == items[1:-1]
     assert [done.status for done in written] == [kind.status for kind in KINDS]
+
+
+def test_a_success_writes_the_same_whether_its_batch_holds_only_successes_or_every_kind(store: Store) -> None:
+    # A store may write a batch of successes its own, shorter way (PostgreSQL does):
+    # the job, its history, its rollups and the answer must not tell which way it went.
+    store.jobs_insert(jobs=[new(task="convert", queue="docs", args=[n]) for n in range(2)])
+    store.jobs_insert(jobs=[new(task="other", queue="docs") for _ in range(2)])
+    jobs = {job.args[0] if job.task == "convert" else f"other-{n}": job
+            for n, job in enumerate(claim(store, 4, queues=["docs"]))}
+    alone, mixed = jobs[0], jobs[1]
+    others = [job for key, job in jobs.items() if isinstance(key, str)]
+    meta = {"duration_ms": 7, "wait_ms": 30}
+    (solo,) = store.jobs_finish([Completion(alone.lease, {"n": 0}, meta), Completion(alone.lease, "again")])
+    mix = store.jobs_finish([FailNow(others[0].lease, "NOT_PDF", "not a PDF"), Completion(mixed.lease, {"n": 0}, meta),
+                             RetryLater(others[1].lease, timedelta(minutes=5), "UPSTREAM_5XX", "503")])[1]
+    for done, job in ((solo, alone), (mix, mixed)):
+        assert (done.lease, done.task, done.queue, done.status, done.attempt, done.stage) == \
+            (job.lease, "convert", "docs", Status.SUCCEEDED, 1, None)
+        assert (done.dead_letter_id, done.escalated, done.cancelled_by) == (None, False, None)
+    ended = [store.job_get(job_id=job.id) for job in (alone, mixed)]
+    assert all(job is not None for job in ended)
+    kept = [(j.status, j.result, j.attempts, j.stage, j.lease_token, j.last_error_code, j.error_code,  # type: ignore[union-attr]
+             j.finished_at is not None, j.failed_at) for j in ended]
+    assert kept[0] == kept[1] == (Status.SUCCEEDED, {"n": 0}, 1, None, None, None, None, True, None)
+    histories = [[(e.from_status, e.to_status, e.attempt, e.meta) for e in assert_history(store, job.id)[1:]]
+                 for job in (alone, mixed)]
+    assert histories[0] == histories[1] == [(Status.QUEUED, Status.RUNNING, 1, histories[0][0][3]),
+                                            (Status.RUNNING, Status.SUCCEEDED, 1, meta)]
+    counted: Counter[tuple[str, int]] = Counter()
+    for row in store.rollups_read(since=store.now() - timedelta(hours=1), by="task"):
+        if row.key == "convert":
+            counted[row.kind, row.bucket] += row.n
+    assert counted == {("succeeded", bucket_of(7)): 2, (WAIT, bucket_of(30)): 2}
+    # and a batch of successes is fenced like any other
+    assert store.jobs_finish([Completion(alone.lease, "late"), Completion(Lease(mixed.id, uuid.uuid4()), "x")]) == []
 
 
 def _expire(store: Store, job: Job) -> list[Finished]:
