@@ -1,0 +1,33 @@
+"""A worker keeps the plan of its batch of successes (``jobs_complete``) for
+as long as its connection lives, and PostgreSQL may make that plan generic
+while the job table holds a few hundred jobs. Such a plan must still find
+each job through the primary key, not scan the table, or every batch scans
+all that the table has grown to since. (Below that, a scan is what the
+ending statement of every kind is planned to as well.)"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from redrive.store.postgres.store import PostgresStore
+from redrive.testing import new
+
+
+def test_the_plan_of_a_batch_of_successes_searches_the_primary_key_on_a_table_of_hundreds(pg_url: str) -> None:
+    store = PostgresStore(pg_url)
+    try:
+        store.jobs_insert(jobs=[new() for _ in range(500)])
+        sql = store._queries["jobs_complete"].replace("%(items)s", "$1").replace("%%", "%")
+        with store._connection() as conn, conn.transaction():
+            conn.execute("ANALYZE redrive_job")
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            conn.execute(f"PREPARE complete_plan (jsonb) AS {sql.strip().rstrip(';')}")
+            item = json.dumps([{"n": 0, "id": "0" * 32, "token": "0" * 32}])
+            plan = "\n".join(row["QUERY PLAN"] for row in conn.execute(f"EXPLAIN EXECUTE complete_plan('{item}')"))
+            conn.execute("DEALLOCATE complete_plan")
+        deleting = plan[plan.index("Delete on redrive_job j"):plan.index("CTE done")]
+        assert "redrive_job_pkey" in deleting, plan
+        assert not re.search(r"Seq Scan on redrive_job j\b", deleting), plan
+    finally:
+        store.close()
