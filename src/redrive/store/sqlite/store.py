@@ -998,23 +998,39 @@ class SQLiteStore:
 
     def _ensure_watcher(self) -> None:
         if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, name="redrive-sqlite-watch", daemon=True)
-            self._watcher.start()
-
-    def _watch(self) -> None:
-        try:
-            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S)
+            # The version the watch starts from is read here, before the
+            # subscriber's call returns: a commit made after it is seen
+            # however late the thread gets to run.
+            try:
+                conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, check_same_thread=False)
+            except sqlite3.Error as exc:
+                self._unwatched(exc)
+                return
             try:
                 last = conn.execute("PRAGMA data_version").fetchone()[0]
-                while not self._closed.wait(_WATCH_EVERY_S):
-                    version = conn.execute("PRAGMA data_version").fetchone()[0]
-                    if version != last:
-                        last = version
-                        self._wake({ANY_QUEUE})
-            finally:
+            except sqlite3.Error as exc:
                 conn.close()
-        except sqlite3.Error as exc:  # workers still poll: say so and carry on without
-            log.warning("cannot watch %s for other processes' jobs, polling only: %s", self.path, exc)
+                self._unwatched(exc)
+                return
+            self._watcher = threading.Thread(target=self._watch, args=(conn, last), name="redrive-sqlite-watch",
+                                             daemon=True)
+            self._watcher.start()
+
+    def _watch(self, conn: sqlite3.Connection, last: int) -> None:
+        try:
+            while not self._closed.wait(_WATCH_EVERY_S):
+                version = conn.execute("PRAGMA data_version").fetchone()[0]
+                if version != last:
+                    last = version
+                    self._wake({ANY_QUEUE})
+        except sqlite3.Error as exc:
+            self._unwatched(exc)
+        finally:
+            conn.close()
+
+    def _unwatched(self, exc: sqlite3.Error) -> None:
+        # workers still poll: say so and carry on without
+        log.warning("cannot watch %s for other processes' jobs, polling only: %s", self.path, exc)
 
     def _wake(self, queues: set[str]) -> None:
         for queue in queues:
