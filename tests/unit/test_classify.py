@@ -13,7 +13,7 @@ import pytest
 
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier, Kind
 from redrive.core.taxonomy import ErrorCode, Taxonomy
-from redrive.errors import ConfigError
+from redrive.errors import ConfigError, StoreBusy, StoreError, StoreTimeout, StoreUnavailable
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 REQUEST = httpx.Request("POST", "http://127.0.0.1/llm")
@@ -65,6 +65,13 @@ SEED_001 = [
     ("null dereference", AttributeError("'NoneType' object has no attribute 'x'"), "BUG", False),
     ("invariant violation", AssertionError("state drifted"), "BUG", False),
     ("bad deploy config", KeyError("GATEWAY_URL"), "BUG", False),
+    # redrive's own database errors, met by a job that uses the store (the outbox's deliver)
+    ("the job's database unreachable", StoreUnavailable("lost PostgreSQL at db:5432/app: the server is not answering"),
+     "NETWORK_ERROR", True),
+    ("the job's database silent past its deadline", StoreTimeout("PostgreSQL at db did not answer"),
+     "NETWORK_TIMEOUT", True),
+    ("the job's database locked", StoreBusy("SQLite database jobs.db stayed locked for 30 s"), "NETWORK_TIMEOUT", True),
+    ("the job's statement refused", StoreError("PostgreSQL refused the operation: syntax error"), "BUG", False),
 ]
 
 SEED_000 = [

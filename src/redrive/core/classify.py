@@ -116,6 +116,12 @@ _EXCEPTION_KINDS: tuple[tuple[str, str, Kind], ...] = (
     ("builtins", "ConnectionRefusedError", Kind.CONNECT),
     ("socket", "gaierror", Kind.CONNECT),
     ("builtins", "ConnectionError", Kind.NETWORK),
+    # redrive's own database errors met inside a job (its outbox's ``deliver``,
+    # an enqueue from a task): the database unreachable, silent or locked for a
+    # while is as transient as any other dependency; a refused statement is not
+    ("redrive", "StoreTimeout", Kind.TIMEOUT),
+    ("redrive", "StoreBusy", Kind.TIMEOUT),
+    ("redrive", "StoreUnavailable", Kind.CONNECT),
     ("json", "JSONDecodeError", Kind.RESPONSE_PARSE),
     ("pydantic", "ValidationError", Kind.RESPONSE_SCHEMA),
     ("pydantic_core", "ValidationError", Kind.RESPONSE_SCHEMA),
