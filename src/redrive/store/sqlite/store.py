@@ -1001,15 +1001,13 @@ class SQLiteStore:
             # The version the watch starts from is read here, before the
             # subscriber's call returns: a commit made after it is seen
             # however late the thread gets to run.
+            conn = None
             try:
                 conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, check_same_thread=False)
-            except sqlite3.Error as exc:
-                self._unwatched(exc)
-                return
-            try:
                 last = conn.execute("PRAGMA data_version").fetchone()[0]
             except sqlite3.Error as exc:
-                conn.close()
+                if conn is not None:
+                    conn.close()
                 self._unwatched(exc)
                 return
             self._watcher = threading.Thread(target=self._watch, args=(conn, last), name="redrive-sqlite-watch",
