@@ -58,7 +58,7 @@ PROFILES = {
 
 
 def systems(names: list[str], workdir: Path) -> list:
-    from bench.floors import Floors, JobTableLoop, PsycopgLoop
+    from bench.floors import Floors, JobTableLoop, PsycopgLoop, StoreLoop
     from bench.systems.bare_sqlite import BareSqlite
     from bench.systems.redrive import Redrive
 
@@ -66,6 +66,8 @@ def systems(names: list[str], workdir: Path) -> list:
         "floor-pgbench": Floors,
         "floor-psycopg": PsycopgLoop,
         "floor-jobtable": JobTableLoop,
+        "floor-store-pg": lambda: StoreLoop("pg", workdir),
+        "floor-store-sqlite": lambda: StoreLoop("sqlite", workdir),
         "redrive-pg": lambda: Redrive("pg", workdir),
         "redrive-pg-minimal": lambda: Redrive("pg", workdir, profile="minimal"),
         "redrive-pg-observed": lambda: Redrive("pg", workdir, observed=True),
@@ -88,9 +90,11 @@ def systems(names: list[str], workdir: Path) -> list:
 
 # Measured when named (--systems): what REDRIVE_SQLITE_SYNCHRONOUS=normal gains.
 EXTRA = ["redrive-sqlite-normal"]
-ALL = ["floor-pgbench", "floor-psycopg", "floor-jobtable", "redrive-pg", "redrive-pg-minimal", "redrive-pg-observed", "pgqueuer",
-       "procrastinate", "celery", "redrive-sqlite", "bare-sqlite", "huey"]
-FLOORS = {"floor-pgbench", "floor-psycopg", "floor-jobtable"}  # measured beside the systems, not as one
+ALL = ["floor-pgbench", "floor-psycopg", "floor-jobtable", "floor-store-pg", "floor-store-sqlite", "redrive-pg",
+       "redrive-pg-minimal", "redrive-pg-observed", "pgqueuer", "procrastinate", "celery", "redrive-sqlite",
+       "bare-sqlite", "huey"]
+# measured beside the systems, not as one
+FLOORS = {"floor-pgbench", "floor-psycopg", "floor-jobtable", "floor-store-pg", "floor-store-sqlite"}
 SINGLE_PROCESS = {"redrive-sqlite", "redrive-sqlite-normal", "bare-sqlite", "huey"}  # one SQLite writer: 2 processes only contend
 
 
@@ -133,10 +137,17 @@ def measure_floor(name: str, floor, profile: Profile, cells: Cells) -> None:
     """The floors in the columns of the figures they bound: pgbench's one-row
     insert and two clients claiming and archiving; Python's insert loop and
     two Python processes claiming and archiving; Python's insert loop into
-    redrive's own job table."""
+    redrive's own job table; redrive's store alone claiming and finishing,
+    from two processes on PostgreSQL and one on SQLite."""
     # three seconds of claiming, and a backlog that outlasts them at well past any rate seen here
-    # (about 135,000 jobs/s)
+    # (about 135,000 jobs/s through pgbench, 15,000 through redrive's store on PostgreSQL, 8,000 on SQLite)
     seconds = min(profile.budget_s, 3.0)
+    if name == "floor-store-pg":
+        cells.add("jobs/s 2 proc", floor.claim_and_finish(2, int(60_000 * seconds), seconds))
+        return
+    if name == "floor-store-sqlite":
+        cells.add("jobs/s 1 proc", floor.claim_and_finish(1, int(30_000 * seconds), seconds))
+        return
     if name == "floor-pgbench":
         cells.add("enqueue 1/call", floor.insert(profile.budget_s))
     else:

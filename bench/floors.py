@@ -17,6 +17,15 @@ count).
 
 Both use the same durability as redrive (``synchronous_commit`` as the
 server has it) and a due-jobs index like redrive's.
+
+- ``redrive's store alone``: redrive's own claim and ending, called straight
+  on its store (PostgreSQL from two processes, SQLite from one) with no
+  worker around them: claim up to 500 due no-ops (the most a bench worker
+  claims at once), write their successes, again. Every guarantee a worker
+  keeps is in those two calls (fenced leases, the history row, the claim's
+  and the ending's events, the rollups), so no worker on redrive's store
+  can pass this rate: what it leaves of a target is what the statements
+  themselves cost, not the worker.
 """
 
 from __future__ import annotations
@@ -155,26 +164,7 @@ class PsycopgLoop:
         cycle over the same ``seconds`` (they start together once both have
         connected; start-up is not counted)."""
         _fresh(self.url, backlog)
-        begin = time.monotonic() + 2.0  # CLOCK_MONOTONIC is the machine's: both children read the same
-        children = [subprocess.Popen([sys.executable, "-m", "bench.floors", self.url, str(client), str(begin),
-                                      str(begin + seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True) for client in (1, 2)]
-        ended = []
-        for child in children:
-            try:
-                out, err = child.communicate(timeout=seconds + 60)
-            except subprocess.TimeoutExpired:
-                for other in children:
-                    other.kill()
-                raise BenchError("the Python claim floor did not finish") from None
-            if child.returncode != 0:
-                raise BenchError(f"the Python claim floor failed: {err.strip().splitlines()[-1:]}")
-            moved, at = out.split()
-            ended.append((int(moved), float(at)))
-        moved = sum(n for n, _ in ended)
-        if moved >= backlog:
-            raise BenchError(f"the Python claim floor ran out of jobs ({backlog:,}): give it a bigger backlog")
-        return moved / (max(at for _, at in ended) - begin)
+        return _together(["psycopg", self.url], 2, backlog, seconds, "Python claim")
 
     def close(self) -> None:
         pass
@@ -212,6 +202,100 @@ class JobTableLoop:
         pass
 
 
+class StoreLoop:
+    """redrive's store alone: its claim and its ending in a loop (above)."""
+
+    BATCH = 500  # bench.systems.redrive.CONCURRENCY: the most one claim of a bench worker takes
+
+    def __init__(self, backend: str, workdir: Path) -> None:
+        self.backend = backend
+        self.name = f"floor: redrive's store alone ({'PostgreSQL' if backend == 'pg' else 'SQLite'})"
+        self._workdir = workdir
+
+    def _fresh(self, backlog: int) -> str:
+        """A new database holding ``backlog`` due no-ops, enqueued as the bench's redrive systems do."""
+        from bench.systems.redrive_jobs import make_app
+        from redrive import JobRequest
+        from redrive.store.url import open_store
+
+        if self.backend == "pg":
+            url = fresh_database("bench_floor_store")
+        else:
+            path = self._workdir / "floor-store.db"
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            url = f"sqlite:///{path}"
+        store = open_store(url, check_schema=False)
+        try:
+            store.migrate()
+        finally:
+            store.close()
+        app = make_app(url, "minimal")
+        try:
+            for done in range(0, backlog, 1000):
+                app.enqueue_many([JobRequest("noop")] * min(1000, backlog - done))
+        finally:
+            app.close()
+        return url
+
+    def claim_and_finish(self, processes: int, backlog: int, seconds: float) -> float:
+        """Jobs/s of ``processes`` loops over the same ``seconds`` (they start
+        together once each has opened its store; start-up is not counted)."""
+        url = self._fresh(backlog)
+        return _together(["store", url], processes, backlog, seconds, "redrive's store alone")
+
+    def close(self) -> None:
+        pass
+
+
+def _together(argv: list[str], processes: int, backlog: int, seconds: float, what: str) -> float:
+    """Jobs/s of ``processes`` runs of this module's ``argv`` loop, started
+    together after two seconds and stopped together ``seconds`` later."""
+    begin = time.monotonic() + 2.0  # CLOCK_MONOTONIC is the machine's: every child reads the same
+    children = [subprocess.Popen([sys.executable, "-m", "bench.floors", *argv, str(client), str(begin),
+                                  str(begin + seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for client in range(1, processes + 1)]
+    ended = []
+    for child in children:
+        try:
+            out, err = child.communicate(timeout=seconds + 60)
+        except subprocess.TimeoutExpired:
+            for other in children:
+                other.kill()
+            raise BenchError(f"the {what} floor did not finish") from None
+        if child.returncode != 0:
+            raise BenchError(f"the {what} floor failed: {err.strip().splitlines()[-1:]}")
+        moved, at = out.split()
+        ended.append((int(moved), float(at)))
+    moved = sum(n for n, _ in ended)
+    if moved >= backlog:
+        raise BenchError(f"the {what} floor ran out of jobs ({backlog:,}): give it a bigger backlog")
+    return moved / (max(at for _, at in ended) - begin)
+
+
+def _store_loop(url: str, client: int, begin: float, end: float) -> tuple[int, float]:
+    """One loop of redrive's store alone: claim a batch, write its successes."""
+    from datetime import timedelta
+
+    from redrive.core.transitions import Completion
+    from redrive.store.url import open_store
+
+    store = open_store(url)  # the default durability: SQLite commits with synchronous=FULL
+    lease_ttl = timedelta(seconds=30)
+    moved = 0
+    try:
+        time.sleep(max(0.0, begin - time.monotonic()))
+        while time.monotonic() < end:
+            jobs = store.jobs_claim(queues=["default"], limit=StoreLoop.BATCH, worker_id=f"floor-{client}",
+                                    lease_ttl=lease_ttl)
+            # what a worker writes of a no-op: its success, how long it ran and waited (its rollups)
+            moved += len(store.jobs_finish([Completion(job.lease, None, {"duration_ms": 0, "wait_ms": 0})
+                                            for job in jobs]))
+        return moved, time.monotonic()
+    finally:
+        store.close()
+
+
 def _noop(payload: object) -> None:
     pass
 
@@ -228,6 +312,7 @@ def _claim_loop(url: str, client: int, begin: float, end: float) -> tuple[int, f
     return moved, time.monotonic()
 
 
-if __name__ == "__main__":  # one of PsycopgLoop.claim_and_archive's two processes
-    url, client, begin, end = sys.argv[1:]
-    print(*_claim_loop(url, int(client), float(begin), float(end)))
+if __name__ == "__main__":  # one of the processes of PsycopgLoop's or StoreLoop's floor (_together)
+    kind, url, client, begin, end = sys.argv[1:]
+    loop = _claim_loop if kind == "psycopg" else _store_loop
+    print(*loop(url, int(client), float(begin), float(end)))

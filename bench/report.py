@@ -14,9 +14,12 @@ COLUMNS = ["enqueue 1/call", "enqueue 1000/call", "jobs/s 1 proc", "jobs/s 2 pro
 PACKAGES = ["redrive", "pgqueuer", "asyncpg", "procrastinate", "celery", "redis", "psycopg", "huey"]
 LOWER_IS_BETTER = {"start p50 ms", "start p99 ms", "peak RSS MiB", "CPU µs/job"}
 PEERS = {"redrive-pg": ("pgqueuer", "procrastinate", "celery"), "redrive-sqlite": ("huey",)}
-# Each redrive figure's floor: what the hardware and the driver allow with no queue library.
-FLOORS = {("redrive-pg", "enqueue 1/call"): "floor-psycopg", ("redrive-pg", "jobs/s 2 proc"): "floor-pgbench",
-          ("redrive-sqlite", "jobs/s 1 proc"): "bare-sqlite", ("redrive-sqlite", "CPU µs/job"): "bare-sqlite"}
+# Each redrive figure's floors: what the hardware and the driver allow with no queue library,
+# and for processing, what redrive's own store allows with no worker.
+FLOORS = {("redrive-pg", "enqueue 1/call"): ("floor-psycopg",),
+          ("redrive-pg", "jobs/s 2 proc"): ("floor-pgbench", "floor-store-pg"),
+          ("redrive-sqlite", "jobs/s 1 proc"): ("bare-sqlite", "floor-store-sqlite"),
+          ("redrive-sqlite", "CPU µs/job"): ("bare-sqlite",)}
 # The worker's own CPU per no-op job before the per-job work was cut (bench/run, quick profile,
 # 2026-11-26 17:20 UTC, one worker process; bench/results/2026-11-26-quick-floors.md), and in
 # that run the CPU per job of the peer it is read against: the target is half of it. A fixed
@@ -48,8 +51,16 @@ TARGETS = [
     Target("the bare Python claim-and-archive loop, 2 processes ≥ 60 % of the pgbench floor (if not, "
            "no Python worker can meet the target above here)", "floor-psycopg", "jobs/s 2 proc",
            "floor-pgbench", "jobs/s 2 proc", at_least=0.6),
+    # Both targets' floor in redrive itself: its store's claim and ending with no worker around them,
+    # every guarantee kept. Under either bound, only cheaper statements, not a cheaper worker, can meet it.
+    Target("redrive's store alone (claim and finish, no worker), 2 processes ≥ 60 % of the pgbench floor "
+           "(if not, no worker on redrive's store can meet the 60 % target here)", "floor-store-pg",
+           "jobs/s 2 proc", "floor-pgbench", "jobs/s 2 proc", at_least=0.6),
     Target("PostgreSQL, 2 worker processes ≥ 1.5× PgQueuer", "redrive-pg", "jobs/s 2 proc",
            "pgqueuer", "jobs/s 2 proc", at_least=1.5),
+    Target("redrive's store alone, 2 processes ≥ 1.5× PgQueuer (if not, no worker on redrive's store "
+           "can meet the target above here)", "floor-store-pg", "jobs/s 2 proc", "pgqueuer", "jobs/s 2 proc",
+           at_least=1.5),
     Target("single enqueue ≥ 90 % of the minimal psycopg loop", "redrive-pg", "enqueue 1/call",
            "floor-psycopg", "enqueue 1/call", at_least=0.9),
     # That target's own floor: the same loop writing one bare row into redrive's job table (its
@@ -61,8 +72,13 @@ TARGETS = [
            "pgqueuer", "enqueue 1000/call", at_least=1.0),
     Target("SQLite, 1 process ≥ 30 % of the bare SQLite loop", "redrive-sqlite", "jobs/s 1 proc",
            "bare-sqlite", "jobs/s 1 proc", at_least=0.3),
+    Target("redrive's store alone on SQLite (claim and finish, no worker) ≥ 30 % of the bare SQLite loop "
+           "(if not, no worker on redrive's store can meet the target above here)", "floor-store-sqlite",
+           "jobs/s 1 proc", "bare-sqlite", "jobs/s 1 proc", at_least=0.3),
     Target("SQLite, 1 process ≥ 3× Huey", "redrive-sqlite", "jobs/s 1 proc", "huey", "jobs/s 1 proc",
            at_least=3.0),
+    Target("redrive's store alone on SQLite ≥ 3× Huey (if not, no worker on redrive's store can meet the "
+           "target above here)", "floor-store-sqlite", "jobs/s 1 proc", "huey", "jobs/s 1 proc", at_least=3.0),
     Target("enqueue-to-start p50 ≤ PgQueuer", "redrive-pg", "start p50 ms",
            "pgqueuer", "start p50 ms", at_most=1.0),
     Target("metrics and JSON logs on ≥ 90 % of off (2 processes)", "redrive-pg-observed", "jobs/s 2 proc",
@@ -99,18 +115,18 @@ class Report:
                 mine = self._cell(short, column)
                 if mine is None:
                     continue
-                floor_name = FLOORS.get((short, column))
-                floor = self._cell(floor_name, column) if floor_name else None
+                floors = [(f, v) for f in FLOORS.get((short, column), ()) if (v := self._cell(f, column)) is not None]
                 measured = [(p, v) for p in peers if (v := self._cell(p, column)) is not None]
                 pick = min if column in LOWER_IS_BETTER else max
                 best = pick(measured, key=lambda pair: pair[1]) if measured else None
-                if floor is None and best is None:
-                    continue
-                rows.append(f"| {short} {column} | {_fmt(mine)} | "
-                            + (f"{self.names[floor_name].name} {_fmt(floor)} | {mine / floor:.2f}" if floor else "– | –")
-                            + " | "
-                            + (f"{self.names[best[0]].name} {_fmt(best[1])} | {mine / best[1]:.2f}" if best else "– | –")
-                            + " |")
+                peer = f"{self.names[best[0]].name} {_fmt(best[1])} | {mine / best[1]:.2f}" if best else "– | –"
+                for floor_name, floor in floors or [(None, None)]:  # a row for each floor
+                    if floor is None and best is None:
+                        continue
+                    rows.append(f"| {short} {column} | {_fmt(mine)} | "
+                                + (f"{self.names[floor_name].name} {_fmt(floor)} | {mine / floor:.2f}"
+                                   if floor else "– | –")
+                                + f" | {peer} |")
         if not rows:
             return []
         return ["", "## Against the floor and the best peer (ratios within this run)", "",

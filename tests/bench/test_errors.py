@@ -23,8 +23,8 @@ def bench(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--systems", "redrive-pg,nosuch"], "unknown system 'nosuch' (choose from floor-pgbench, floor-psycopg, "
-     "floor-jobtable, redrive-pg, redrive-pg-minimal, redrive-pg-observed, pgqueuer, procrastinate, celery, redrive-sqlite, "
-     "bare-sqlite, huey, redrive-sqlite-normal)"),
+     "floor-jobtable, floor-store-pg, floor-store-sqlite, redrive-pg, redrive-pg-minimal, redrive-pg-observed, "
+     "pgqueuer, procrastinate, celery, redrive-sqlite, bare-sqlite, huey, redrive-sqlite-normal)"),
     (["--systems", ","], "name at least one system"),
     (["--systems", "bare-sqlite,bare-sqlite"], "a system is named twice"),
     (["--repeats", "0"], "expected a whole number of at least 1, got '0'"),
