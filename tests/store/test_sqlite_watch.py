@@ -40,3 +40,28 @@ def test_an_ending_committed_before_the_watch_thread_runs_is_still_told(tmp_path
         started.set()
         waiting.close()
         store.close()
+
+
+def test_a_watch_that_cannot_start_is_said_once_and_starts_at_a_later_subscription(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    path = str(folder / "jobs.db")
+    store, other = SQLiteStore(path), SQLiteStore(path)
+    woken = threading.Event()
+    try:
+        folder.rename(tmp_path / "away")  # the open connections keep their file; a new one cannot open it
+        with caplog.at_level("WARNING", logger="redrive"):
+            stops = [store.wakeups_subscribe(lambda _queue: None) for _ in range(3)]
+        said = [r.getMessage() for r in caplog.records if "cannot watch" in r.getMessage()]
+        assert len(said) == 1, said
+        assert "polling only" in said[0] and "Traceback" not in caplog.text
+        (tmp_path / "away").rename(folder)
+        stops.append(store.wakeups_subscribe(lambda _queue: woken.set()))
+        other.jobs_insert(jobs=[new()])  # another connection's commit: heard by the watch now running
+        assert woken.wait(5), "the watch did not start once the database could be opened again"
+        for stop in stops:
+            stop()
+    finally:
+        other.close()
+        store.close()

@@ -134,6 +134,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str], None]] = []
         self._watcher: threading.Thread | None = None
+        self._unwatched_told = False  # said once a store: a subscription per call would repeat it
         self._finish_listeners: dict[UUID, list[Callable[[], None]]] = {}
         self._closed = threading.Event()
         held = joining is not None and joining.in_transaction
@@ -997,7 +998,7 @@ class SQLiteStore:
         return lambda: self._listeners.remove(on_wake)
 
     def _ensure_watcher(self) -> None:
-        if self._watcher is None:
+        if self._watcher is None or not self._watcher.is_alive():  # none yet, or it stopped on an error
             # The version the watch starts from is read here, before the
             # subscriber's call returns: a commit made after it is seen
             # however late the thread gets to run.
@@ -1013,6 +1014,7 @@ class SQLiteStore:
             self._watcher = threading.Thread(target=self._watch, args=(conn, last), name="redrive-sqlite-watch",
                                              daemon=True)
             self._watcher.start()
+            self._unwatched_told = False  # watching again: a later failure is news
 
     def _watch(self, conn: sqlite3.Connection, last: int) -> None:
         try:
@@ -1027,8 +1029,10 @@ class SQLiteStore:
             conn.close()
 
     def _unwatched(self, exc: sqlite3.Error) -> None:
-        # workers still poll: say so and carry on without
-        log.warning("cannot watch %s for other processes' jobs, polling only: %s", self.path, exc)
+        # workers still poll: say so (once, not at every subscription that retries) and carry on without
+        if not self._unwatched_told:
+            self._unwatched_told = True
+            log.warning("cannot watch %s for other processes' jobs, polling only: %s", self.path, exc)
 
     def _wake(self, queues: set[str]) -> None:
         for queue in queues:
