@@ -167,7 +167,7 @@ class PsycopgLoop:
         cycle over the same ``seconds`` (they start together once both have
         connected; start-up is not counted)."""
         _fresh(self.url, backlog)
-        return _together(["psycopg", self.url], 2, backlog, seconds, "Python claim")
+        return _together(["psycopg", self.url], 2, backlog, seconds, "Python claim")[0]
 
     def close(self) -> None:
         pass
@@ -241,9 +241,11 @@ class StoreLoop:
             app.close()
         return url
 
-    def claim_and_finish(self, processes: int, backlog: int, seconds: float) -> float:
+    def claim_and_finish(self, processes: int, backlog: int, seconds: float) -> tuple[float, float]:
         """Jobs/s of ``processes`` loops over the same ``seconds`` (they start
-        together once each has opened its store; start-up is not counted)."""
+        together once each has opened its store; start-up is not counted), and
+        their own CPU a job in µs: what a worker's process spends on its store
+        alone, beside the bench's CPU µs/job of the workers."""
         url = self._fresh(backlog)
         return _together(["store", url], processes, backlog, seconds, "redrive's store alone")
 
@@ -251,9 +253,10 @@ class StoreLoop:
         pass
 
 
-def _together(argv: list[str], processes: int, backlog: int, seconds: float, what: str) -> float:
+def _together(argv: list[str], processes: int, backlog: int, seconds: float, what: str) -> tuple[float, float]:
     """Jobs/s of ``processes`` runs of this module's ``argv`` loop, started
-    together after two seconds and stopped together ``seconds`` later."""
+    together after two seconds and stopped together ``seconds`` later, and
+    the CPU the processes spent a job over those seconds, in µs."""
     begin = time.monotonic() + 2.0  # CLOCK_MONOTONIC is the machine's: every child reads the same
     children = [subprocess.Popen([sys.executable, "-m", "bench.floors", *argv, str(client), str(begin),
                                   str(begin + seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -268,15 +271,15 @@ def _together(argv: list[str], processes: int, backlog: int, seconds: float, wha
             raise BenchError(f"the {what} floor did not finish") from None
         if child.returncode != 0:
             raise BenchError(f"the {what} floor failed: {err.strip().splitlines()[-1:]}")
-        moved, at = out.split()
-        ended.append((int(moved), float(at)))
-    moved = sum(n for n, _ in ended)
+        moved, at, cpu_s = out.split()
+        ended.append((int(moved), float(at), float(cpu_s)))
+    moved = sum(n for n, _, _ in ended)
     if moved >= backlog:
         raise BenchError(f"the {what} floor ran out of jobs ({backlog:,}): give it a bigger backlog")
-    return moved / (max(at for _, at in ended) - begin)
+    return moved / (max(at for _, at, _ in ended) - begin), sum(cpu for _, _, cpu in ended) / moved * 1e6
 
 
-def _store_loop(url: str, client: int, begin: float, end: float) -> tuple[int, float]:
+def _store_loop(url: str, client: int, begin: float, end: float) -> tuple[int, float, float]:
     """One loop of redrive's store alone: claim a batch, write its successes."""
     from concurrent.futures import ThreadPoolExecutor
     from datetime import timedelta
@@ -300,10 +303,11 @@ def _store_loop(url: str, client: int, begin: float, end: float) -> tuple[int, f
     moved = 0
     try:
         time.sleep(max(0.0, begin - time.monotonic()))
+        cpu = time.process_time()  # every thread's, the claims' own included
         if not url.startswith("postgresql"):  # SQLite: one connection, one writer at a time, nothing to overlap
             while time.monotonic() < end:
                 moved += finish(claim())
-            return moved, time.monotonic()
+            return moved, time.monotonic(), time.process_time() - cpu
         # As a worker does: the next claim goes on, on another of the pool's connections, while the
         # last batch is written. (The batch claimed when the time is up is left running, not counted.)
         with ThreadPoolExecutor(max_workers=1) as claims:
@@ -312,9 +316,9 @@ def _store_loop(url: str, client: int, begin: float, end: float) -> tuple[int, f
                 jobs = ahead.result()
                 ahead = claims.submit(claim)
                 moved += finish(jobs)
-            at = time.monotonic()
+            at, cpu = time.monotonic(), time.process_time() - cpu
             ahead.result()
-        return moved, at
+        return moved, at, cpu
     finally:
         store.close()
 
@@ -323,16 +327,17 @@ def _noop(payload: object) -> None:
     pass
 
 
-def _claim_loop(url: str, client: int, begin: float, end: float) -> tuple[int, float]:
+def _claim_loop(url: str, client: int, begin: float, end: float) -> tuple[int, float, float]:
     """One Python worker at its barest: claim up to 100, call each job, archive them."""
     moved = 0
     with psycopg.connect(url, autocommit=True) as conn:
         time.sleep(max(0.0, begin - time.monotonic()))
+        cpu = time.process_time()
         while time.monotonic() < end:
             for _job_id, payload in conn.execute(_CLAIM, (client,)).fetchall():
                 _noop(payload)
             moved += conn.execute(_ARCHIVE, (client,)).rowcount
-    return moved, time.monotonic()
+        return moved, time.monotonic(), time.process_time() - cpu
 
 
 if __name__ == "__main__":  # one of the processes of PsycopgLoop's or StoreLoop's floor (_together)

@@ -54,3 +54,22 @@ def test_the_targets_table_is_not_split_by_the_backlog_paragraph() -> None:
     assert any("dashboard overview" in line for line in table), "the dashboard's rows are in the table"
     assert any("worker RSS" in line for line in table)
     assert any(line.startswith("Backlog run") for line in lines[end:])
+
+
+def test_the_cpu_targets_are_read_against_the_store_alone_as_their_floor() -> None:
+    shown = {"redrive-pg": "redrive-pg", "pgqueuer": "PgQueuer",
+             "floor-store-pg": "floor: redrive's store alone (PostgreSQL)"}
+    table = {name: Cells() for name in shown.values()}
+    for short, cpu in (("redrive-pg", 27.3), ("pgqueuer", 29.3), ("floor-store-pg", 20.0)):
+        table[shown[short]].add("CPU µs/job", cpu)
+    names = {short: SimpleNamespace(name=name) for short, name in shown.items()}
+    lines = Report(profile=PROFILES["quick"], repeats=1, table=table, names=names, backlog=None, dashboard=None,
+                   matchmaking=None, seconds=60, when=datetime(2026, 11, 28, tzinfo=UTC),
+                   machine="test").markdown().splitlines()
+    # (27.3 ÷ 29.3) ÷ (50.4 ÷ 30.9): the worker's; (20.0 ÷ 29.3) ÷ (50.4 ÷ 30.9): its store's alone
+    worker = next(line for line in lines if line.startswith("| redrive-pg: worker CPU per no-op job"))
+    store = next(line for line in lines if line.startswith("| redrive's store alone for redrive-pg"))
+    assert worker.endswith("| 0.57 | **no** |"), worker
+    assert "(20 µs)" in store and store.endswith("| 0.42 | yes |"), store
+    assert ("| redrive-pg CPU µs/job | 27.3 | floor: redrive's store alone (PostgreSQL) 20.0 | 1.36 | PgQueuer 29.3 "
+            "| 0.93 |") in lines

@@ -68,7 +68,10 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
                           ("redrive-pg jobs/s 2 proc", "floor: redrive's store alone (PostgreSQL)"),
                           ("redrive-sqlite jobs/s 1 proc", "bare SQLite loop"),
                           ("redrive-sqlite jobs/s 1 proc", "floor: redrive's store alone (SQLite)"),
-                          ("redrive-sqlite CPU µs/job", "bare SQLite loop")):
+                          ("redrive-sqlite CPU µs/job", "bare SQLite loop"),
+                          ("redrive-sqlite CPU µs/job", "floor: redrive's store alone (SQLite)"),
+                          ("redrive-pg CPU µs/job", "floor: redrive's store alone (PostgreSQL)"),
+                          ("redrive-pg jobs/s 1 proc", "floor: redrive's store alone (PostgreSQL)")):
         assert re.search(rf"\| {re.escape(figure)} \| [\d,.]+ \| {re.escape(floor)} [\d,.]+ \| \d+\.\d\d \|",
                          report), (figure, floor)
     assert re.search(r"one 09:00 firing for 300 users in one time zone, enqueued by the scheduler in [\d.]+ s "
