@@ -28,7 +28,8 @@ class Progress:
     last: float | None
     marks: dict[int, tuple[float, int]]  # count -> (monotonic time, RSS KiB)
     latencies: list[float]
-    cpu_s: float | None = None  # the process's CPU seconds from its first job to its last
+    cpu_s: float | None = None  # the process's CPU seconds from its first job to its last CPU reading
+    cpu_jobs: int = 0  # the jobs run from the first to that reading (the probe reads the CPU every 64th)
 
 
 class Workers:
@@ -69,10 +70,11 @@ class Workers:
                 data = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue  # replaced while read; the next poll sees it
-            cpu = None if data["cpu_first"] is None else data["cpu_last"] - data["cpu_first"]
+            read = data["cpu_last"] is not None
             found.append(Progress(data["count"], data["first"], data["last"],
                                   {int(k): tuple(v) for k, v in data["marks"].items()},
-                                  data["lat"], cpu))
+                                  data["lat"], data["cpu_last"] - data["cpu_first"] if read else None,
+                                  data["cpu_jobs"] - 1 if read else 0))
         return found
 
     def wait(self, n: int, *, budget_s: float, timeout_s: float) -> list[Progress]:
@@ -142,8 +144,8 @@ def throughput(progress: list[Progress]) -> float:
 
 def cpu_us_per_job(progress: list[Progress]) -> float:
     """The workers' own CPU per job, in microseconds: every process's CPU
-    time from its first job to its last, over the jobs run in between."""
-    jobs = sum(p.count - 1 for p in progress if p.cpu_s is not None)
+    time from its first job to its last reading, over the jobs run in between."""
+    jobs = sum(p.cpu_jobs for p in progress if p.cpu_s is not None)
     return sum(p.cpu_s for p in progress if p.cpu_s is not None) / jobs * 1e6 if jobs > 0 else float("nan")
 
 
