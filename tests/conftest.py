@@ -135,12 +135,15 @@ def pgbouncer(pg_template: str):
 
 
 @pytest.fixture
-def pgbouncer_url(pg_url: str, pgbouncer, monkeypatch) -> str:
+def pgbouncer_url(pg_url: str, pgbouncer, monkeypatch) -> Iterator[str]:
     """A migrated, empty database of its own, reached through PgBouncer in
     transaction mode, with redrive told so (``REDRIVE_DATABASE_POOL_MODE``)
     in this process and the processes it starts."""
     monkeypatch.setenv("REDRIVE_DATABASE_POOL_MODE", "transaction")
-    return pgbouncer.url(pg_url.rsplit("/", 1)[1])
+    seen = len(pgbouncer.log)
+    yield pgbouncer.url(pg_url.rsplit("/", 1)[1])
+    # what PgBouncer said during the test: pytest shows it only when the test failed
+    print(f"--- pgbouncer during the test, the end of its log ---\n{pgbouncer.log[seen:][-3000:]}")
 
 
 @pytest.fixture

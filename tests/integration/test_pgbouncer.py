@@ -45,8 +45,11 @@ def test_sigkills_while_four_workers_drain_2000_jobs_lose_nothing_and_end_nothin
 ) -> None:
     client = _client(pgbouncer_url)
     keys = [f"k{n}" for n in range(JOBS)]
+    # 0.1 s a job: four workers of 8 take at least 2,000 × 0.1 ÷ 32 = 6.25 s to drain, longer than
+    # the 10 kills can take (at most 10 × 0.5 s of pauses), so every kill lands mid-drain however
+    # fast the machine (at 0.05 s a fast machine drained the jobs before the last kills)
     ids = [r.job.id for r in client.enqueue_many(
-        [JobRequest("sleep_then_record", kwargs={"key": key, "seconds": 0.05}) for key in keys])]
+        [JobRequest("sleep_then_record", kwargs={"key": key, "seconds": 0.1}) for key in keys])]
 
     def start() -> WorkerProcess:
         worker = WorkerProcess(pgbouncer_url, tmp_path, "-c", "8", "--poll-interval", "0.2", "--lease-ttl", "2s")
