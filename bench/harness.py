@@ -28,7 +28,7 @@ class Progress:
     last: float | None
     marks: dict[int, tuple[float, int]]  # count -> (monotonic time, RSS KiB)
     latencies: list[float]
-    cpu_s: float | None = None  # the process's CPU seconds from its first job to its last CPU reading
+    cpu_s: float = 0.0  # the process's CPU seconds from its first job to its last CPU reading
     cpu_jobs: int = 0  # the jobs run from the first to that reading (the probe reads the CPU every 64th)
 
 
@@ -70,11 +70,7 @@ class Workers:
                 data = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue  # replaced while read; the next poll sees it
-            read = data["cpu_last"] is not None
-            found.append(Progress(data["count"], data["first"], data["last"],
-                                  {int(k): tuple(v) for k, v in data["marks"].items()},
-                                  data["lat"], data["cpu_last"] - data["cpu_first"] if read else None,
-                                  data["cpu_jobs"] - 1 if read else 0))
+            found.append(progress_of(data))
         return found
 
     def wait(self, n: int, *, budget_s: float, timeout_s: float) -> list[Progress]:
@@ -142,11 +138,20 @@ def throughput(progress: list[Progress]) -> float:
     return count / (last - first) if last > first else float("nan")
 
 
+def progress_of(data: dict) -> Progress:
+    """A worker process's progress as its probe wrote it (``bench/probe.py``)."""
+    read = data["cpu_last"] is not None  # none before its 64th job
+    return Progress(data["count"], data["first"], data["last"], {int(k): tuple(v) for k, v in data["marks"].items()},
+                    data["lat"], data["cpu_last"] - data["cpu_first"] if read else 0.0,
+                    data["cpu_jobs"] - 1 if read else 0)
+
+
 def cpu_us_per_job(progress: list[Progress]) -> float:
     """The workers' own CPU per job, in microseconds: every process's CPU
-    time from its first job to its last reading, over the jobs run in between."""
-    jobs = sum(p.cpu_jobs for p in progress if p.cpu_s is not None)
-    return sum(p.cpu_s for p in progress if p.cpu_s is not None) / jobs * 1e6 if jobs > 0 else float("nan")
+    time from its first job to its last reading, over the jobs run in between
+    (a process with no second reading adds nothing to either)."""
+    jobs = sum(p.cpu_jobs for p in progress)
+    return sum(p.cpu_s for p in progress) / jobs * 1e6 if jobs > 0 else float("nan")
 
 
 def _tree(pid: int) -> list[int]:

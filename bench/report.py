@@ -169,17 +169,18 @@ class Report:
             now, peer_now = self._cell(short, "CPU µs/job"), self._cell(peer, "CPU µs/job")
             if peer_now is None:
                 continue
-            store = self._cell(STORE_ALONE[short], "CPU µs/job")
-            rows = [(now, f"{short}: worker CPU per no-op job ≤ half of before the cuts, each read against "
-                          f"{self.names[peer].name} in its own run ({now or 0:.0f} µs ÷ {peer_now:.0f} µs now, "
-                          f"{before:.0f} ÷ {peer_before:.0f} before; now ÷ before shown)"),
-                    (store, f"redrive's store alone for {short} (claim and finish, no worker): its CPU per job "
-                            f"≤ half of the worker's before the cuts, read the same way ({store or 0:.0f} µs) "
-                            f"(if not, no worker on redrive's store can meet the target above here)")]
+            rows = []
+            if now is not None:
+                rows.append((now, f"{short}: worker CPU per no-op job ≤ half of before the cuts, each read against "
+                                  f"{self.names[peer].name} in its own run ({now:.0f} µs ÷ {peer_now:.0f} µs now, "
+                                  f"{before:.0f} ÷ {peer_before:.0f} before; now ÷ before shown)"))
+            if (store := self._cell(STORE_ALONE[short], "CPU µs/job")) is not None:
+                rows.append((store, f"redrive's store alone for {short} (claim and finish, no worker): its CPU per "
+                                    f"job ≤ half of the worker's before the cuts, read the same way ({store:.0f} µs) "
+                                    f"(if not, no worker on redrive's store can meet the target above here)"))
             for cpu, what in rows:
-                if cpu is not None:
-                    ratio = (cpu / peer_now) / (before / peer_before)
-                    out.append(f"| {what} | {ratio:.2f} | {'yes' if ratio <= 0.5 else '**no**'} |")
+                ratio = (cpu / peer_now) / (before / peer_before)
+                out.append(f"| {what} | {ratio:.2f} | {'yes' if ratio <= 0.5 else '**no**'} |")
         if self.backlog:
             b = self.backlog
             lo, hi = p.window

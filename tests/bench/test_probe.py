@@ -13,7 +13,7 @@ import pytest
 from bench import harness, probe
 
 
-def test_the_cpu_is_read_at_the_first_job_and_at_every_64th(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cpu_is_read_at_the_first_job_and_at_every_64th(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BENCH_PROBE_DIR", raising=False)  # no writer thread: the state is read here
     fresh = importlib.reload(probe)
     try:
@@ -22,10 +22,7 @@ def test_the_cpu_is_read_at_the_first_job_and_at_every_64th(tmp_path, monkeypatc
         state = json.loads(json.dumps(fresh._state))
         assert state["count"] == 130 and state["cpu_jobs"] == 128
         assert state["cpu_last"] >= state["cpu_first"] > 0
-        (tmp_path / "1.json").write_text(json.dumps(state))
-        workers = harness.Workers.__new__(harness.Workers)
-        workers._dir = tmp_path
-        [progress] = workers.progress()
+        progress = harness.progress_of(state)
         assert progress.count == 130 and progress.cpu_jobs == 127
         assert harness.cpu_us_per_job([progress]) == pytest.approx(
             (state["cpu_last"] - state["cpu_first"]) / 127 * 1e6)
@@ -33,7 +30,9 @@ def test_the_cpu_is_read_at_the_first_job_and_at_every_64th(tmp_path, monkeypatc
         importlib.reload(probe)
 
 
-def test_a_process_that_ran_too_few_jobs_for_a_second_reading_gives_no_cpu_figure() -> None:
-    few = harness.Progress(count=10, first=1.0, last=2.0, marks={}, latencies=[], cpu_s=None)
+def test_a_process_with_no_second_reading_is_left_out_of_the_cpu_figure() -> None:
+    few = harness.progress_of({"count": 10, "first": 1.0, "last": 2.0, "marks": {}, "lat": [], "cpu_first": 0.5,
+                               "cpu_last": None, "cpu_jobs": None})
+    assert (few.cpu_s, few.cpu_jobs) == (0.0, 0)
     many = harness.Progress(count=200, first=1.0, last=2.0, marks={}, latencies=[], cpu_s=0.002, cpu_jobs=191)
     assert harness.cpu_us_per_job([few, many]) == pytest.approx(0.002 / 191 * 1e6)
