@@ -74,7 +74,7 @@ class Job:
     def lease(self) -> Lease:
         if self.lease_token is None:
             raise IllegalTransition(f"job {self.id} is {self.status}, it holds no lease")
-        return Lease(job_id=self.id, token=self.lease_token)
+        return Lease(self.id, self.lease_token)
 
 
 # The columns of both job tables, in schema order: the job's fields. The

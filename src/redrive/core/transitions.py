@@ -215,7 +215,7 @@ def finish_of(lease: Lease, execution: Execution, duration_ms: int, wait_ms: int
         case Succeeded(result=result):
             if execution.skipped:
                 meta["skipped"] = "already_done"
-            return Completion(lease=lease, result=result, meta=meta)
+            return Completion(lease, result, meta)  # (positional: a worker builds one a job)
         case Retry(delay=delay, failure=failure):
             return RetryLater(
                 lease=lease, delay=delay, error_code=failure.code,

@@ -191,12 +191,13 @@ class BreakerGate:
         no verdict. Waits for nothing: a job without a trial (``holds_trial``)
         needs no more than this."""
         returned: set[str] = set()
-        failure = outcome.failure if isinstance(outcome, (Retry, Failed)) else None
-        verdictless = failure is None and not isinstance(outcome, Succeeded)  # cancelled
+        succeeded = isinstance(outcome, Succeeded)  # most jobs: then no verdict to ask for
+        failure = outcome.failure if not succeeded and isinstance(outcome, (Retry, Failed)) else None
+        verdictless = failure is None and not succeeded  # cancelled
         for name in job.dependencies:
             if name not in self.dependencies or name in guarded:
                 continue
-            ok = None if verdictless else self.verdict(name, failure, classifier)
+            ok = True if succeeded else None if verdictless else self.verdict(name, failure, classifier)
             if ok is None:
                 if name in trials:
                     returned.add(name)

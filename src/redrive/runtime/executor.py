@@ -79,9 +79,61 @@ async def execute(
 ) -> Execution:
     """Whatever the task does, its ending becomes this job's outcome, and
     nothing more: not the worker's, not another job's."""
+    # One coroutine, not a guard around another: a worker awaits this for
+    # every job, and each layer of coroutine cost it about a microsecond.
     try:
-        return await _execute(task, job, classifier=classifier, threads=threads, rng=rng, store=store,
-                              interrupt=interrupt, gate=gate, events=events, supervised=supervised)
+        if task is None:
+            return _unknown_task(job, rng)
+        if interrupt.cancel_by is not None:  # asked before the body started
+            return Execution(Stopped(interrupt.cancel_by))
+        classifier = task.classifier or classifier
+        is_async = task.is_async
+        run = HandlerRun(job=job, stages=stages_of(task, job), is_async=is_async, store=store,
+                         checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts),
+                         gate=gate, classifier=classifier, events=events or EventStream(), interrupt=interrupt)
+        token = CURRENT_RUN.set(run)
+        interrupt.in_handler = True
+        # A hard limit is the supervisor's to keep (it kills the process); a
+        # worker alone keeps it as it keeps the soft one, abandoning the run.
+        hard = None if supervised else task.hard_timeout
+        if task.timeout is not None or hard is not None:
+            limit = min(t for t in (task.timeout, hard) if t is not None)
+            interrupt.limit(limit.total_seconds(), f"task {task.name}")
+        try:
+            # A retry after a stalled status write may find the work done (the converter's rule: no second conversion).
+            found = (await _call(task.already_done, job, threads,
+                                 inspect.iscoroutinefunction(task.already_done))
+                     if task.already_done else None)
+            if found is not None:
+                result = found
+            elif is_async:  # (awaited here, not through _call: one coroutine fewer a job)
+                result = await task.fn(*job.args, **job.kwargs)
+            else:
+                result = await _call(task.fn, job, threads, is_async)
+        except asyncio.CancelledError as exc:
+            if not interrupt.interrupted:
+                raise  # the worker is shutting down: not an outcome
+            _uncancel()
+            ended = _stopped(exc, run, rng)
+            _let_go(exc)
+            return replace(ended, guarded=frozenset(run.guarded), told=_told(run))
+        except CircuitOpen as exc:
+            _let_go(exc)
+            return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
+                             held_by=exc.dependency, guarded=frozenset(run.guarded), told=_told(run))
+        except BaseException as exc:
+            # However a stopped run ends (our Cancelled, or an error its stopping
+            # caused), it ends as what stopped it. sys.exit() and KeyboardInterrupt
+            # from task code are the job's failure: a task may not stop its worker.
+            stopped = isinstance(exc, Cancelled) or interrupt.interrupted
+            outcome = _stopped(exc, run, rng) if stopped else _failed(exc, run, classifier, rng)
+            _let_go(exc)
+            return replace(outcome, guarded=frozenset(run.guarded), told=_told(run))
+        finally:
+            interrupt.in_handler = False
+            interrupt.clear()
+            CURRENT_RUN.reset(token)
+        return _returned(result, found is not None, run)
     except asyncio.CancelledError:
         raise  # the worker is shutting down
     except BaseException as exc:  # an engine bug: recorded on the job rather than lost with it
@@ -91,69 +143,16 @@ async def execute(
         return Execution(Failed(failure))
 
 
-async def _execute(
-    task: Task[Any, Any] | None,
-    job: Job,
-    *,
-    classifier: Classifier,
-    threads: DaemonThreadPool,
-    rng: Random,
-    store: Store,
-    interrupt: Interrupt,
-    gate: Any = None,
-    events: EventStream | None = None,
-    supervised: bool = False,
-) -> Execution:
-    if task is None:
-        # Another deploy may know this task: let it come back rather than lose it.
-        failure = Failure(code=UNKNOWN_TASK, retryable=True, message=f"no task named {job.task!r} in this worker")
-        unknown = Stage(job.task, max_attempts=job.max_attempts, backoff=_UNKNOWN_TASK_BACKOFF)
-        return Execution(after_failure(failure, stage=unknown, stage_attempts=job.attempts,
-                                       attempts=job.attempts, max_attempts=job.max_attempts, rng=rng))
-    if interrupt.cancel_by is not None:  # asked before the body started
-        return Execution(Stopped(interrupt.cancel_by))
-    classifier = task.classifier or classifier
-    is_async = task.is_async
-    run = HandlerRun(job=job, stages=stages_of(task, job), is_async=is_async, store=store,
-               checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts),
-               gate=gate, classifier=classifier, events=events or EventStream(), interrupt=interrupt)
-    token = CURRENT_RUN.set(run)
-    interrupt.in_handler = True
-    # A hard limit is the supervisor's to keep (it kills the process); a
-    # worker alone keeps it as it keeps the soft one, abandoning the run.
-    hard = None if supervised else task.hard_timeout
-    if task.timeout is not None or hard is not None:
-        limit = min(t for t in (task.timeout, hard) if t is not None)
-        interrupt.limit(limit.total_seconds(), f"task {task.name}")
-    try:
-        # A retry after a stalled status write may find the work done (the converter's rule: no second conversion).
-        found = (await _call(task.already_done, job, threads,
-                             inspect.iscoroutinefunction(task.already_done))
-                 if task.already_done else None)
-        result = found if found is not None else await _call(task.fn, job, threads, is_async)
-    except asyncio.CancelledError as exc:
-        if not interrupt.interrupted:
-            raise  # the worker is shutting down: not an outcome
-        _uncancel()
-        ended = _stopped(exc, run, rng)
-        _let_go(exc)
-        return replace(ended, guarded=frozenset(run.guarded), told=_told(run))
-    except CircuitOpen as exc:
-        _let_go(exc)
-        return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
-                         held_by=exc.dependency, guarded=frozenset(run.guarded), told=_told(run))
-    except BaseException as exc:
-        # However a stopped run ends (our Cancelled, or an error its stopping
-        # caused), it ends as what stopped it. sys.exit() and KeyboardInterrupt
-        # from task code are the job's failure: a task may not stop its worker.
-        stopped = isinstance(exc, Cancelled) or interrupt.interrupted
-        outcome = _stopped(exc, run, rng) if stopped else _failed(exc, run, classifier, rng)
-        _let_go(exc)
-        return replace(outcome, guarded=frozenset(run.guarded), told=_told(run))
-    finally:
-        interrupt.in_handler = False
-        interrupt.clear()
-        CURRENT_RUN.reset(token)
+def _unknown_task(job: Job, rng: Random) -> Execution:
+    # Another deploy may know this task: let it come back rather than lose it.
+    failure = Failure(code=UNKNOWN_TASK, retryable=True, message=f"no task named {job.task!r} in this worker")
+    unknown = Stage(job.task, max_attempts=job.max_attempts, backoff=_UNKNOWN_TASK_BACKOFF)
+    return Execution(after_failure(failure, stage=unknown, stage_attempts=job.attempts,
+                                   attempts=job.attempts, max_attempts=job.max_attempts, rng=rng))
+
+
+def _returned(result: Any, skipped: bool, run: HandlerRun) -> Execution:
+    """A run whose handler returned ``result`` (or was found done already: ``skipped``)."""
     try:  # most jobs return nothing: no encoder to run
         problem = payload_problem(result, "the result") if result is not None else None
     except Exception as exc:  # an object that breaks its encoder
@@ -162,10 +161,9 @@ async def _execute(
         failure = Failure(code=RESULT_NOT_JSON, retryable=False, message=one_line(problem))
         return Execution(Failed(failure), context=_context(run, failure), told=_told(run))
     # A run that finished its work succeeded, even if a cancel came too late to stop it.
-    if result is None and found is None and not run.guarded and not run.context:
+    if result is None and not skipped and not run.guarded and not run.context:
         return _RETURNED_NOTHING
-    return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=found is not None,
-                     told=_told(run))
+    return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=skipped, told=_told(run))
 
 
 async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool, is_async: bool) -> Any:
