@@ -47,7 +47,9 @@ JOB_UNREADABLE = "JOB_UNREADABLE"
 SHUTDOWN: Mapping[str, JSON] = {"reason": "shutdown"}
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, as ``Finished`` below: a worker makes one a job, and a frozen
+# one took 0.6 µs to make instead of 0.3. Nobody changes one.
+@dataclass(slots=True)
 class Completion:
     """running -> succeeded with a result."""
 

