@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -724,7 +724,7 @@ def _jobs_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_record(record: dict[str, Any]) -> None:
+def _print_record(record: Mapping[str, Any]) -> None:
     for name, value in record.items():
         if value is not None:
             print(f"{name:18} {json.dumps(value) if isinstance(value, (dict, list)) else value}")

@@ -5,7 +5,7 @@ function: store calls block, and FastAPI runs them on its threads."""
 # No ``from __future__ import annotations``: FastAPI reads the routes'
 # annotations, and ``Depends(actor)`` names a function local to ``routes``.
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -56,7 +56,7 @@ from redrive.views import (
     workers_view,
 )
 
-JSON = dict[str, Any]
+JSON = Mapping[str, Any]
 _BEARER = HTTPBearer(auto_error=False, bearerFormat="redrive API token",
                      description="A token from REDRIVE_API_TOKENS: `Authorization: Bearer <token>`")
 
@@ -144,7 +144,7 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         return {"action": done.action, "matched": done.matched, "done": done.done, "skipped": done.skipped,
                 "dry_run": done.dry_run}
 
-    @router.get("/jobs", response_model=out.Page[out.Job], tags=["jobs"])
+    @router.get("/jobs", response_model=out.paged(out.Job), tags=["jobs"])
     def jobs(
         ops: Annotated[Admin, Depends(admin)],
         status: Annotated[list[Status] | None, Query()] = None,
@@ -205,7 +205,7 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
                 "older_than": None if older_than_s is None else timedelta(seconds=older_than_s),
                 "newer_than": None if newer_than_s is None else timedelta(seconds=newer_than_s)}
 
-    @router.get("/dead-letters", response_model=out.Page[out.DeadLetter], tags=["dead letters"])
+    @router.get("/dead-letters", response_model=out.paged(out.DeadLetter), tags=["dead letters"])
     def dead_letters(ops: Annotated[Admin, Depends(operator)],
                      where: Annotated[dict[str, Any], Depends(letter_filters)],
                      cursor: str | None = None, limit: Annotated[int, Query(ge=1)] = 50) -> JSON:
@@ -361,7 +361,7 @@ def routes(app: App, auth: Auth, throttle: Throttle) -> APIRouter:
         return {"schedule": name, "created": sum(not r.duplicate for r in made),
                 "items": [{**job_view(r.job), "duplicate": r.duplicate} for r in made]}
 
-    @router.get("/outbox", response_model=out.Page[out.OutboxRow], tags=["outbox"])
+    @router.get("/outbox", response_model=out.paged(out.OutboxRow), tags=["outbox"])
     def outbox(ops: Annotated[Admin, Depends(operator)],
                status: OutboxStatus | None = None,
                job_id: str | None = None, cursor: str | None = None,

@@ -1,20 +1,29 @@
 """What the API answers, field by field: the allowlist of what may leave the
 server. Each route's answer is checked against its model before it is sent,
-and every model forbids fields it does not name, so a field added to a view
-(or a lease token let through) fails the request and the tests rather than
-reaching a client. The OpenAPI document carries the same schemas, with
-``additionalProperties: false``."""
+and every model forbids fields it does not name, so a field a view lets
+through that the API does not name (a lease token) fails the request and
+the tests rather than reaching a client. The OpenAPI document carries the
+same schemas, with ``additionalProperties: false``.
 
+The models of records (jobs, events, dead letters, breakers, queues,
+workers, ...) are derived from the shapes their views declare
+(``redrive.views.shapes``), so a view and its model cannot drift apart;
+the rest are the API's own envelopes.
+"""
+
+# mypy: disable-error-code="valid-type,misc"
+# (the derived models are values to mypy, types to pydantic and FastAPI)
 from __future__ import annotations
 
+import types
+import typing
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from redrive.core.breaker import State
-from redrive.core.outbox import OutboxStatus
-from redrive.core.states import Status
+from redrive.views import shapes
+from redrive.views.shapes import Timestamp
 
 
 class Closed(BaseModel):
@@ -32,48 +41,50 @@ class Page(Closed, Generic[T]):
     more: bool
 
 
-class Job(Closed):
-    id: str
-    task: str
-    queue: str
-    args: list[Any] = Field(description="redacted")
-    kwargs: dict[str, Any] = Field(description="redacted")
-    status: Status
-    priority: int
-    run_at: datetime
-    attempts: int
-    max_attempts: int
-    owner: str | None
-    lease_owner: str | None = Field(description="the worker running it")
-    lease_expires_at: datetime | None
-    last_error_code: str | None
-    last_error_message: str | None
-    error_code: str | None
-    error_message: str | None
-    result: Any = Field(description="redacted")
-    created_at: datetime
-    updated_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    failed_at: datetime | None
-    stage: str | None = Field(description="where a retry or replay resumes")
-    stage_attempts: dict[str, int]
-    checkpoint: dict[str, Any] = Field(description="each finished stage's output, redacted")
-    manual_retry_count: int
-    first_failed_at: datetime | None
-    dependencies: list[str]
-    idempotency_key: str | None
-    version: int
+def paged(model: type[Closed]) -> type[Closed]:
+    """A page of ``model``'s records."""
+    return Page[model]
 
 
-class Event(Closed):
-    id: int
-    job_id: str
-    at: datetime
-    from_status: Status | None
-    to_status: Status
-    attempt: int
-    meta: dict[str, Any] = Field(description="redacted: stage, duration, error code, who acted")
+_DERIVED: dict[type, type[Closed]] = {}
+
+
+def derived(shape: type, name: str | None = None) -> type[Closed]:
+    """The closed model of a view's shape: its fields, their types (a time
+    as a date-time, a nested shape as its own model) and their lines as
+    descriptions."""
+    if shape in _DERIVED:
+        return _DERIVED[shape]
+    fields: dict[str, Any] = {}
+    for field, hint in get_type_hints(shape, include_extras=True).items():
+        about = None
+        if get_origin(hint) is Annotated:
+            hint, *extras = get_args(hint)
+            about = next((e for e in extras if isinstance(e, str)), None)
+        fields[field] = (_model_type(hint), Field(description=about))
+    model = create_model(name or shape.__name__.removesuffix("Shape"), __base__=Closed, **fields)
+    model.__doc__ = shape.__doc__ if shape.__doc__ and not shape.__doc__.startswith(shape.__name__ + "(") else None
+    _DERIVED[shape] = model
+    return model
+
+
+def _model_type(hint: Any) -> Any:
+    """A shape's type as the model's: ``Timestamp`` is a date-time, a shape a
+    model, and so inside lists, dicts and unions."""
+    if hint is Timestamp:
+        return datetime
+    if typing.is_typeddict(hint):
+        return derived(hint)
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_model_type(a) for a in args)]  # noqa: UP007  (built from a tuple)
+    if origin in (list, dict):
+        return origin[tuple(_model_type(a) for a in args)]
+    return hint
+
+
+Job = derived(shapes.JobShape)
+Event = derived(shapes.EventShape)
 
 
 class JobWithEvents(Job):
@@ -88,38 +99,8 @@ class Batch(Closed):
     items: list[Enqueued]
 
 
-class DeadLetter(Closed):
-    id: int
-    job_id: str
-    task: str
-    queue: str
-    owner: str | None
-    error_class: str
-    error_code: str
-    error_message: str
-    retryable: bool
-    stage: str | None
-    stage_attempts: dict[str, int]
-    attempts: int
-    last_stack: str | None
-    context: dict[str, Any]
-    first_failure_at: datetime
-    last_failure_at: datetime
-    escalated: bool
-    previous_id: int | None
-    replayed_at: datetime | None
-    replayed_by: str | None
-    replay_from: Literal["stage", "start"] | None
-    resolved_at: datetime | None
-    resolved_by: str | None
-    notes: list[dict[str, Any]]
-    state: Literal["open", "replayed", "resolved", "escalated"]
-
-
-class Facets(Closed):
-    total: int
-    error_classes: dict[str, int]
-    stages: dict[str, int] = Field(description='"" counts letters without a stage')
+DeadLetter = derived(shapes.DeadLetterShape)
+Facets = derived(shapes.FacetsShape)
 
 
 class Replayed(Closed):
@@ -143,22 +124,8 @@ class Bulk(Closed):
     dry_run: bool
 
 
-class Breaker(Closed):
-    name: str
-    state: State
-    forced: bool
-    failure_percent: float
-    calls_in_window: int
-    seconds_open: float
-
-
-class BreakerEvent(Closed):
-    name: str
-    at: datetime
-    from_state: str
-    to_state: str
-    reason: str
-    by: str | None
+Breaker = derived(shapes.BreakerShape)
+BreakerEvent = derived(shapes.BreakerEventShape)
 
 
 class BreakerWithHistory(Breaker):
@@ -169,65 +136,21 @@ class Breakers(Closed):
     items: list[Breaker]
 
 
-class Queue(Closed):
-    queue: str
-    counts: dict[str, int] = Field(description="active jobs by state")
-    estimated: bool = Field(description="true: a waiting count past 1,000 is the database's estimate (PostgreSQL)")
-    at_least: bool = Field(description="true: a waiting count is 10,000, counted no further: at least that many (SQLite)")
-    oldest_due_age_s: float | None
-    paused: bool
-    paused_by: str | None
+Queue = derived(shapes.QueueShape)
 
 
 class Queues(Closed):
     items: list[Queue]
 
 
-class MinuteCount(Closed):
-    queue: str
-    minute: datetime = Field(description="the minute's start, UTC")
-    status: Literal["succeeded", "failed", "cancelled"]
-    count: int
+MinuteCount = derived(shapes.MinuteShape, "MinuteCount")
 
 
 class Throughput(Closed):
     items: list[MinuteCount] = Field(description="oldest minute first; minutes with no ended job are left out")
 
 
-class _Timing(Closed):
-    duration_p50_ms: float | None = Field(description="estimated from duration buckets; null: nothing timed")
-    duration_p95_ms: float | None
-    wait_p50_ms: float | None = Field(description="from due to started, estimated from wait buckets")
-    wait_p95_ms: float | None
-
-
-class ChartSlot(_Timing):
-    start: datetime
-    succeeded: int
-    failed: int = Field(description="failed for good")
-    retried: int = Field(description="attempts that failed and were retried")
-    cancelled: int = Field(description="cancelled while running")
-
-
-class Endings(Closed):
-    succeeded: int
-    failed: int
-    retried: int
-    cancelled: int
-
-
-class ChartSeries(_Timing):
-    key: str = Field(description="the queue or the task")
-    totals: Endings
-    slots: list[ChartSlot] = Field(description="oldest first, every slot of the window")
-
-
-class Charts(Closed):
-    window: Literal["1h", "24h", "7d"]
-    slot_seconds: int
-    by: Literal["queue", "task"]
-    start: datetime = Field(description="the first slot's start, UTC")
-    series: list[ChartSeries] = Field(description="by key; keys with nothing in the window are left out")
+Charts = derived(shapes.ChartsShape)
 
 
 class QueueChange(Closed):
@@ -235,55 +158,21 @@ class QueueChange(Closed):
     changed: bool = Field(description="false: it was paused (or running) already")
 
 
-class Worker(Closed):
-    id: str
-    host: str
-    pid: int
-    queues: list[str]
-    concurrency: int
-    version: str
-    running: int = Field(description="jobs it runs now")
-    started_at: datetime
-    heartbeat_at: datetime
-    seconds_since_heartbeat: float
-    stale: bool = Field(description="it missed three heartbeats: killed, or cut off from the store")
+Worker = derived(shapes.WorkerShape)
 
 
 class Workers(Closed):
     items: list[Worker]
 
 
-class Zone(Closed):
-    next_at: datetime | None
-    last_key: str | None
-
-
-class Schedule(Closed):
-    name: str
-    fired_until: datetime | None
-    updated_at: datetime | None
-    paused_by: str | None = Field(default=None, description="who paused it; null: it fires")
-    task: str | None = Field(default=None, description="null: no longer declared by the app")
-    cron: str | None = None
-    zones: dict[str, Zone] = Field(default_factory=dict)
+Schedule = derived(shapes.ScheduleShape)
 
 
 class Schedules(Closed):
     items: list[Schedule]
 
 
-class OutboxRow(Closed):
-    key: str
-    status: OutboxStatus
-    provider_id: str | None
-    notified_at: datetime | None
-    job_id: str
-    sends: int
-    reconciliations: int
-    error_code: str | None
-    error_message: str | None
-    created_at: datetime
-    updated_at: datetime
+OutboxRow = derived(shapes.OutboxShape, "OutboxRow")
 
 
 class Health(Closed):
@@ -311,13 +200,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-class AuditEntry(Closed):
-    id: int
-    at: str
-    by: str
-    action: str
-    job_id: str | None
-    detail: dict[str, Any]
+AuditEntry = derived(shapes.AuditShape, "AuditEntry")
 
 
 class Audit(Closed):

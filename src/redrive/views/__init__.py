@@ -11,9 +11,9 @@ shapes since.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from redrive.core.breaker import failure_percent, time_open
@@ -24,6 +24,23 @@ from redrive.core.rollups import Series, Window, quantile
 from redrive.core.schedule import Schedule, last_firing, next_firing
 from redrive.store.port import WORKER_STALE_AFTER_S, BreakerEvent
 from redrive.store.reads import AuditEntry, DeadLetterFacets, MinuteCount, Page, QueueStats, ScheduleState, WorkerInfo
+from redrive.views.shapes import (
+    AuditShape,
+    BreakerEventShape,
+    BreakerShape,
+    ChartsShape,
+    DeadLetterShape,
+    EventShape,
+    FacetsShape,
+    JobShape,
+    MinuteShape,
+    OutboxShape,
+    QueueShape,
+    ReplacedShape,
+    ScheduleShape,
+    Timestamp,
+    WorkerShape,
+)
 
 T = TypeVar("T")
 JSONDict = dict[str, Any]
@@ -42,25 +59,25 @@ def plain(value: Any) -> Any:
     return value
 
 
-def job_view(job: Job, *, reveal: bool = False) -> JSONDict:
+def job_view(job: Job, *, reveal: bool = False) -> JobShape:
     """Redacted; with ``reveal`` (``Admin.reveal`` puts that on record) the
     arguments are shown as they were given, and everything else still redacted."""
     out = {name: plain(getattr(job, name)) for name in JOB_COLUMNS if name not in _HIDDEN}
     for name in _PAYLOADS:
         if not (reveal and name in ("args", "kwargs")):
             out[name] = redact(out[name])
-    return out
+    return out  # type: ignore[return-value]  # JOB_COLUMNS are JobShape's keys (tests/unit/test_views.py)
 
 
-def audit_view(entry: AuditEntry) -> JSONDict:
+def audit_view(entry: AuditEntry) -> AuditShape:
     return {"id": entry.id, "at": plain(entry.at), "by": entry.by, "action": entry.action,
             "job_id": plain(entry.job_id), "detail": redact(entry.detail)}
 
 
-def event_view(event: JobEvent) -> JSONDict:
+def event_view(event: JobEvent) -> EventShape:
     out = {name: plain(getattr(event, name)) for name in EVENT_COLUMNS}
     out["meta"] = redact(out["meta"])
-    return out
+    return out  # type: ignore[return-value]  # EVENT_COLUMNS are EventShape's keys
 
 
 def dead_letter_state(letter: DeadLetter) -> str:
@@ -71,19 +88,19 @@ def dead_letter_state(letter: DeadLetter) -> str:
     return "escalated" if letter.escalated else "open"
 
 
-def dead_letter_view(letter: DeadLetter) -> JSONDict:
+def dead_letter_view(letter: DeadLetter) -> DeadLetterShape:
     out = {name: plain(getattr(letter, name)) for name in DEAD_LETTER_COLUMNS}
     for name in ("error_message", "last_stack", "context", "notes"):
         out[name] = redact(out[name])
     out["state"] = dead_letter_state(letter)
-    return out
+    return out  # type: ignore[return-value]  # DEAD_LETTER_COLUMNS and state are DeadLetterShape's keys
 
 
-def facets_view(facets: DeadLetterFacets) -> JSONDict:
+def facets_view(facets: DeadLetterFacets) -> FacetsShape:
     return {"total": facets.total, "error_classes": facets.error_classes, "stages": facets.stages}
 
 
-def breaker_view(status: Any) -> JSONDict:
+def breaker_view(status: Any) -> BreakerShape:
     """A ``BreakerStatus`` (redrive.admin) as shown."""
     b = status.breaker
     return {"name": status.name, "state": b.state.value, "forced": b.forced,
@@ -91,14 +108,14 @@ def breaker_view(status: Any) -> JSONDict:
             "seconds_open": round(time_open(b, status.at), 3)}
 
 
-def breaker_event_view(event: BreakerEvent) -> JSONDict:
+def breaker_event_view(event: BreakerEvent) -> BreakerEventShape:
     return {"name": event.name, "at": plain(event.at), "from_state": event.from_state,
             "to_state": event.to_state, "reason": event.reason, "by": event.by}
 
 
-def outbox_view(row: OutboxRow) -> JSONDict:
+def outbox_view(row: OutboxRow) -> OutboxShape:
     return {
-        "key": redact(row.key), "status": row.status.value, "provider_id": row.provider_id,
+        "key": redact(row.key), "status": row.status, "provider_id": row.provider_id,
         "notified_at": plain(row.notified_at), "job_id": str(row.job_id), "sends": row.sends,
         "reconciliations": row.reconciliations, "error_code": row.error_code,
         "error_message": redact(row.error_message), "created_at": plain(row.created_at),
@@ -106,25 +123,27 @@ def outbox_view(row: OutboxRow) -> JSONDict:
     }
 
 
-def queue_view(stats: QueueStats) -> JSONDict:
+def queue_view(stats: QueueStats) -> QueueShape:
     return {"queue": stats.queue, "counts": {str(s): n for s, n in stats.counts.items()}, "estimated": stats.estimated,
             "at_least": stats.at_least,
             "oldest_due_age_s": None if stats.oldest_due_age_s is None else round(stats.oldest_due_age_s, 3),
             "paused": stats.paused_by is not None, "paused_by": stats.paused_by}
 
 
-def minute_view(count: MinuteCount) -> JSONDict:
-    return {"queue": count.queue, "minute": plain(count.minute), "status": str(count.status), "count": count.count}
+def minute_view(count: MinuteCount) -> MinuteShape:
+    return {"queue": count.queue, "minute": plain(count.minute), "status": count.status.value,  # type: ignore[typeddict-item]
+            "count": count.count}
 
 
-def chart_view(found: list[Series], window: Window, now: datetime, by: str) -> JSONDict:
+def chart_view(found: list[Series], window: Window, now: datetime, by: str) -> ChartsShape:
     """Charts as the API answers them: per series its totals, its durations'
     and waits' p50 and p95 (ms, estimated from buckets), and each slot."""
-    return {"window": window.name, "slot_seconds": int(window.slot.total_seconds()), "by": by,
+    # (built by merging each slot's counts and percentiles: a cast, checked by the API's model)
+    return cast(ChartsShape, {"window": window.name, "slot_seconds": int(window.slot.total_seconds()), "by": by,
             "start": plain(window.start(now)), "series": [{
                 "key": one.key, "totals": one.totals(), **_percentiles(one.merged("durations"), one.merged("waits")),
                 "slots": [{"start": plain(slot.start), **slot.counts, **_percentiles(slot.durations, slot.waits)}
-                          for slot in one.slots]} for one in found]}
+                          for slot in one.slots]} for one in found]})
 
 
 def _percentiles(durations: dict[int, int], waits: dict[int, int]) -> JSONDict:
@@ -138,50 +157,56 @@ def _ms(value: float | None) -> float | None:
 
 
 def schedule_view(state: ScheduleState | None, schedule: Schedule | None = None,
-                  now: datetime | None = None) -> JSONDict:
+                  now: datetime | None = None) -> ScheduleShape:
     """How far a schedule fired (``state``: None when it never has); with its
     declaration and the store's time, also its task and cron, and per time
-    zone the next firing and the key of the last one fired."""
+    zone the next firing and the key of the last one fired (none of them
+    for a schedule the app no longer declares)."""
     name = state.name if state is not None else schedule.name if schedule is not None else None
     fired_until = state.fired_until if state is not None else None
-    out: JSONDict = {"name": name, "fired_until": plain(fired_until),
-                     "updated_at": plain(state.updated_at) if state is not None else None,
-                     "paused_by": state.paused_by if state is not None else None}
+    out: ScheduleShape = {"name": name or "", "fired_until": plain(fired_until),
+                          "updated_at": plain(state.updated_at) if state is not None else None,
+                          "paused_by": state.paused_by if state is not None else None,
+                          "task": None, "cron": None, "zones": {}}
     if schedule is not None and now is not None:
-        zones = {}
         for tz in schedule.zones():
             upcoming = next_firing(schedule, tz, max(now, fired_until) if fired_until else now)
             fired = last_firing(schedule, tz, fired_until) if fired_until else None
-            zones[tz] = {"next_at": plain(upcoming.at) if upcoming else None,
-                         "last_key": fired.key if fired else None}
-        out.update(task=schedule.task, cron=schedule.cron, zones=zones)
+            out["zones"][tz] = {"next_at": plain(upcoming.at) if upcoming else None,
+                                "last_key": fired.key if fired else None}
+        out["task"], out["cron"] = schedule.task, schedule.cron
     return out
 
 
-def worker_view(worker: WorkerInfo, now: datetime) -> JSONDict:
+def worker_view(worker: WorkerInfo, now: datetime) -> WorkerShape:
     """A registered worker; ``stale``: it missed three heartbeats (killed,
     or cut off). A supervisor (``kind``) runs no job itself: it says how
     many worker processes it has, how many it restarted and why."""
     silent = max(0.0, (now - worker.heartbeat_at).total_seconds())
-    view: JSONDict = {
+    return {
         "id": worker.id, "kind": "supervisor" if worker.children is not None else "worker",
         "host": worker.host, "pid": worker.pid, "queues": list(worker.queues),
         "concurrency": worker.concurrency, "version": worker.version, "running": worker.running,
         "jobs_run": worker.jobs_run, "memory_bytes": worker.memory_bytes, "orphaned": worker.orphaned,
-        "supervisor": worker.supervisor,
+        "supervisor": worker.supervisor, "children": worker.children, "restarts": worker.restarts,
+        "restarts_by": {str(k): int(v) for k, v in worker.restarts_by.items()},
+        "replaced": [_replaced(r) for r in worker.replaced],
         "started_at": plain(worker.started_at), "heartbeat_at": plain(worker.heartbeat_at),
         "seconds_since_heartbeat": round(silent, 3), "stale": silent > WORKER_STALE_AFTER_S}
-    if worker.children is not None:
-        view.update(children=worker.children, restarts=worker.restarts,
-                    replaced=[dict(r) for r in worker.replaced])
-    return view
 
 
-def workers_view(workers: Sequence[WorkerInfo], now: datetime) -> list[JSONDict]:
+def _replaced(entry: Any) -> ReplacedShape:
+    """One replacement as a supervisor reported it (a registry entry may come
+    from another version: what it lacks is shown empty)."""
+    return {"pid": int(entry.get("pid") or 0), "worker": str(entry.get("worker") or ""),
+            "why": str(entry.get("why") or ""), "reason": str(entry.get("reason") or ""), "at": Timestamp(str(at)) if (at := entry.get("at")) else None}
+
+
+def workers_view(workers: Sequence[WorkerInfo], now: datetime) -> list[WorkerShape]:
     """Every registered worker, each supervisor followed by its worker processes."""
     views = [worker_view(w, now) for w in workers]
     supervisors = {v["id"] for v in views if v["kind"] == "supervisor"}
-    ordered: list[JSONDict] = []
+    ordered: list[WorkerShape] = []
     for view in views:
         if view["supervisor"] in supervisors:
             continue  # listed under its supervisor
@@ -191,5 +216,5 @@ def workers_view(workers: Sequence[WorkerInfo], now: datetime) -> list[JSONDict]
     return ordered
 
 
-def page_view(page: Page[T], view: Callable[[T], JSONDict]) -> JSONDict:
+def page_view(page: Page[T], view: Callable[[T], Mapping[str, Any]]) -> JSONDict:
     return {"items": [view(item) for item in page], "next_cursor": page.next_cursor, "more": page.more}
