@@ -5,19 +5,24 @@ test's thread (``drain``), and ask what was enqueued (``enqueued_jobs``,
 ``drain`` runs each job through the worker's own execution and writes its
 ending through the store's own transition, so retries follow the task's
 policy, stages keep their checkpoints and a job out of attempts gets its
-dead letter, as under ``redrive worker``. What it does not do: run two
-jobs at once, hold a lease against other workers (it takes a long one), or
-stop a run at its time limit (a sync task runs to its end in this thread).
+dead letter, as under ``redrive worker``. A sync task runs in the test's
+own thread (its database connection and transaction, Django's included)
+with no event loop running there, as in a worker's task thread. What it
+does not do: run two jobs at once, hold a lease against other workers (it
+takes a long one), or stop a sync run at its time limit (it runs to its end).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import sqlite3
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,7 +37,7 @@ from redrive.declarations import Task
 from redrive.errors import ConfigError
 from redrive.runtime.completer import announce
 from redrive.runtime.executor import execute
-from redrive.runtime.interrupts import Interrupt
+from redrive.runtime.interrupts import Interrupt, Limit
 from redrive.runtime.worker import queue_wait
 from redrive.store.memory import MemoryStore
 from redrive.store.sqlite.store import SQLiteStore
@@ -141,23 +146,59 @@ class Drained:
         return sum(1 for done in self.endings if done.status in (Status.SCHEDULED, Status.QUEUED))
 
 
-class _InThisThread:
-    """What the executor runs sync task code with: here, in the caller's thread."""
+class _InTheTestsThread:
+    """Where a drain runs sync task code: the thread that called ``drain``,
+    with no event loop running in it, as a worker's task threads have none
+    (Django's ORM refuses to run in a thread that has one), while the
+    drain's own loop runs beside it. A drain's sync run is not stopped at
+    its time limit: it runs to its end, as it would have in the test."""
 
-    async def run(self, fn: Any, *, what: str = "a call") -> Any:
-        return fn()
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+
+    async def run(self, fn: Callable[[], Any], *, what: str = "a call", key: Hashable = None) -> Any:
+        future: Future[Any] = Future()
+        self._calls.put((future, fn))
+        return await asyncio.wrap_future(future)
+
+    def serve(self) -> None:
+        """Run what the drain hands over, in this thread, until it is done."""
+        while (call := self._calls.get()) is not None:
+            future, fn = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # the run's ending, told to the executor
+                future.set_exception(exc)
+            del future, fn, call
+
+    def done(self) -> None:
+        self._calls.put(None)
+
+
+class _Unlimited(Interrupt):
+    """A sync run's stop signals in a drain: its time limits are not armed
+    (the test's thread cannot be stopped, so the run ends as it ends)."""
+
+    __slots__ = ()
+
+    def limit(self, seconds: float, what: str) -> Limit:
+        return Limit(0.0, seconds, what)
 
 
 def drain(app: App, *, queues: Sequence[str] | None = None, queue: str | None = None, clock: Any = None,
           until: datetime | timedelta | None = None, max_attempts: int = 10_000) -> Drained:
     """Run ``app``'s due jobs (of ``queues``, or of the one ``queue``;
-    default every queue), one at a time in this thread, until none is due.
-    With ``clock`` (the ``redrive.testing.Clock`` the app's store reads), a
-    job waiting for a backoff or a ``delay`` is made due by moving the clock
-    to it, so the drain goes on until no job is left to run; ``until`` (a
-    time, or a duration from the clock's time now) is as far as the clock
-    moves, and a job due later is left waiting. At most ``max_attempts``
-    attempts (a task that retries for ever does not hang the test)."""
+    default every queue), one at a time, until none is due: a sync task in
+    this thread (with no event loop running in it, as in a worker's task
+    thread), an async one on the drain's own event loop. With ``clock``
+    (the ``redrive.testing.Clock`` the app's store reads), a job waiting for
+    a backoff or a ``delay`` is made due by moving the clock to it, so the
+    drain goes on until no job is left to run; ``until`` (a time, or a
+    duration from the clock's time now) is as far as the clock moves, and a
+    job due later is left waiting. At most ``max_attempts`` attempts (a task
+    that retries for ever does not hang the test)."""
     if queue is not None:
         if queues is not None:
             raise ConfigError("drain takes queues=[...] or queue=..., not both")
@@ -165,14 +206,30 @@ def drain(app: App, *, queues: Sequence[str] | None = None, queue: str | None = 
     if until is not None and clock is None:
         raise ConfigError("drain(until=...) moves the test clock: give clock= too")
     limit = clock() + until if isinstance(until, timedelta) else until
-    return asyncio.run(_drain(app, queues, clock, limit, max_attempts))
+    here = _InTheTestsThread()
+    drained: Future[Drained] = Future()
+
+    def loop() -> None:
+        try:
+            drained.set_result(asyncio.run(_drain(app, queues, clock, limit, max_attempts, here)))
+        except BaseException as exc:  # raised in the test's thread below
+            drained.set_exception(exc)
+        finally:
+            here.done()
+
+    beside = threading.Thread(target=loop, name="redrive-drain", daemon=True)
+    beside.start()
+    here.serve()
+    beside.join()
+    return drained.result()
 
 
 async def _drain(app: App, queues: Sequence[str] | None, clock: Any, until: datetime | None,
-                 max_attempts: int) -> Drained:
+                 max_attempts: int, here: _InTheTestsThread) -> Drained:
     drained = Drained()
     rng = Random()
     store = app.store
+    loop = asyncio.get_running_loop()
     while len(drained.endings) < max_attempts:
         names = list(queues) if queues is not None else _queues(app)
         claimed = store.jobs_claim(queues=names, limit=1, worker_id=_WORKER, lease_ttl=_LEASE) if names else []
@@ -181,11 +238,13 @@ async def _drain(app: App, queues: Sequence[str] | None, clock: Any, until: date
                 return drained
             continue
         job = claimed[0]
+        task = app.registry.tasks.get(job.task)
         wait_s = queue_wait(job, _LEASE)  # the charts count a drained job's wait as a worker's
         started = time.perf_counter()
-        execution = await execute(app.registry.tasks.get(job.task), job, classifier=app.registry.classifier,
-                                  threads=_InThisThread(), rng=rng, store=store,  # type: ignore[arg-type]
-                                  interrupt=Interrupt(asyncio.get_running_loop()), events=app.events)
+        interrupt = Interrupt(loop) if task is None or task.is_async else _Unlimited(loop)
+        execution = await execute(task, job, classifier=app.registry.classifier,
+                                  threads=here, rng=rng, store=store,  # type: ignore[arg-type]
+                                  interrupt=interrupt, events=app.events)
         duration_s = time.perf_counter() - started
         for done in store.jobs_finish([finish_of(job.lease, execution, round(duration_s * 1000), round(wait_s * 1000))]):
             drained.endings.append(done)

@@ -4,7 +4,7 @@ testing kit runs them there (docs/django.md)."""
 
 import pytest
 from django.db import connections
-from shop.models import Order
+from shop.models import Order, Receipt
 from shop.tasks import app, send_receipt
 from shop.views import place_order, record_payment
 
@@ -32,7 +32,18 @@ def test_a_failed_order_leaves_neither_row_nor_job_and_a_placed_one_gets_its_rec
     assert_enqueued(app, send_receipt, args=[2], count=1)
     assert drain(app).succeeded == 1
     (job,) = enqueued_jobs(app, send_receipt)
-    assert job.result == {"order": 2, "sent": True}
+    (receipt,) = Receipt.objects.all()
+    assert job.result == {"order": 2, "email": "2@example.com", "receipt": receipt.id}
+
+
+def test_a_task_that_reads_and_writes_models_runs_under_drain_as_under_a_worker():
+    """``drain`` runs a sync task in the test's thread, with no event loop
+    running there, as a worker's task thread: Django's ORM works in it."""
+    place_order(5)
+    place_order(6)
+    done = drain(app)
+    assert (done.succeeded, done.failed) == (2, 0), done.endings
+    assert sorted(Receipt.objects.values_list("order_id", flat=True)) == [5, 6]
 
 
 def test_a_payment_enqueues_its_receipt_once_the_ledger_commits_and_never_after_a_rollback():
