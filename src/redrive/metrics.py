@@ -49,7 +49,7 @@ from redrive.errors import RedriveError
 from redrive.events import Event, JobFailed, JobRetryScheduled, JobSucceeded
 from redrive.runtime.link import Link
 from redrive.runtime.plugins import Beside, Plugin, until_cancelled
-from redrive.store.port import WORKER_STALE_AFTER_S
+from redrive.store.port import REPLACED_BECAUSE, WORKER_STALE_AFTER_S
 
 log = logging.getLogger("redrive.metrics")
 
@@ -417,16 +417,31 @@ class StoreGauges(Collector):
         states = {"alive": 0, "stale": 0}
         per_worker = GaugeMetricFamily("redrive_worker_jobs_running", "Jobs each live worker process runs now.",
                                        labels=["worker"])
+        orphaned = GaugeMetricFamily("redrive_worker_orphaned_threads",
+                                     "Threads of each live worker process still running a sync task abandoned at "
+                                     "its time limit.", labels=["worker"])
+        children = GaugeMetricFamily("redrive_supervisor_worker_processes",
+                                     "Worker processes each live supervisor runs now.", labels=["supervisor"])
+        replaced = CounterMetricFamily("redrive_supervisor_replacements",
+                                       "Worker processes each live supervisor replaced, by why: killed past a hard "
+                                       "time limit, recycled, or died.", labels=["supervisor", "reason"])
         for worker in workers:
             stale = (now - worker.heartbeat_at).total_seconds() > WORKER_STALE_AFTER_S
             states["stale" if stale else "alive"] += 1
-            if not stale:
+            if stale:
+                continue
+            if worker.children is None:
                 per_worker.add_metric([_label(worker.id)], worker.running)
+                orphaned.add_metric([_label(worker.id)], worker.orphaned)
+                continue
+            children.add_metric([_label(worker.id)], worker.children)
+            for reason in REPLACED_BECAUSE:
+                replaced.add_metric([_label(worker.id), reason], worker.restarts_by.get(reason, 0))
         counted = GaugeMetricFamily("redrive_workers", "Registered worker processes, alive or stale.",
                                     labels=["state"])
         for state_name, count in states.items():
             counted.add_metric([state_name], count)
-        yield from (counted, per_worker)
+        yield from (counted, per_worker, orphaned, children, replaced)
         state = GaugeMetricFamily("redrive_breaker_state", "1 for each breaker's current state.",
                                   labels=["dependency", "state"])
         opened = GaugeMetricFamily("redrive_breaker_open_seconds", "How long the breaker has been open; 0 when closed.",

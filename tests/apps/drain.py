@@ -64,6 +64,12 @@ def spin_first(key: str) -> dict:
     return _record(key)
 
 
+@app.task(max_attempts=1, timeout=timedelta(seconds=1), hard_timeout=timedelta(seconds=2))
+def oversleep(hours: float) -> None:
+    """Sleeps on past its soft limit, which abandons its thread; its hard limit must still hold."""
+    time.sleep(hours * 3600)
+
+
 _hoard: list[bytearray] = []
 
 

@@ -211,6 +211,49 @@ def test_a_run_past_its_hard_limit_has_its_child_killed_and_the_other_job_goes_b
     client.close()
 
 
+def test_a_thread_abandoned_at_the_soft_limit_still_has_its_child_killed_at_the_hard_one(
+        db_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    """A soft ``timeout=`` ends the run and abandons its thread; the hard
+    limit is the limit nothing outlives, so the child holding that thread is
+    killed once it passes it, and the orphaned thread shows until then."""
+    client, supervisor = _supervised(db_url, tmp_path, workers, "--metrics-port", "0")
+    url = wait_for(lambda: (m := re.search(r"metrics at (http://127\.0\.0\.1:\d+/metrics)", supervisor.log))
+                   and m.group(1), timeout=30, what="the supervisor's metrics address")
+    with Admin.open(db_url, actor=Actor.operator("test")) as admin:
+        wait_for(lambda: len(_children(admin, supervisor)) == 2, timeout=30, what="both children registered")
+        # Given a task with timeout=1s and hard_timeout=2s that sleeps for an hour
+        job = client.enqueue_many([JobRequest("oversleep", args=[1.0])])[0].job.id
+        wait_for(lambda: client.job(job).status is Status.RUNNING, timeout=30, every=0.02, what="it runs")
+        started = time.monotonic()
+        owner = client.job(job).lease_owner
+        doomed = _children(admin, supervisor)[owner]
+        # Then at the soft limit the job fails TIMEOUT and its thread runs on, orphaned, for the metrics to see
+        wait_for(lambda: client.job(job).status is Status.FAILED, timeout=10, every=0.02, what="the soft limit")
+        assert client.job(job).error_code == "TIMEOUT"
+        shown = wait_for(lambda: _total(_scrape(url), "redrive_worker_orphaned_threads", worker=owner) == 1
+                         or not Path(f"/proc/{doomed}").exists(), timeout=10, every=0.02,
+                         what="the orphaned thread in the metrics")
+        assert Path(f"/proc/{doomed}").exists(), "the child was killed before the metrics showed its orphan"
+        # And at the hard limit its child is killed, within a second of it
+        wait_for(lambda: not Path(f"/proc/{doomed}").exists(), timeout=10, every=0.02, what="the child killed")
+        killed_s = time.monotonic() - started
+        record("a thread abandoned at a soft limit of 1 s", "seconds from running to its child killed (hard 2 s)",
+               f"{killed_s:.2f}", "< 3")
+        assert shown and killed_s < 3
+        # And a replacement runs the next job; the supervisor's metrics say why it replaced one
+        wait_for(lambda: len(_children(admin, supervisor)) == 2 and owner not in _children(admin, supervisor),
+                 timeout=30, what="a replacement child")
+    after = client.enqueue_many([JobRequest("sleep_then_record", kwargs={"key": "after", "seconds": 0})])[0].job.id
+    wait_for(lambda: client.job(after).status is Status.SUCCEEDED, timeout=30, what="the next job")
+    samples = _scrape(url)
+    assert _total(samples, "redrive_supervisor_replacements_total", reason="hard_time_limit") == 1
+    assert _total(samples, "redrive_supervisor_worker_processes") == 2
+    assert _total(samples, "redrive_worker_orphaned_threads") == 0  # the killed child's orphan went with it
+    assert f"job {job} (oversleep) ran past its hard time limit of 2s" in supervisor.log
+    assert client.job(job).attempts == 1 and client.job(job).status is Status.FAILED  # ended once, as TIMEOUT
+    client.close()
+
+
 def test_a_hard_limit_is_kept_while_the_supervisors_store_calls_wait(
         sqlite_url: str, tmp_path: Path, workers: list[WorkerProcess]) -> None:
     """The supervisor's store calls run beside its watch of the children: while

@@ -173,7 +173,8 @@ async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool, is_
     if is_async:
         return await fn(*job.args, **job.kwargs)
     context = contextvars.copy_context()
-    return await threads.run(lambda: context.run(fn, *job.args, **job.kwargs), what=f"job {job.id} ({job.task})")
+    return await threads.run(lambda: context.run(fn, *job.args, **job.kwargs), what=f"job {job.id} ({job.task})",
+                             key=job.lease_token)
 
 
 def _let_go(exc: BaseException) -> None:

@@ -6,6 +6,7 @@ marked stale once it misses three heartbeats (``views.worker_view``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import resource
@@ -50,11 +51,18 @@ class Presence:
     def __init__(self, store: Callable[[], Store], call: Callable[..., Awaitable[Any]],
                  report: Callable[[], WorkerReport]) -> None:
         self._store, self._call, self._report = store, call, report
+        self._soon = asyncio.Event()
+
+    def soon(self) -> None:
+        """Report now rather than at the next heartbeat (on the worker's loop)."""
+        self._soon.set()
 
     async def run(self) -> None:
         while True:
+            self._soon.clear()
             await self.report()
-            await asyncio.sleep(WORKER_REPORT_INTERVAL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._soon.wait(), WORKER_REPORT_INTERVAL_S)
 
     async def report(self) -> None:
         try:

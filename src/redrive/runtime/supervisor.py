@@ -35,7 +35,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -126,7 +126,7 @@ class Supervisor:
         self._replace_at: list[float] = []  # when to start the children that died
         self._queues = list(queues)
         self._counted = counted  # a child's metrics' counts (None: it is gone), for --metrics-port
-        self._restarts = 0
+        self._restarts: Counter[str] = Counter()  # by reason (REPLACED_BECAUSE)
         self._replaced: deque[dict[str, JSON]] = deque(maxlen=10)  # for redrive workers: whom, why, when
         self._reported = 0.0  # when it last reported itself to the registry (monotonic)
         # Every store call, in order, off the loop that watches the children
@@ -183,7 +183,8 @@ class Supervisor:
             return  # the last report is still under way (a slow store): no queue of them
         report = WorkerReport(self._prefix, socket.gethostname(), os.getpid(), self._queues, 0,
                               installed_version(), running=0, memory_bytes=memory_bytes(),
-                              children=len(self._children), restarts=self._restarts, replaced=list(self._replaced))
+                              children=len(self._children), restarts=self._restarts.total(),
+                              replaced=list(self._replaced), restarts_by=dict(self._restarts))
         self._reporting = self._calls.submit(self._send, report)
 
     def _send(self, report: WorkerReport) -> None:
@@ -192,10 +193,11 @@ class Supervisor:
         except StoreError as exc:
             log.warning("reporting the supervisor to the registry failed, retrying: %s", str(exc))
 
-    def _replace(self, child: Child, why: str, delay: float = 0.0) -> None:
-        self._replaced.append({"pid": child.process.pid, "worker": child.worker_id, "why": why,
+    def _replace(self, child: Child, reason: str, why: str, delay: float = 0.0) -> None:
+        """``reason``: one of REPLACED_BECAUSE; ``why``: the line an operator reads."""
+        self._replaced.append({"pid": child.process.pid, "worker": child.worker_id, "why": why, "reason": reason,
                                "at": datetime.now(UTC).isoformat(timespec="seconds")})
-        self._restarts += 1
+        self._restarts[reason] += 1
         self._replace_at.append(time.monotonic() + delay)
         self._reported = 0.0  # say so at the next look
 
@@ -258,13 +260,13 @@ class Supervisor:
             log.info("worker process %d (%s) replaced after job %s overran", child.process.pid, child.worker_id,
                      child.overran.job_id)
             if self._stopping is None:
-                self._replace(child, f"killed: job {child.overran.job_id} ({child.overran.task}) ran past its hard "
-                                     f"time limit of {child.overran.seconds:g}s")
+                self._replace(child, "hard_time_limit", f"killed: job {child.overran.job_id} ({child.overran.task}) "
+                                                        f"ran past its hard time limit of {child.overran.seconds:g}s")
             return True
         if code == 0 and self._stopping is None:  # it ran its jobs (--max-jobs-per-child): recycled
             log.info("worker process %d (%s) recycled after %.1fs (%s)", child.process.pid, child.worker_id,
                      time.monotonic() - child.started, child.leaving or "it left")
-            self._replace(child, f"recycled: it {child.leaving}" if child.leaving else "recycled")
+            self._replace(child, "recycled", f"recycled: it {child.leaving}" if child.leaving else "recycled")
             return True
         if self._stopping is not None and code == 0:
             return True
@@ -280,7 +282,7 @@ class Supervisor:
             return False
         delay = 0.0 if not self._deaths_at_start else \
             min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** (self._deaths_at_start - 1))
-        self._replace(child, f"died ({how}) after {lived:.1f}s; the jobs it held taken back", delay)
+        self._replace(child, "died", f"died ({how}) after {lived:.1f}s; the jobs it held taken back", delay)
         return True
 
     def _take_back(self, child: Child) -> None:
@@ -291,7 +293,9 @@ class Supervisor:
         try:
             store = self._store()
             killed = self._end_overrun(store, overran) if overran is not None else []
-            done = store.jobs_reclaim(worker_id=child.worker_id, bystanders=bool(killed))
+            # Killed for a run past its hard limit (still running, or abandoned at
+            # its soft one and running on in a thread): the others did nothing wrong.
+            done = store.jobs_reclaim(worker_id=child.worker_id, bystanders=overran is not None)
             store.worker_remove(worker_id=child.worker_id)  # gone, not stale: it will not be back
         except StoreError as exc:  # its leases expire in a TTL; another worker's reclaim takes them
             log.warning("could not take back the jobs of worker process %d: %s", child.process.pid, str(exc))
@@ -301,8 +305,8 @@ class Supervisor:
         if killed or done:
             log.info("worker process %d (%s): %d of its jobs taken back%s", child.process.pid, child.worker_id,
                      len(killed) + len(done),
-                     f" (job {overran.job_id} failed TIMEOUT, the others went back to the queue)"
-                     if killed and overran is not None else "")
+                     f" (job {killed[0].lease.job_id} failed TIMEOUT, the others went back to the queue)" if killed else
+                     " (back to the queue, their attempts refunded)" if overran is not None else "")
 
     def _end_overrun(self, store: Store, run: HardLimited) -> list[Finished]:
         """The attempt that overran fails ``TIMEOUT`` (by the task's retry

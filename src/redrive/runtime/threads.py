@@ -11,7 +11,7 @@ import asyncio
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -21,15 +21,20 @@ log = logging.getLogger("redrive.worker")
 
 
 class DaemonThreadPool:
-    def __init__(self, size: int, *, name: str = "redrive-task") -> None:
+    def __init__(self, size: int, *, name: str = "redrive-task",
+                 on_orphans: Callable[[int], None] | None = None) -> None:
+        """``on_orphans(count)`` is told each time the number of orphaned
+        threads changes, on whichever thread changed it."""
         self._size = size
         self._name = name
         self._work: queue.SimpleQueue[tuple[Future, Callable[[], Any]]] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         # Threads still running a call nobody waits for any more (a sync
-        # handler past its time limit): each leaves the pool when its call
-        # returns, and a new thread takes its place at once.
-        self._orphans: set[threading.Thread] = set()
+        # handler past its time limit), each with its call's key: each leaves
+        # the pool when its call returns, and a new thread takes its place at once.
+        self._orphans: dict[threading.Thread, Hashable] = {}
+        self._when_done: dict[Hashable, Callable[[], None]] = {}  # by key: what to do when its orphan returns
+        self._on_orphans = on_orphans
         self._spawned = 0
         self._lock = threading.Lock()
 
@@ -38,9 +43,11 @@ class DaemonThreadPool:
         """Threads still running a call nobody waits for any more."""
         return len(self._orphans)
 
-    async def run(self, fn: Callable[[], T], *, what: str = "a call") -> T:
-        """``what`` names the call in the one line logged if it is orphaned."""
+    async def run(self, fn: Callable[[], T], *, what: str = "a call", key: Hashable = None) -> T:
+        """``what`` names the call in the one line logged if it is orphaned;
+        ``key`` names it for ``when_done``."""
         future: Future[T] = Future()
+        future.redrive_key = key  # type: ignore[attr-defined]
         self._ensure_threads()
         self._work.put((future, fn))
         try:
@@ -52,16 +59,27 @@ class DaemonThreadPool:
                 self._orphan(future, what)
             raise
 
+    def when_done(self, key: Hashable, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once no thread runs the call ``key`` any more: now, or
+        when its orphaned thread returns at last (on that thread)."""
+        with self._lock:
+            if key is not None and key in self._orphans.values():
+                self._when_done[key] = fn
+                return
+        fn()
+
     def _orphan(self, future: Future[Any], what: str) -> None:
         thread = getattr(future, "redrive_thread", None)
         if thread is None or future.done():
             return
         with self._lock:
-            self._orphans.add(thread)
+            self._orphans[thread] = getattr(future, "redrive_key", None)
             count = len(self._orphans)
         log.warning("%s runs on, abandoned, on thread %s, which nothing can stop: %d orphaned threads in this "
                     "worker", what, thread.name, count)
         self._ensure_threads()
+        if self._on_orphans is not None:
+            self._on_orphans(count)
 
     def _ensure_threads(self) -> None:
         with self._lock:
@@ -86,11 +104,15 @@ class DaemonThreadPool:
             # call's arguments, and its result or its error and that error's frames
             del future, fn
             with self._lock:
-                if me in self._orphans:
-                    self._orphans.discard(me)
-                    self._threads.remove(me)
-                    count = len(self._orphans)
-                else:
+                if me not in self._orphans:
                     continue
+                key = self._orphans.pop(me)
+                self._threads.remove(me)
+                done = self._when_done.pop(key, None)
+                count = len(self._orphans)
             log.info("orphaned thread %s returned at last: %d orphaned threads left", me.name, count)
+            if done is not None:
+                done()
+            if self._on_orphans is not None:
+                self._on_orphans(count)
             return

@@ -171,7 +171,7 @@ class Worker:
         # What bounds each of this worker's store calls (``run`` sets it): none until the store is open.
         self._bounded: Callable[[], AbstractContextManager[object]] = nullcontext
         self._own = frozenset(own)
-        self._threads = DaemonThreadPool(self.concurrency + sum(own.values()))
+        self._threads = DaemonThreadPool(self.concurrency + sum(own.values()), on_orphans=self._orphans_changed)
         self._db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="redrive-db")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = asyncio.Event()
@@ -204,6 +204,16 @@ class Worker:
                             running=len(self._running), jobs_run=self._ran, memory_bytes=memory_bytes(),
                             orphaned=self._threads.orphaned,
                             supervisor=self._link.supervisor if self._link is not None else None)
+
+    def _orphans_changed(self, count: int) -> None:
+        """An orphaned thread came or went (on any thread): the registry (and
+        ``redrive_worker_orphaned_threads``) hears of it now, not at the next heartbeat."""
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._presence.soon)
+            except RuntimeError:  # the loop has closed: this worker has stopped
+                pass
 
     @property
     def store(self) -> Store:
@@ -488,7 +498,10 @@ class Worker:
                     )
                 finally:
                     if link is not None:
-                        link.ended(job)
+                        # A thread abandoned at the soft limit still runs: the hard
+                        # limit holds for it until it returns (the supervisor kills
+                        # this process if it does not in time).
+                        self._threads.when_done(job.lease_token, partial(link.ended, job))
                 if execution.held_by is not None:  # a guarded call found its breaker open
                     refusal = self._gate.refusal(execution.held_by)
                 elif job.dependencies:

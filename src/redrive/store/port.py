@@ -24,7 +24,7 @@ implements both protocols.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
@@ -67,11 +67,18 @@ class WorkerReport:
     # now, how many it started in place of others, and the last it replaced.
     children: int | None = None
     restarts: int = 0
-    replaced: Sequence[Mapping[str, JSON]] = ()  # {"pid", "worker", "why", "at"}, the latest last
+    replaced: Sequence[Mapping[str, JSON]] = ()  # {"pid", "worker", "why", "reason", "at"}, the latest last
+    restarts_by: Mapping[str, int] = field(default_factory=dict)  # restarts by reason (REPLACED_BECAUSE)
 
+
+# Why a supervisor replaced a worker process: it was killed for a run past
+# its hard time limit, it left to be recycled (--max-jobs-per-child or
+# --max-memory-per-child), or it died (a signal, a crash, an exit it chose not).
+REPLACED_BECAUSE = ("hard_time_limit", "recycled", "died")
 
 # Kept in the registry's one JSON column, apart from the columns every worker fills.
-WORKER_DETAIL = ("jobs_run", "memory_bytes", "orphaned", "supervisor", "children", "restarts", "replaced")
+WORKER_DETAIL = ("jobs_run", "memory_bytes", "orphaned", "supervisor", "children", "restarts", "replaced",
+                 "restarts_by")
 
 
 def worker_detail(report: WorkerReport) -> dict[str, JSON]:

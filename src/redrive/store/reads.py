@@ -226,6 +226,7 @@ class WorkerInfo:
     children: int | None = None
     restarts: int = 0
     replaced: Sequence[Mapping[str, JSON]] = ()
+    restarts_by: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, row: Any, **columns: Any) -> WorkerInfo:
