@@ -230,12 +230,15 @@ class Admin:
                            created_before=created_before)
         return self.store.jobs_page(where=where, after=after, limit=limit)
 
-    def queues(self) -> list[QueueStats]:
+    def queues(self, *, exact_up_to: int | None = None) -> list[QueueStats]:
         """Each queue's active jobs by state, its oldest due job's wait, and
-        who paused it (a paused queue is listed even when it holds no job)."""
+        who paused it (a paused queue is listed even when it holds no job).
+        Waiting counts are exact up to ``exact_up_to`` at least (past it, an
+        estimate or a bound, marked: ``QueueStats``)."""
         self._operator_only("see the queues")
         paused = self.store.control_read(job_ids=[]).paused
-        stats = {q.queue: replace(q, paused_by=paused.get(q.queue)) for q in self.store.queues_stats()}
+        stats = {q.queue: replace(q, paused_by=paused.get(q.queue))
+                 for q in self.store.queues_stats(exact_up_to=exact_up_to)}
         for queue, by in paused.items():
             stats.setdefault(queue, QueueStats(queue, dict.fromkeys(ACTIVE_ORDER, 0), paused_by=by))
         return [stats[name] for name in sorted(stats)]

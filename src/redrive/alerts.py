@@ -58,6 +58,9 @@ class AlertEvaluator(Plugin):
         self.interval = interval or Settings.load().alert_interval
         self._app, self._notifications = app, notifications
         self._admin = app.admin(Actor.operator("alerts"))
+        # A depth rule decides on exact counts: queues counted one by one up to
+        # the highest threshold, and no further (past it, any count fires).
+        self._exact_up_to = max((rule.above + 1 for rule in self.rules if isinstance(rule, QueueDepth)), default=None)
         # the longest window a rule looks back over: the endings read each round
         self._lookback = max((getattr(rule, "window", timedelta(0)) for rule in self.rules), default=timedelta(0))
         self._stop = threading.Event()
@@ -67,7 +70,7 @@ class AlertEvaluator(Plugin):
         store = self._admin.store
         now = store.now()
         queues = [QueueReading(q.queue, q.counts.get(Status.QUEUED, 0), q.oldest_due_age_s)
-                  for q in self._admin.queues()]
+                  for q in self._admin.queues(exact_up_to=self._exact_up_to)]
         ended = []
         if self._lookback > timedelta(0):
             runs = store.runs_ended(since=now - self._lookback, limit=_READ_AT_MOST)

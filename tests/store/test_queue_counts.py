@@ -1,14 +1,20 @@
-"""Queue counts past EXACT_UP_TO waiting jobs: PostgreSQL answers the
-planner's estimate and says so; SQLite counts its index up to LOWER_BOUND_AT
-and then says "at least". Either way no read walks every waiting job."""
+"""Queue counts past EXACT_UP_TO waiting jobs: PostgreSQL estimates, never
+below what it counted, and says so; SQLite counts its index up to
+LOWER_BOUND_AT and then says "at least". Either way no read walks every
+waiting job. An alert rule on queue depth decides on exact counts."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+import psycopg
+import pytest
+
+from redrive import App
+from redrive.alerts import AlertEvaluator, QueueDepth
 from redrive.core.states import Status
 from redrive.store.postgres.store import PostgresStore
-from redrive.store.reads import EXACT_UP_TO, LOWER_BOUND_AT
+from redrive.store.reads import COUNTED_UP_TO, EXACT_UP_TO, LOWER_BOUND_AT
 from redrive.store.sqlite.store import SQLiteStore
 from redrive.testing import claim, new
 
@@ -79,3 +85,76 @@ def test_sqlite_reads_an_owners_jobs_from_the_owner_index(tmp_path) -> None:
         assert "redrive_job_owner" in plan and "redrive_job_done_owner" in plan, plan
     finally:
         store.close()
+
+
+def _copies(url: str, queue: str, n: int) -> None:
+    """``n`` waiting jobs in ``queue``, copied from one real row in one
+    statement (as a bulk load or a burst of enqueues lands), and PostgreSQL
+    told to count them at once rather than within ten seconds."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        columns = [c for (c,) in conn.execute("SELECT column_name FROM information_schema.columns "
+                                              "WHERE table_name = 'redrive_job' ORDER BY ordinal_position")]
+        varied = {"id": "gen_random_uuid()", "queue": "%(queue)s", "run_at": "now() - make_interval(secs => g * 0.001)"}
+        picked = ", ".join(varied.get(c, f"t.{c}") for c in columns)
+        conn.execute(f"INSERT INTO redrive_job ({', '.join(columns)}) SELECT {picked} "
+                     "FROM generate_series(1, %(n)s) AS g, (SELECT * FROM redrive_job LIMIT 1) AS t",
+                     {"queue": queue, "n": n})
+        conn.execute("SELECT pg_stat_force_next_flush()")
+
+
+def _waiting(store, queue: str) -> tuple[int, bool]:
+    found = {q.queue: q for q in store.queues_stats()}[queue]
+    return found.counts[Status.QUEUED], found.estimated
+
+
+def test_postgres_counts_past_the_exact_ones_are_near_the_truth_before_any_analyze(pg_url: str) -> None:
+    """The planner alone, before an ANALYZE, said about 1,000 for each of two
+    queues of 25,000: the estimate starts from PostgreSQL's count of live
+    rows instead, and a queue whose share is small is counted exactly."""
+    store = PostgresStore(pg_url)
+    try:
+        store.jobs_insert(jobs=[new(queue="a")])
+        _copies(pg_url, "a", 24_999)
+        _copies(pg_url, "b", 25_000)
+        _copies(pg_url, "c", 3_000)
+        with psycopg.connect(pg_url) as conn:  # as a fresh database is: never analyzed
+            assert conn.execute("SELECT last_analyze, last_autoanalyze FROM pg_stat_user_tables "
+                                "WHERE relname = 'redrive_job'").fetchone() == (None, None)
+        (a, a_estimated), (b, _), (c, _) = (_waiting(store, q) for q in "abc")
+        assert a_estimated and 25_000 / 2 <= a <= 25_000 * 2 and 25_000 / 2 <= b <= 25_000 * 2, (a, b)
+        assert 0.9 * 25_000 <= a <= 1.1 * 25_000, a  # (and in fact close: PostgreSQL's own count)
+        assert c == 3_000  # its share was small: counted, exactly
+        # Past the last exact count and the shares, never below what was counted
+        _copies(pg_url, "d", COUNTED_UP_TO + 5_000)
+        d, d_estimated = _waiting(store, "d")
+        assert d_estimated and COUNTED_UP_TO <= d <= 2 * (COUNTED_UP_TO + 5_000), d
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_queue_depth_alert_fires_at_the_first_job_past_its_threshold_and_resolves_when_drained(
+        backend: str, tmp_path, request) -> None:
+    """The matchmaking design's own threshold: queue depth over 1,000. Past
+    1,000 waiting jobs the pages estimate; the rule decides on exact counts."""
+    app = App(request.getfixturevalue("pg_url") if backend == "postgres" else f"sqlite:///{tmp_path / 'r.db'}")
+    app.task(name="t")(_noop)
+    app.alert(QueueDepth("deep", above=1_000))
+    evaluator = AlertEvaluator(app)
+    try:
+        store = app.store
+        store.jobs_insert(jobs=[new(queue="matchmaking") for _ in range(1_000)])
+        assert evaluator.evaluate() == [] and store.alerts_firing() == {}
+        store.jobs_insert(jobs=[new(queue="matchmaking")])  # the 1,001st
+        (fired,) = evaluator.evaluate()
+        assert fired.state == "firing" and "holds 1001 queued jobs" in fired.detail, fired
+        while claim(store, 500, queues=["matchmaking"]):
+            pass  # all running now: none queued
+        (resolved,) = evaluator.evaluate()
+        assert resolved.state == "resolved" and store.alerts_firing() == {}
+    finally:
+        app.close()
+
+
+def _noop(*args: object) -> None:
+    """The task the rows name: these tests run none."""

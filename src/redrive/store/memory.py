@@ -605,7 +605,7 @@ class MemoryStore:
         rows = [j for key, j in reversed(found) if bound is None or key < bound]
         return paged(rows[: size + 1], size, lambda j: encode_cursor(j.created_at.isoformat(), str(j.id)))
 
-    def queues_stats(self) -> list[QueueStats]:
+    def queues_stats(self, *, exact_up_to: int | None = None) -> list[QueueStats]:
         now = self._clock()
         stats: dict[str, QueueStats] = {}
         with self._lock:

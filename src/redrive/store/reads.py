@@ -81,11 +81,26 @@ class JobFilter:
 
 
 # Waiting jobs are counted one by one up to this many per queue and state;
-# beyond, the store gives an estimate (``QueueStats.estimated``), so a page of
+# beyond, PostgreSQL estimates (``QueueStats.estimated``), so a page of
 # queue counts costs the same at a million waiting jobs as at ten thousand.
 EXACT_UP_TO = 1_000
+# An estimate below this many is no estimate worth showing: such a (queue,
+# state) is counted exactly up to it instead (a few milliseconds at most).
+COUNTED_UP_TO = 20_000
 # SQLite has no estimate to give: it counts up to this many and says "at least".
 LOWER_BOUND_AT = 10_000
+
+Pair = tuple[str, str]  # (queue, state)
+K = TypeVar("K")
+
+
+def shares(total: int, weights: Mapping[K, float]) -> dict[K, int]:
+    """``total`` shared out in proportion to ``weights`` (equally when
+    nothing weighs anything)."""
+    whole = sum(weights.values())
+    if whole <= 0:
+        return {key: total // max(1, len(weights)) for key in weights}
+    return {key: round(total * weight / whole) for key, weight in weights.items()}
 
 
 def tables_of(statuses: Iterable[Status] | None) -> dict[str, bool]:
@@ -253,8 +268,11 @@ class Reads(Store, Protocol):
     def jobs_page(self, *, where: JobFilter, after: str | None = None, limit: int = 50) -> Page[Job]:
         """Newest first (by creation, then id), active and finished alike."""
 
-    def queues_stats(self) -> list[QueueStats]:
-        """Every queue with active jobs, by name."""
+    def queues_stats(self, *, exact_up_to: int | None = None) -> list[QueueStats]:
+        """Every queue with active jobs. A waiting count is exact up to
+        ``EXACT_UP_TO`` (or ``exact_up_to``, if more: what an alert rule's
+        threshold needs decided exactly), beyond which a store may estimate
+        (``estimated``) or say "at least" (``at_least``), never below it."""
 
     def runs_ended(self, *, since: datetime, limit: int = 10_000) -> list[RunEnded]:
         """Jobs that succeeded or failed for good at or after ``since``,

@@ -592,18 +592,31 @@ ORDER BY 1, 2;
 EXPLAIN (FORMAT JSON) SELECT FROM redrive_job WHERE queue = %(queue)s AND status = %(status)s;
 
 -- name: queues_estimate
--- What the planner would estimate for every queue and state at once: the
--- joint statistics' most common (queue, state) pairs (migration 0023), and
--- the table's rows now, as the planner reckons them (rows per page at the
--- last ANALYZE times its pages now). Null pairs: never analyzed.
+-- What the store knows of the waiting counts past the exact ones, for every
+-- queue at once: the table's live rows, as PostgreSQL keeps their count at
+-- each commit (no ANALYZE needed; a backend reports its changes within a
+-- second of going idle, or ten after a burst); and how the planner reckons
+-- they share out, from the joint statistics' most common (queue, state)
+-- pairs (migration 0023; null pairs: never analyzed) and the table's rows now
+-- (rows per page at the last ANALYZE times its pages now).
 SELECT s.most_common_vals AS pairs, s.most_common_freqs AS freqs,
     CASE WHEN c.relpages > 0
          THEN c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::float8)
-    END AS rows
+    END AS rows,
+    pg_stat_get_live_tuples(c.oid) AS live
 FROM pg_class AS c
 LEFT JOIN pg_stats_ext AS s ON s.statistics_name = 'redrive_job_queue_status'
     AND s.schemaname = c.relnamespace::regnamespace::text
 WHERE c.oid = 'redrive_job'::regclass;
+
+-- name: queues_count
+-- The waiting jobs of each (:queues[i], :statuses[i]), counted in the waiting
+-- jobs' index up to :cap: the estimate's exact floor where a share looks small.
+SELECT p.queue, p.status,
+    (SELECT count(*) FROM (SELECT FROM redrive_job AS j
+                           WHERE j.queue = p.queue AND j.status = p.status AND j.status IN ('scheduled', 'queued')
+                           ORDER BY j.run_at LIMIT %(cap)s) AS c) AS n
+FROM unnest(%(queues)s::text[], %(statuses)s::text[]) AS p(queue, status);
 
 -- name: runs_ended
 SELECT d.finished_at AS at, d.task, d.status = 'failed' AS failed,

@@ -80,11 +80,13 @@ from redrive.errors import (
 from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, worker_detail
 from redrive.store.postgres.deadlines import Deadlines, Overran
 from redrive.store.reads import (
+    COUNTED_UP_TO,
     EXACT_UP_TO,
     AuditEntry,
     DeadLetterFacets,
     JobFilter,
     Page,
+    Pair,
     QueueStats,
     Rollup,
     RunEnded,
@@ -95,6 +97,7 @@ from redrive.store.reads import (
     page_size,
     paged,
     rollups_of,
+    shares,
     tables_of,
     tallied,
 )
@@ -740,19 +743,20 @@ class PostgresStore:
         page = paged(rows, size, lambda row: encode_cursor(row["created_at"].isoformat(), str(row["id"])))
         return Page([_job(row) for row in page.items], page.next_cursor)
 
-    def queues_stats(self) -> list[QueueStats]:
+    def queues_stats(self, *, exact_up_to: int | None = None) -> list[QueueStats]:
+        cap = max(EXACT_UP_TO, exact_up_to or 0)
         stats: dict[str, QueueStats] = {}
         waiting = [row["queue"] for row in self._run("queues_waiting")]
-        rows = self._run("queues_stats", {"cap": EXACT_UP_TO, "queues": waiting})
-        many = [(row["queue"], row["status"]) for row in rows if row["n"] >= EXACT_UP_TO and row["status"] != "running"]
-        estimates = self._estimates(many) if many else {}
+        rows = self._run("queues_stats", {"cap": cap, "queues": waiting})
+        counts = {(row["queue"], row["status"]): row["n"] for row in rows}
+        capped = [pair for pair, n in counts.items() if n >= cap and pair[1] != "running"]
+        if capped:
+            counts.update(self._estimated(counts, capped, cap))
         for row in rows:
             queue = stats.setdefault(row["queue"], QueueStats(row["queue"], dict.fromkeys(ACTIVE_ORDER, 0)))
-            n = row["n"]
-            if (row["queue"], row["status"]) in estimates:
-                n = max(EXACT_UP_TO, estimates[(row["queue"], row["status"])])
+            if (row["queue"], row["status"]) in capped:
                 stats[row["queue"]] = queue = replace(queue, estimated=True)
-            queue.counts[Status(row["status"])] = n
+            queue.counts[Status(row["status"])] = counts[row["queue"], row["status"]]
             age = row["oldest_due_age_s"]
             if age is not None and (queue.oldest_due_age_s is None or age > queue.oldest_due_age_s):
                 stats[row["queue"]] = queue = replace(queue, oldest_due_age_s=age)
@@ -760,19 +764,46 @@ class PostgresStore:
                 stats[row["queue"]] = replace(queue, oldest_running_age_s=row["oldest_running_age_s"])
         return list(stats.values())
 
-    def _estimates(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        """The planner's count of each (queue, state): from the joint
-        statistics in one statement, else (never analyzed, or a pair too rare
-        to be in them) from its plan."""
+    def _estimated(self, counts: dict[Pair, int], capped: list[Pair], cap: int) -> dict[Pair, int]:
+        """The waiting counts past ``cap``: the table's live rows (as
+        PostgreSQL counts them at each commit) less every count known
+        exactly, shared out among the capped (queue, state) pairs as the
+        planner reckons they share; a pair whose share is small is counted
+        exactly up to ``COUNTED_UP_TO`` instead. Never below the count
+        known exactly."""
         (found,) = self._run("queues_estimate")
-        common = dict(zip(map(tuple, found["pairs"] or ()), found["freqs"] or (), strict=True))
+        weights = self._weights(found, capped) if len(capped) > 1 else {capped[0]: 1.0}
+        floors = dict.fromkeys(capped, cap)
+        exact = {pair: n for pair, n in counts.items() if pair not in floors}
+        unsure = set(capped)
+        while True:
+            left = max(0, (found["live"] or 0) - sum(exact.values()))
+            share = shares(left, {pair: weights[pair] for pair in unsure})
+            small = sorted(p for p in unsure if share[p] < COUNTED_UP_TO and floors[p] < COUNTED_UP_TO)
+            if not small:
+                return {**exact, **{pair: max(floors[pair], share[pair]) for pair in unsure}}
+            for row in self._run("queues_count", {"cap": COUNTED_UP_TO, "queues": [p[0] for p in small],
+                                                  "statuses": [p[1] for p in small]}):
+                pair = (row["queue"], row["status"])
+                floors[pair] = row["n"]
+                if row["n"] < COUNTED_UP_TO:  # counted to the end: exact after all
+                    unsure.discard(pair)
+                    exact[pair] = row["n"]
+
+    def _weights(self, found: Any, pairs: list[Pair]) -> dict[Pair, float]:
+        """How the planner reckons ``pairs`` share the waiting jobs: from the
+        joint statistics in one statement, else (a pair too rare to be in
+        them) from its plan; equal shares when the table was never analyzed."""
+        if found["pairs"] is None:
+            return dict.fromkeys(pairs, 1.0)
+        common = dict(zip(map(tuple, found["pairs"]), found["freqs"] or (), strict=True))
         out = {}
         for pair in pairs:
-            if found["rows"] is not None and pair in common:
-                out[pair] = round(common[pair] * found["rows"])
+            if pair in common:
+                out[pair] = float(common[pair])
             else:
                 (plan,) = self._run("queue_estimate", {"queue": pair[0], "status": pair[1]})[0].values()
-                out[pair] = round(plan[0]["Plan"]["Plan Rows"])
+                out[pair] = float(plan[0]["Plan"]["Plan Rows"]) / max(1.0, found["rows"] or 1.0)
         return out
 
     def runs_ended(self, *, since: datetime, limit: int = 10_000) -> list[RunEnded]:

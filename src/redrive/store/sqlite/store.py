@@ -823,13 +823,15 @@ class SQLiteStore:
         page = paged(rows, size, lambda row: encode_cursor(row["created_at"], row["id"]))
         return Page([_job(row) for row in page.items], page.next_cursor)
 
-    def queues_stats(self) -> list[QueueStats]:
+    def queues_stats(self, *, exact_up_to: int | None = None) -> list[QueueStats]:
+        cap = max(LOWER_BOUND_AT, exact_up_to or 0)
+
         def body(conn: sqlite3.Connection, now: float) -> list[QueueStats]:
             stats: dict[str, QueueStats] = {}
-            for row in conn.execute(self._queries["queues_stats"], {"now": now, "cap": LOWER_BOUND_AT}):
+            for row in conn.execute(self._queries["queues_stats"], {"now": now, "cap": cap}):
                 queue = stats.setdefault(row["queue"], QueueStats(row["queue"], dict.fromkeys(ACTIVE_ORDER, 0)))
                 queue.counts[Status(row["status"])] = row["n"]
-                if row["n"] >= LOWER_BOUND_AT and row["status"] != "running":
+                if row["n"] >= cap and row["status"] != "running":
                     stats[row["queue"]] = queue = replace(queue, at_least=True)
                 if row["oldest_due"] is not None:
                     age = now - row["oldest_due"]
