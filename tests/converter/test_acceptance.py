@@ -260,7 +260,7 @@ def test_manual_retry_requeues_a_failed_job_which_then_completes(converter: Conv
     assert wait_status(user, job, "complete")["error_code"] is None
     twice = user.post(f"/api/jobs/{job}/retry")
     assert twice.status_code == 409 and twice.json()["error"] == {
-        "code": "NOT_FAILED", "message": "Only a failed job can be retried."}
+        "code": "UNKNOWN", "message": "This conversion is complete: only a failed job can be retried."}
     # The gateway's status is on the success's event, as the design's job events ask
     (ended,) = [e for e in converter.operator().job_events(job) if e.to_status is Status.SUCCEEDED]
     assert ended.meta["context"]["gateway_http_status"] == 200 and "duration_ms" in ended.meta
@@ -283,7 +283,10 @@ def test_manual_retry_is_only_for_the_owner_and_only_while_the_source_exists(con
     gone = user.post(f"/api/jobs/{job}/retry")
     assert gone.status_code == 410 and gone.json()["error"]["code"] == "EXPIRED"
     nothing = user.post("/api/jobs/0190a0b1-0000-7000-8000-000000000000/retry")
-    assert nothing.status_code == 404 and nothing.json()["error"] == {"code": "NOT_FOUND", "message": "No such job."}
+    assert nothing.status_code == 404 and nothing.json()["error"] == {
+        "code": "EXPIRED", "message": "No such job: it never existed, or retention removed it."}
+    for path in ("/api/jobs/not-a-job-id", "/api/jobs/not-a-job-id/download"):
+        assert user.get(path).json()["error"]["code"] == "EXPIRED"
     assert job_of(user, job)["status"] == "failed"
     page = user.get("/").text
     assert "disabled" in page  # the queue page's Retry is disabled too

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from converter.codes import CLASSIFIER, TAXONOMY, message, public
+from converter.codes import CLASSIFIER, NAMES, TAXONOMY, message, public
 from converter.settings import Settings
 from converter.tasks import make_app
 
@@ -49,6 +49,23 @@ def test_network_errors_and_timeouts_are_retried_codes() -> None:
     assert CLASSIFIER.exception(httpx.ConnectError("refused", request=request), now=NOW).code == "GW_5XX"
     assert CLASSIFIER.exception(httpx.ReadTimeout("slow", request=request), now=NOW).code == "GW_TIMEOUT"
     assert CLASSIFIER.exception(ValueError("a bug"), now=NOW).code == "UNKNOWN"
+
+
+THE_TEN = {"NOT_PDF", "TOO_LARGE", "GW_4XX", "GW_5XX", "GW_TIMEOUT", "IO_ERROR", "NOT_READY", "EXPIRED", "FORBIDDEN",
+           "UNKNOWN"}
+
+
+def test_the_codes_are_the_designs_ten_and_every_answer_uses_one() -> None:
+    """The design: "use these codes across API responses, job records, logs,
+    and UI copy"; a nuance of the service's own maps to one of them."""
+    import re
+    from pathlib import Path
+
+    import converter.web
+
+    assert NAMES == THE_TEN
+    answered = set(re.findall(r'\berror\("([A-Z_0-9]+)"', Path(converter.web.__file__).read_text()))
+    assert answered and answered <= THE_TEN, answered - THE_TEN
 
 
 def test_internal_codes_show_as_public_ones_with_their_messages() -> None:

@@ -1,6 +1,8 @@
 """One set of error codes everywhere (API, job records, logs, the queue
 page), each with its one-line message, and the internal codes shown as
-public ones."""
+public ones. The design's ten and no more: an answer with a nuance of its
+own (no such job, a retry of a job that has not failed) is one of the ten
+with a message that says the nuance (web.py, and the README's table)."""
 
 from __future__ import annotations
 
@@ -16,10 +18,6 @@ CODES = (
     ErrorCode("NOT_READY", False, "Conversion not finished yet."),
     ErrorCode("EXPIRED", False, "File was removed by retention. Re-upload to regenerate."),
     ErrorCode("FORBIDDEN", False, "This file isn’t yours."),
-    # The API's own answers, beside the design's codes: a job that is not there,
-    # and a retry of a job that has not failed.
-    ErrorCode("NOT_FOUND", False, "No such job."),
-    ErrorCode("NOT_FAILED", False, "Only a failed job can be retried."),
     # Not retried: an error nobody classified is a bug or the input's doing,
     # and retrying either only repeats it.
     ErrorCode("UNKNOWN", False, "Something went wrong converting this file."),

@@ -10,6 +10,7 @@ their one-line messages (codes.py); no stack trace or path ever leaves.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -31,6 +32,7 @@ COOKIE = "converter_session"
 BUSY = "Converter busy — jobs will resume automatically"
 STATUS = {Status.SCHEDULED: "queued", Status.QUEUED: "queued", Status.RUNNING: "processing",
           Status.SUCCEEDED: "complete", Status.FAILED: "failed", Status.CANCELLED: "failed"}
+log = logging.getLogger("converter")
 _PAGES = Environment(loader=PackageLoader("converter", "templates"), autoescape=True)
 
 
@@ -80,8 +82,9 @@ def create_app(settings: Settings, app: App | None = None) -> FastAPI:
         """The caller's job, or the response that says why not."""
         try:
             found = app.admin(Actor.operator("converter")).job(job_id)
-        except RedriveError:  # no such job, or not a job id at all
-            return error("NOT_FOUND", 404)
+        except RedriveError as exc:  # no such job, or not a job id at all: as a job retention removed
+            log.info("job %r asked for: %s", job_id[:64], exc.code)
+            return error("EXPIRED", 404, "No such job: it never existed, or retention removed it.")
         if found.owner != owner_of(request):
             return error("FORBIDDEN", 403)
         return found
@@ -150,14 +153,25 @@ def create_app(settings: Settings, app: App | None = None) -> FastAPI:
         if found.task == "refused":  # not a PDF: another try would be refused the same way
             return error(found.kwargs["code"], 409)
         if found.status is not Status.FAILED:
-            return error("NOT_FAILED", 409)
+            return not_retryable(found)
         if not found.kwargs.get("source") or not _exists(settings, found.kwargs["source"]):
             return error("EXPIRED", 410)
         try:
             again = app.admin(Actor.acting_for(found.owner)).retry(found.id)
         except IllegalTransition:  # retried meanwhile
-            return error("NOT_FAILED", 409)
+            return not_retryable(app.admin(Actor.acting_for(found.owner)).job(found.id))
         return JSONResponse(view(again))
+
+    def not_retryable(found: Job) -> JSONResponse:
+        """A retry of a job that has not failed: still under way (NOT_READY),
+        or ended otherwise (UNKNOWN, the shared set's catch-all), the precise
+        reason in the message and the log."""
+        log.info("retry of job %s refused: it is %s", found.id, found.status)
+        if found.status in (Status.SCHEDULED, Status.QUEUED, Status.RUNNING):
+            return error("NOT_READY", 409, "Conversion not finished yet: only a failed job can be retried.")
+        if found.status is Status.SUCCEEDED:
+            return error("UNKNOWN", 409, "This conversion is complete: only a failed job can be retried.")
+        return error("UNKNOWN", 409, "This conversion was cancelled: upload the file again to convert it.")
 
     @web.get("/api/status")
     def service_status() -> dict[str, Any]:
