@@ -33,6 +33,13 @@ def _csrf(page: str) -> str:
     return re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
 
 
+def test_every_page_names_its_icon_so_no_browser_asks_for_a_favicon_that_is_not_there(api) -> None:
+    login = as_(None, api).get("/login").text
+    (icon,) = re.findall(r'<link rel="icon" href="([^"]+)"', login)
+    assert as_(None, api).get(icon).status_code == 200
+    assert re.findall(r'<link rel="icon" href="([^"]+)"', _browser(api, "operator").get("/").text) == [icon]
+
+
 def test_login_sets_a_strict_http_only_cookie_and_a_wrong_token_is_refused(api) -> None:
     anonymous = as_(None, api)
     assert anonymous.get("/").status_code == 303 and anonymous.get("/").headers["location"].endswith("/login")
@@ -228,7 +235,12 @@ def test_dead_letters_show_the_apis_facets_and_mark_the_escalated(api, api_app: 
         assert re.search(rf'data-facet="error_class">{re.escape(name)}</a> <span class="num">{count}</span>', page)
     (escalated,) = [d for d in ops_admin.dead_letters() if d.escalated]
     assert re.search(rf'<tr data-letter="{escalated.id}" class="escalated">', page)
-    assert "Escalated: a replay failed again" in ops.get(f"/dead-letters/{escalated.id}").text
+    letter_page = ops.get(f"/dead-letters/{escalated.id}").text
+    assert "Escalated: a replay failed again" in letter_page
+    # A page other than the lists and the job's shows times in UTC, to the second (docs/dashboard.md)
+    for name in ("first failure", "last failure"):
+        shown = re.search(rf"<dt>{name}</dt><dd>([^<]*)</dd>", letter_page).group(1)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", shown), (name, shown)
     only = ops.get("/dead-letters?state=escalated").text
     assert only.count("<tr data-letter=") == 1 and "<h2>1 matching</h2>" in only
 
