@@ -1,6 +1,7 @@
 """Fuzzing the API from its own OpenAPI document (schemathesis), bounded:
 whatever a client sends to any operation, as an owner or an operator, on
-SQLite and on PostgreSQL, no answer is a 5xx, and every answer is a status the operation declares, JSON,
+SQLite and on PostgreSQL, each holding one of everything (tests/http/populated.py),
+no answer is a 5xx, and every answer is a status the operation declares, JSON,
 and valid against that status's schema."""
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from schemathesis.checks import (
 from redrive.http import TokenAuth, create_api
 from redrive.http.auth import parse_tokens
 from tests.figures import record
-from tests.http.conftest import SPECS, TOKENS, make_app
+from tests.http.conftest import SPECS, TOKENS
+from tests.http.populated import make_app, populate
 
 EXAMPLES = 25  # per operation
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
@@ -30,9 +32,10 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def fuzzed(request, tmp_path) -> Iterator[Any]:
-    """The API on either store: what one store refuses, the other must too."""
+    """The API on either store, full: what one store refuses, the other must too."""
     url = f"sqlite:///{tmp_path / 'fuzz.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_url")
     app = make_app(url)
+    populate(app)
     yield create_api(app, auth=TokenAuth(parse_tokens(SPECS)))
     app.close()
 
