@@ -61,8 +61,12 @@ class Presence:
         while True:
             self._soon.clear()
             await self.report()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a
+            # cancel that comes as the event is set (an orphaned thread told at
+            # shutdown did just that), and the stopping worker waited on this task.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._soon.wait(), WORKER_REPORT_INTERVAL_S)
+                async with asyncio.timeout(WORKER_REPORT_INTERVAL_S):
+                    await self._soon.wait()
 
     async def report(self) -> None:
         try:
