@@ -11,13 +11,19 @@ from datetime import timedelta
 import pytest
 
 from redrive import Actor, App, Client, JobCancelled, JobFailed, MemoryStore, Permanent, ResultTimeout, Settings
+from redrive import client as client_module
 from tests.apps.drain import app as drain_app
+from tests.figures import record
 from tests.integration.processes import WorkerProcess
 from tests.integration.test_worker_in_process import _run_until
 
 
 @pytest.mark.parametrize("waiters", [1, 3])
-def test_a_result_arrives_within_100_ms_of_the_job_ending(db_url: str, tmp_path, workers, waiters: int) -> None:
+def test_a_result_wait_is_woken_by_the_jobs_ending(db_url: str, tmp_path, workers, waiters: int,
+                                                    monkeypatch) -> None:
+    """Not by its safety-net re-read: that is put a minute away here, so a
+    wait that returns at all was woken by the store's word of the ending."""
+    monkeypatch.setattr(client_module, "_RESULT_RECHECK_S", 60.0)
     # Given a worker in another process, and a job that takes a second
     workers.append(WorkerProcess(db_url, tmp_path, "--poll-interval", "0.2"))
     client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
@@ -26,7 +32,7 @@ def test_a_result_arrives_within_100_ms_of_the_job_ending(db_url: str, tmp_path,
     visible: list[float] = []
 
     def wait() -> None:
-        result = client.result(job.id, timeout=30)
+        result = client.result(job.id, timeout=30)  # a ResultTimeout here: never woken
         returns.append(time.monotonic())
         assert result["key"] == "k"
 
@@ -45,9 +51,11 @@ def test_a_result_arrives_within_100_ms_of_the_job_ending(db_url: str, tmp_path,
         t.start()
     for t in threads:
         t.join(40)
-    # Then each hears of the end at once: far below the waiters' 1 s re-read
-    lags = [round(returned - visible[0], 3) for returned in returns]
-    assert len(lags) == waiters and max(lags) < 0.1, lags
+    # Then each was woken by the ending, long before any re-read would have come
+    assert len(returns) == waiters, "a waiter was not woken by the job's ending"
+    lags = sorted(round(returned - visible[0], 3) for returned in returns)
+    record(f"a result wait, {waiters} waiter(s), {db_url.split(':')[0]}",
+           "seconds from the ending visible to the last waiter back", f"{lags[-1]:.3f}", "woken, not re-read")
     client.close()
 
 
