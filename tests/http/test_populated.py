@@ -142,9 +142,10 @@ def _get_routes(api: Any) -> set[str]:
     found = set()
     for route in api.routes:
         router = getattr(route, "original_router", None)  # (newer FastAPI keeps included routers whole)
-        for each in router.routes if router is not None else [route]:
-            if isinstance(each, APIRoute) and "GET" in each.methods:
-                found.add(each.path)
+        if router is not None:
+            found |= _get_routes(router)
+        elif isinstance(route, APIRoute) and "GET" in route.methods:
+            found.add(route.path)
     return found
 
 

@@ -25,6 +25,7 @@ from redrive.http.api import health, routes
 from redrive.http.auth import Auth, TokenAuth, tokens_from_env
 from redrive.http.dashboard import pages
 from redrive.http.limits import DEFAULT_MAX_BODY, BodyLimit
+from redrive.http.surface import Surface
 from redrive.http.throttle import Throttle, rate_limit_from_env
 
 __all__ = ["Auth", "TokenAuth", "create_api", "tokens_from_env"]
@@ -41,10 +42,18 @@ def create_api(app: App, *, auth: Auth | None = None, max_body: int = DEFAULT_MA
                   openapi_url="/api/v1/openapi.json")
     errors.install(api)
     throttle = Throttle(rate_limit if rate_limit is not None else rate_limit_from_env())
-    auth = auth or TokenAuth(tokens_from_env())
-    api.include_router(routes(app, auth, throttle))
-    api.include_router(pages(app, auth, throttle))
+    on = api.state.redrive = Surface(app, auth or TokenAuth(tokens_from_env()), throttle)
+    if secret := app.settings.dashboard_secret:
+        on.secret = secret.encode()
+    try:
+        from redrive.metrics import Metrics
+    except ConfigError:  # no metrics extra: no /metrics
+        pass
+    else:
+        on.metrics = Metrics(app)
+    api.include_router(routes(metrics=on.metrics is not None))
+    api.include_router(pages)
     api.mount("/static", StaticFiles(packages=[("redrive.http", "static")]), name="static")
-    api.include_router(health(app))
+    api.include_router(health.router)
     api.add_middleware(BodyLimit, max_body=max_body)
     return api
