@@ -38,7 +38,7 @@ from redrive.errors import ConfigError
 from redrive.runtime.completer import announce
 from redrive.runtime.executor import execute
 from redrive.runtime.interrupts import Interrupt, Limit
-from redrive.runtime.worker import queue_wait
+from redrive.runtime.running import queue_wait
 from redrive.store.memory import MemoryStore
 from redrive.store.sqlite.store import SQLiteStore
 
