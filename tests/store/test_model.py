@@ -25,7 +25,7 @@ from redrive.store.memory import MemoryStore
 from redrive.store.port import Store
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SQLiteStore
-from redrive.testing import Clock, applied, new, reclaim
+from redrive.testing import Clock, applied, cancel, new, reclaim
 
 TTL = timedelta(seconds=30)
 
@@ -183,9 +183,9 @@ class Lifecycle(RuleBasedStateMachine):
         expected = self.jobs[job_id]
         if expected.status in TERMINAL:
             with pytest.raises(IllegalTransition):
-                self.store.job_cancel(job_id=job_id, by="ops")
+                cancel(self.store, job_id, "ops")
             return
-        answer = self.store.job_cancel(job_id=job_id, by="ops")
+        answer = cancel(self.store, job_id, "ops")
         if expected.status is Status.RUNNING:
             assert answer.status is Status.RUNNING
             expected.cancel_asked = True

@@ -97,7 +97,12 @@ class JobActions(Acting):
         ``cancelled`` then: the job returned is still ``running``. Either way
         its events say who cancelled it."""
         self._acting("cancel a job", operator=False)
-        return self._cancel(self.job(job_id))
+        job = self.job(job_id)
+        (cancelled,) = self._cancel([job])
+        if cancelled is None:  # ended (or gone) since it was read
+            raise IllegalTransition(f"job {job.id} is {read_job(self.store, job.id).status}; "
+                                    "only an unfinished job can be cancelled")
+        return cancelled
 
     def bulk(
         self,
@@ -145,7 +150,7 @@ class JobActions(Acting):
             elif not dry_run and action == "retry":  # a page in one call; one retried meanwhile is skipped
                 done += sum(job is not None for job in self._revive([self._may_touch(job) for job in page.items]))
             elif not dry_run:
-                done += sum(1 for job in page.items if self._bulk_one(action, self._may_touch(job)))
+                done += sum(job is not None for job in self._cancel([self._may_touch(job) for job in page.items]))
             if page.next_cursor is None:
                 break
             after = page.next_cursor
@@ -156,13 +161,6 @@ class JobActions(Acting):
             self.store.audit_record(by=self.actor.name, action=f"bulk_{action}",
                                     detail={"filter": described, "count": done, "skipped": result.skipped})
         return result
-
-    def _bulk_one(self, action: str, job: Job) -> bool:
-        try:
-            self._cancel(job)
-            return True
-        except (IllegalTransition, JobNotFound):  # ended or gone meanwhile
-            return False
 
     def delete(self, job_id: UUID | str) -> None:
         """Delete a finished job now, with its events, dead letters and keys
@@ -184,12 +182,13 @@ class JobActions(Acting):
                                     detail={"task": about[job_id].task, "status": str(about[job_id].status)})
         return gone
 
-    def _cancel(self, job: Job) -> Job:
-        cancelled = self.store.job_cancel(job_id=job.id, by=self.actor.name)
-        about = {"job_id": str(job.id), "task": job.task, "queue": job.queue, "by": self.actor.name}
-        if cancelled.status is Status.CANCELLED:
-            self.events.emit("job.cancelled", **about)
-        else:
-            self.events.emit("job.cancel_requested", **about)
-        return cancelled
-
+    def _cancel(self, jobs: Sequence[Job]) -> list[Job | None]:
+        """Cancels of ``jobs``, in one store call; each one announced (None: ended or gone meanwhile)."""
+        done = self.store.jobs_cancel(job_ids=[job.id for job in jobs], by=self.actor.name)
+        for cancelled in done:
+            if cancelled is not None:
+                about = {"job_id": str(cancelled.id), "task": cancelled.task, "queue": cancelled.queue,
+                         "by": self.actor.name}
+                self.events.emit("job.cancelled" if cancelled.status is Status.CANCELLED else "job.cancel_requested",
+                                 **about)
+        return done

@@ -40,7 +40,7 @@ from redrive.core.transitions import (
     RetryLater,
     taken_back,
 )
-from redrive.errors import ConfigError, DeadLetterNotFound, JobNotFound
+from redrive.errors import ConfigError, DeadLetterNotFound
 from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, worker_detail
 from redrive.store.reads import (
     AuditEntry,
@@ -457,15 +457,19 @@ class MemoryStore:
             self._cancel_requests.pop(job_id, None)
         return gone
 
-    def job_cancel(self, *, job_id: UUID, by: str) -> Job:
+    def jobs_cancel(self, *, job_ids: Sequence[UUID], by: str) -> list[Job | None]:
         with self._lock:
-            job = self._jobs.get(job_id)
-            if job is None:
-                raise JobNotFound(f"no job has id {job_id}")
-            if job.status is Status.RUNNING:
-                self._cancel_requests.setdefault(job_id, by)
-                return job
-            return self._cancel_now(job, by, self._clock())
+            now = self._clock()
+            return [self._cancel_one(job_id, by, now) for job_id in job_ids]
+
+    def _cancel_one(self, job_id: UUID, by: str, now: datetime) -> Job | None:
+        job = self._jobs.get(job_id)
+        if job is None or job.status in TERMINAL:
+            return None
+        if job.status is Status.RUNNING:
+            self._cancel_requests.setdefault(job_id, by)
+            return job
+        return self._cancel_now(job, by, now)
 
     def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
         with self._lock:

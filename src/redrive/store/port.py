@@ -183,11 +183,12 @@ class Store(Protocol):
         operator chose them. Returns the ids that went; a job still active,
         or gone already, is left out."""
 
-    def job_cancel(self, *, job_id: UUID, by: str) -> Job:
-        """scheduled or queued -> cancelled at once (the event says ``by``).
-        A running job is returned still running, with the request recorded:
-        its worker stops it (``control_read``) and ends it with
-        a ``Cancellation``. Asking again changes nothing."""
+    def jobs_cancel(self, *, job_ids: Sequence[UUID], by: str) -> list[Job | None]:
+        """Each job, in one write: scheduled or queued -> cancelled at once
+        (the event says ``by``); a running one is returned still running,
+        with the request recorded: its worker stops it (``control_read``)
+        and ends it with a ``Cancellation``. Asking again changes nothing.
+        In the order asked; None for a job that is not there or has ended."""
 
     def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
         """The paused queues, and the cancel requests among ``job_ids``."""

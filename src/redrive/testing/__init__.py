@@ -48,6 +48,7 @@ from redrive.core.job import DeadLetter, DeadLetterFilter, Job, JobKey, Lease, N
 from redrive.core.outbox import OutboxChange
 from redrive.core.states import Status, is_legal
 from redrive.core.transitions import Cancellation, Completion, FailNow, Finished, Requeue, RetryLater
+from redrive.errors import IllegalTransition, JobNotFound
 from redrive.events import Event, EventStream
 from redrive.store.port import Store
 from redrive.store.reads import JobFilter, Reads
@@ -56,7 +57,7 @@ from redrive.testing.tasks import Drained, assert_enqueued, drain, enqueued_jobs
 __all__ = [
     "TTL", "Cancellation", "Clock", "Completion", "DeadLetterFilter", "FailNow", "Finished", "JobFilter", "JobKey",
     "Lease", "NewJob", "OutboxChange", "Reads", "Requeue", "RetryLater", "Revival", "RevivePlan", "StageDone", "Store",
-    "applied", "assert_history", "assert_invariants", "claim", "claim_one", "fail", "letter_of", "new",
+    "applied", "assert_history", "assert_invariants", "cancel", "claim", "claim_one", "fail", "letter_of", "new",
     "reclaim", "revive", "wait_for", "wait_for_async",
     "Drained", "assert_enqueued", "drain", "enqueued_jobs", "isolated",
 ]
@@ -198,6 +199,19 @@ def letter_of(store: Reads, job_id: uuid.UUID) -> DeadLetter:
     """The newest dead letter of a job."""
     (letter,) = [d for d in store.dead_letters_page(where=DeadLetterFilter(), limit=1000) if d.job_id == job_id][:1]
     return letter
+
+
+def cancel(store: Store, job_id: uuid.UUID, by: str) -> Job:
+    """Cancel one job (``jobs_cancel``): the job as it now is, cancelled or
+    still running with the request recorded; ``JobNotFound`` or
+    ``IllegalTransition`` when there is nothing to cancel."""
+    (done,) = store.jobs_cancel(job_ids=[job_id], by=by)
+    if done is None:
+        found = store.job_get(job_id=job_id)
+        if found is None:
+            raise JobNotFound(f"no job has id {job_id}")
+        raise IllegalTransition(f"job {job_id} is {found.status}; only an unfinished job can be cancelled")
+    return done
 
 
 def revive(store: Store, job_id: uuid.UUID, reason: str, by: str | None, *, from_start: bool = False,

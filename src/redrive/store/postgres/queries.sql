@@ -497,15 +497,18 @@ WHERE status = 'running' AND lease_expires_at <= now()
 ORDER BY lease_expires_at
 LIMIT %(limit)s;
 
--- name: job_cancel
--- A waiting job ends now; a running one gets a request its worker acts on.
+-- name: jobs_cancel
+-- Each waiting job of :ids ends now; a running one gets a request its worker
+-- acts on (the first asker's is kept). Answers each as it now is: the
+-- cancelled as they went to history, the running as they run; a job not
+-- there or ended is not in the answer.
 WITH moved AS (
     DELETE FROM redrive_job
-    WHERE id = %(id)s AND status IN ('scheduled', 'queued')
+    WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('scheduled', 'queued')
     RETURNING *
 ), requested AS (
     INSERT INTO redrive_cancel_request (job_id, by, at)
-    SELECT id, %(by)s, now() FROM redrive_job WHERE id = %(id)s AND status = 'running'
+    SELECT id, %(by)s, now() FROM redrive_job WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running'
     ON CONFLICT (job_id) DO NOTHING
 ), taken AS (
     -- a request left from the run that just ended (see jobs_finish)
@@ -522,6 +525,7 @@ WITH moved AS (
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
         idempotency_key, version
     FROM moved
+    RETURNING *
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT id, now(), status, 'cancelled', attempts, jsonb_build_object('by', %(by)s::text) FROM moved
@@ -529,7 +533,10 @@ WITH moved AS (
     SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
     WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
 )
-SELECT id, (SELECT count(*) FROM told) AS told FROM moved;
+-- (told is read, or PostgreSQL would not run it: only CTEs that write always run)
+SELECT * FROM done WHERE (SELECT count(*) FROM told) >= 0
+UNION ALL
+SELECT * FROM redrive_job WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running';
 
 -- name: control_read
 SELECT 'cancel' AS kind, job_id::text AS name, by FROM redrive_cancel_request

@@ -69,8 +69,6 @@ from redrive.core.transitions import (
 from redrive.errors import (
     ConfigError,
     DeadLetterNotFound,
-    IllegalTransition,
-    JobNotFound,
     SchemaOutdated,
     StoreError,
     StoreFull,
@@ -615,17 +613,11 @@ class PostgresStore:
     def jobs_prune(self, *, older_than: timedelta, limit: int = 10_000) -> int:
         return self._run("jobs_prune", {"older_than": older_than, "limit": limit})[0]["pruned"]
 
-    def job_cancel(self, *, job_id: UUID, by: str) -> Job:
-        if not self._run("job_cancel", {"id": job_id, "by": by}):
-            job = self.job_get(job_id=job_id)
-            if job is None:
-                raise JobNotFound(f"no job has id {job_id}")
-            if job.status is Status.RUNNING:
-                return job
-            raise IllegalTransition(f"job {job_id} is {job.status}; only an unfinished job can be cancelled")
-        job = self.job_get(job_id=job_id)
-        assert job is not None
-        return job
+    def jobs_cancel(self, *, job_ids: Sequence[UUID], by: str) -> list[Job | None]:
+        if not job_ids:
+            return []
+        found = {row["id"]: _job(row) for row in self._run("jobs_cancel", {"ids": list(job_ids), "by": by})}
+        return [found.get(job_id) for job_id in job_ids]
 
     def jobs_revive(self, *, revivals: Sequence[Revival]) -> list[Job | None]:
         if not distinct_jobs(revivals):

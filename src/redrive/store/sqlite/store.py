@@ -53,16 +53,7 @@ from redrive.core.transitions import (
     set_aside,
     taken_back,
 )
-from redrive.errors import (
-    ConfigError,
-    DeadLetterNotFound,
-    IllegalTransition,
-    JobNotFound,
-    StoreBusy,
-    StoreError,
-    StoreFull,
-    StoreUnavailable,
-)
+from redrive.errors import ConfigError, DeadLetterNotFound, StoreBusy, StoreError, StoreFull, StoreUnavailable
 from redrive.settings import SQLITE_SYNCHRONOUS
 from redrive.store.port import ANY_QUEUE, WORKER_FORGOTTEN_AFTER_S, BreakerEvent, Control, WorkerReport, worker_detail
 from redrive.store.reads import (
@@ -688,26 +679,22 @@ class SQLiteStore:
 
         return self._write(body)
 
-    def job_cancel(self, *, job_id: UUID, by: str) -> Job:
-        def body(conn: sqlite3.Connection, now: float) -> bool:
-            if self._cancel_waiting(conn, str(job_id), by, now):
-                return True
-            conn.execute(self._queries["cancel_request_add"], {"id": str(job_id), "by": by, "now": now})
-            return False
+    def jobs_cancel(self, *, job_ids: Sequence[UUID], by: str) -> list[Job | None]:
+        def body(conn: sqlite3.Connection, now: float) -> set[UUID]:
+            ended = set()
+            for job_id in job_ids:
+                if self._cancel_waiting(conn, str(job_id), by, now):
+                    ended.add(job_id)
+                else:
+                    conn.execute(self._queries["cancel_request_add"], {"id": str(job_id), "by": by, "now": now})
+            return ended
 
-        if not self._write(body):
-            job = self.job_get(job_id=job_id)
-            if job is None:
-                raise JobNotFound(f"no job has id {job_id}")
-            if job.status is Status.RUNNING:
-                return job
-            raise IllegalTransition(
-                f"job {job_id} is {job.status}; only an unfinished job can be cancelled"
-            )
-        self._finished({job_id})
-        job = self.job_get(job_id=job_id)
-        assert job is not None
-        return job
+        ended = self._write(body) if job_ids else set()
+        if ended:
+            self._finished(ended)
+        found = [self.job_get(job_id=job_id) for job_id in job_ids]
+        return [job if job is not None and (job.id in ended or job.status is Status.RUNNING) else None
+                for job in found]
 
     def jobs_revive(self, *, revivals: Sequence[Revival]) -> list[Job | None]:
         distinct_jobs(revivals)

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from redrive.core.transitions import Cancellation, Completion, FailNow
 from redrive.store.reads import Reads
-from redrive.testing import applied, claim_one, new, reclaim, wait_for
+from redrive.testing import applied, cancel, claim_one, new, reclaim, wait_for
 
 
 def test_runs_ended_are_the_jobs_that_succeeded_or_failed_newest_first(store: Reads) -> None:
@@ -21,7 +21,7 @@ def test_runs_ended_are_the_jobs_that_succeeded_or_failed_newest_first(store: Re
     claim_one(store, queues=["cut"], ttl=timedelta(milliseconds=200))  # its worker dies: the reclaim fails it
     wait_for(lambda: reclaim(store), timeout=5)  # failed by the reclaim: no run timed it
     stopped = claim_one(store, queues=["stopped"])
-    store.job_cancel(job_id=stopped.id, by="ops")
+    cancel(store, stopped.id, "ops")
     store.jobs_finish([Cancellation(stopped.lease, by="ops", meta={"duration_ms": 5})])  # not a run that ended
     runs = store.runs_ended(since=since)
     assert [(r.task, r.failed, r.duration_s) for r in runs] == [("cut", True, None), ("bad", True, 0.25),

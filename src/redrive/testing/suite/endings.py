@@ -28,7 +28,7 @@ from redrive.core.transitions import (
     RetryLater,
 )
 from redrive.store.port import Store
-from redrive.testing import applied, assert_history, claim, claim_one, fail, letter_of, new, revive, wait_for
+from redrive.testing import applied, assert_history, cancel, claim, claim_one, fail, letter_of, new, revive, wait_for
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def test_an_ending_whose_lease_was_lost_changes_nothing(store: Store, kind: Kind
 def test_a_retry_that_meets_a_cancel_request_ends_cancelled_and_says_who_asked(store: Store) -> None:
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
-    store.job_cancel(job_id=job.id, by="ops:ana")
+    cancel(store, job.id, "ops:ana")
     (done,) = store.jobs_finish([RetryLater(job.lease, timedelta(minutes=5), "NETWORK_ERROR", "down",
                                             {"duration_ms": 7})])
     assert (done.status, done.cancelled_by, done.dead_letter_id) == (Status.CANCELLED, "ops:ana", None)
@@ -111,7 +111,7 @@ def test_a_retry_that_meets_a_cancel_request_ends_cancelled_and_says_who_asked(s
 def test_a_cancel_request_does_not_change_other_endings(store: Store, kind: Kind) -> None:
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
-    store.job_cancel(job_id=job.id, by="ops:bo")
+    cancel(store, job.id, "ops:bo")
     (done,) = store.jobs_finish([kind.make(job.lease)])
     assert done.status is kind.status
     assert done.cancelled_by == ("ops:ana" if kind.status is Status.CANCELLED else None)

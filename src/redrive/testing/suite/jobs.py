@@ -17,7 +17,7 @@ from redrive.core.transitions import LEASE_EXPIRED, Cancellation, Completion, Fa
 from redrive.errors import IllegalTransition, JobNotFound
 from redrive.store.port import Store
 from redrive.store.reads import JobFilter
-from redrive.testing import TTL, applied, assert_history, claim, claim_one, fail, new, reclaim, revive, wait_for
+from redrive.testing import TTL, applied, assert_history, cancel, claim, claim_one, fail, new, reclaim, revive, wait_for
 
 # -- enqueue -------------------------------------------------------------------
 
@@ -295,21 +295,21 @@ def test_an_expired_lease_with_no_attempt_left_fails_the_job(store: Store) -> No
 
 def test_cancel_ends_a_waiting_job_at_once_saying_who(store: Store) -> None:
     (waiting,) = [r.job for r in store.jobs_insert(jobs=[new(delay=timedelta(hours=1))])]
-    assert store.job_cancel(job_id=waiting.id, by="ops:ana").status is Status.CANCELLED
+    assert cancel(store, waiting.id, "ops:ana").status is Status.CANCELLED
     *_, event = assert_history(store, waiting.id)
     assert (event.to_status, event.meta["by"]) == (Status.CANCELLED, "ops:ana")
     with pytest.raises(IllegalTransition):  # finished: nothing left to cancel
-        store.job_cancel(job_id=waiting.id, by="ops:ana")
+        cancel(store, waiting.id, "ops:ana")
     with pytest.raises(JobNotFound):
-        store.job_cancel(job_id=uuid.uuid4(), by="ops:ana")
+        cancel(store, uuid.uuid4(), "ops:ana")
 
 
 def test_cancel_of_a_running_job_is_a_request_its_worker_ends(store: Store) -> None:
     store.jobs_insert(jobs=[new(), new()])
     job, other = claim(store, 2)
     # When a cancel is asked of a running job, twice
-    assert store.job_cancel(job_id=job.id, by="ops:ana").status is Status.RUNNING
-    assert store.job_cancel(job_id=job.id, by="ops:bo").status is Status.RUNNING
+    assert cancel(store, job.id, "ops:ana").status is Status.RUNNING
+    assert cancel(store, job.id, "ops:bo").status is Status.RUNNING
     # Then its worker reads the first request, and only for that job
     control = store.control_read(job_ids=[job.id, other.id])
     assert dict(control.cancels) == {job.id: "ops:ana"}
@@ -323,11 +323,30 @@ def test_cancel_of_a_running_job_is_a_request_its_worker_ends(store: Store) -> N
     assert store.control_read(job_ids=[job.id]).cancels == {}
 
 
+def test_many_cancels_in_one_write_answer_each_job_in_the_order_asked(store: Store) -> None:
+    """An operator's bulk cancel: one write for a page of jobs, whatever
+    each one is (waiting, running, ended, never there)."""
+    waiting, later, running, ended = [r.job for r in store.jobs_insert(jobs=[
+        new(), new(delay=timedelta(hours=1)), new(queue="busy"), new(queue="done")])]
+    running = claim_one(store, queues=["busy"])
+    fail(store, claim_one(store, queues=["done"]))
+    nobody = uuid.uuid4()
+    done = store.jobs_cancel(job_ids=[running.id, waiting.id, nobody, later.id, ended.id], by="ops:ana")
+    assert [j.status if j else None for j in done] == [Status.RUNNING, Status.CANCELLED, None,
+                                                       Status.CANCELLED, None]
+    assert [j.id for j in done if j] == [running.id, waiting.id, later.id]
+    assert dict(store.control_read(job_ids=[running.id]).cancels) == {running.id: "ops:ana"}
+    for job_id in (waiting.id, later.id):
+        *_, event = assert_history(store, job_id)
+        assert (event.to_status, event.meta["by"]) == (Status.CANCELLED, "ops:ana")
+    assert store.jobs_cancel(job_ids=[], by="ops:ana") == []
+
+
 def test_a_retry_written_after_a_cancel_was_asked_ends_the_job_cancelled(store: Store) -> None:
     # Given a running job whose cancel was asked before its worker saw it
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
-    store.job_cancel(job_id=job.id, by="ops:ana")
+    cancel(store, job.id, "ops:ana")
     # When the worker writes a retry anyway
     assert applied(store.jobs_finish([RetryLater(job.lease, timedelta(minutes=5), "NETWORK_ERROR", "down")])) == {job.lease}
     # Then the job does not wait to run again: it is cancelled, by whoever asked
@@ -340,7 +359,7 @@ def test_a_retry_written_after_a_cancel_was_asked_ends_the_job_cancelled(store: 
 def test_a_cancel_left_on_a_failed_job_does_not_reach_its_revived_run(store: Store) -> None:
     store.jobs_insert(jobs=[new()])
     job = claim_one(store)
-    store.job_cancel(job_id=job.id, by="ops:ana")
+    cancel(store, job.id, "ops:ana")
     fail(store, job)  # the failure won the race
     revive(store, job.id, "manual_retry", "ops:bo")
     again = claim_one(store)
