@@ -11,6 +11,7 @@ import logging
 import os
 import resource
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from datetime import timedelta
@@ -52,6 +53,11 @@ class Presence:
                  report: Callable[[], WorkerReport]) -> None:
         self._store, self._call, self._report = store, call, report
         self._soon = asyncio.Event()
+        # The report under way: a store call goes on when the task awaiting it
+        # is cancelled, so leaving waits for it (else it could land after the
+        # removal and list the worker again, for ever stale); none starts after.
+        self._reporting: asyncio.Future[Any] | None = None
+        self._left = False
 
     def soon(self) -> None:
         """Report now rather than at the next heartbeat (on the worker's loop)."""
@@ -69,8 +75,13 @@ class Presence:
                     await self._soon.wait()
 
     async def report(self) -> None:
+        if self._left:
+            return
+        self._reporting = reporting = asyncio.ensure_future(self._call(self._store().worker_report,
+                                                                       report=self._report()))
+        reporting.add_done_callback(_seen)
         try:
-            await self._call(self._store().worker_report, report=self._report())
+            await asyncio.shield(reporting)
         except StoreError as exc:
             log.warning("reporting this worker to the registry failed, retrying: %s", exc)
 
@@ -78,6 +89,12 @@ class Presence:
         """Leave the registry, taking ``within`` seconds at most: a stopping
         worker's last call must not outlast its time to stop (the entry then
         goes stale, as a killed worker's does)."""
+        self._left = True
+        started = time.monotonic()
+        if self._reporting is not None and not self._reporting.done():
+            await asyncio.wait([self._reporting], timeout=within)
+        if within is not None:
+            within -= time.monotonic() - started
         if within is not None and within <= 0:
             log.warning("not leaving the worker registry: no time left to stop in (the entry goes stale)")
             return
@@ -97,3 +114,11 @@ class Presence:
             await self._call(remove)
         except StoreError as exc:
             log.warning("leaving the worker registry failed (the entry goes stale): %s", exc)
+
+
+def _seen(done: asyncio.Future[Any]) -> None:
+    """A report's error is logged by the task that awaited it, if it still
+    did; read here too, so a report left to finish alone is no "exception
+    never retrieved"."""
+    if not done.cancelled():
+        done.exception()
