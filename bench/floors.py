@@ -255,31 +255,51 @@ class StoreLoop:
 
 def _together(argv: list[str], processes: int, backlog: int, seconds: float, what: str) -> tuple[float, float]:
     """Jobs/s of ``processes`` runs of this module's ``argv`` loop, started
-    together after two seconds and stopped together ``seconds`` later, and
-    the CPU the processes spent a job over those seconds, in µs."""
-    begin = time.monotonic() + 2.0  # CLOCK_MONOTONIC is the machine's: every child reads the same
-    children = [subprocess.Popen([sys.executable, "-m", "bench.floors", *argv, str(client), str(begin),
-                                  str(begin + seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    together once every one is ready (imported, connected) and stopped
+    together ``seconds`` later, and the CPU the processes spent a job over
+    those seconds, in µs. (A fixed head start was too short for a loaded
+    machine: a loop that began after the end moved nothing.)"""
+    children = [subprocess.Popen([sys.executable, "-m", "bench.floors", *argv, str(client)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for client in range(1, processes + 1)]
-    ended = []
-    for child in children:
-        try:
+    try:
+        for child in children:
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                raise BenchError(f"the {what} floor failed to start: {child.communicate()[1].strip().splitlines()[-1:]}")
+        begin = time.monotonic() + 0.1  # CLOCK_MONOTONIC is the machine's: every child reads the same
+        for child in children:  # every one told before any is waited for
+            assert child.stdin is not None
+            child.stdin.write(f"{begin} {begin + seconds}\n")
+            child.stdin.flush()
+        ended = []
+        for child in children:
             out, err = child.communicate(timeout=seconds + 60)
-        except subprocess.TimeoutExpired:
-            for other in children:
-                other.kill()
-            raise BenchError(f"the {what} floor did not finish") from None
-        if child.returncode != 0:
-            raise BenchError(f"the {what} floor failed: {err.strip().splitlines()[-1:]}")
-        moved, at, cpu_s = out.split()
-        ended.append((int(moved), float(at), float(cpu_s)))
+            if child.returncode != 0:
+                raise BenchError(f"the {what} floor failed: {err.strip().splitlines()[-1:]}")
+            moved, at, cpu_s = out.split()
+            ended.append((int(moved), float(at), float(cpu_s)))
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"the {what} floor did not finish") from None
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
     moved = sum(n for n, _, _ in ended)
     if moved >= backlog:
         raise BenchError(f"the {what} floor ran out of jobs ({backlog:,}): give it a bigger backlog")
     return moved / (max(at for _, at, _ in ended) - begin), sum(cpu for _, _, cpu in ended) / moved * 1e6
 
 
-def _store_loop(url: str, client: int, begin: float, end: float) -> tuple[int, float, float]:
+def _ready() -> tuple[float, float]:
+    """Say this loop is ready, and read when to begin and end (the machine's monotonic clock)."""
+    print("ready", flush=True)
+    begin, end = map(float, sys.stdin.readline().split())
+    time.sleep(max(0.0, begin - time.monotonic()))
+    return begin, end
+
+
+def _store_loop(url: str, client: int) -> tuple[int, float, float]:
     """One loop of redrive's store alone: claim a batch, write its successes."""
     from concurrent.futures import ThreadPoolExecutor
     from datetime import timedelta
@@ -302,7 +322,7 @@ def _store_loop(url: str, client: int, begin: float, end: float) -> tuple[int, f
 
     moved = 0
     try:
-        time.sleep(max(0.0, begin - time.monotonic()))
+        _, end = _ready()
         cpu = time.process_time()  # every thread's, the claims' own included
         if not url.startswith("postgresql"):  # SQLite: one connection, one writer at a time, nothing to overlap
             while time.monotonic() < end:
@@ -327,11 +347,11 @@ def _noop(payload: object) -> None:
     pass
 
 
-def _claim_loop(url: str, client: int, begin: float, end: float) -> tuple[int, float, float]:
+def _claim_loop(url: str, client: int) -> tuple[int, float, float]:
     """One Python worker at its barest: claim up to 100, call each job, archive them."""
     moved = 0
     with psycopg.connect(url, autocommit=True) as conn:
-        time.sleep(max(0.0, begin - time.monotonic()))
+        _, end = _ready()
         cpu = time.process_time()
         while time.monotonic() < end:
             for _job_id, payload in conn.execute(_CLAIM, (client,)).fetchall():
@@ -341,6 +361,6 @@ def _claim_loop(url: str, client: int, begin: float, end: float) -> tuple[int, f
 
 
 if __name__ == "__main__":  # one of the processes of PsycopgLoop's or StoreLoop's floor (_together)
-    kind, url, client, begin, end = sys.argv[1:]
+    kind, url, client = sys.argv[1:]
     loop = _claim_loop if kind == "psycopg" else _store_loop
-    print(*loop(url, int(client), float(begin), float(end)))
+    print(*loop(url, int(client)))
