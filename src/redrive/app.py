@@ -27,7 +27,7 @@ from redrive.declarations import Dependency, P, R, Registry, Task
 from redrive.errors import ConfigError
 from redrive.events import EventStream
 from redrive.settings import Settings
-from redrive.store.reads import Reads
+from redrive.store.operations import FullStore
 
 
 class App:
@@ -38,7 +38,7 @@ class App:
         database_url: str | None = None,
         *,
         settings: Settings | None = None,
-        store: Reads | None = None,
+        store: FullStore | None = None,
         classifier: Classifier = DEFAULT_CLASSIFIER,
         dependencies: Sequence[Dependency] = (),
     ) -> None:
@@ -86,7 +86,7 @@ class App:
         return self._client
 
     @property
-    def store(self) -> Reads:
+    def store(self) -> FullStore:
         return self.client.store
 
     def admin(self, actor: Actor) -> Admin:

@@ -31,7 +31,8 @@ from redrive.declarations import Registry, Task
 from redrive.errors import ConfigError, JobCancelled, JobFailed, JobNotFound, ResultTimeout, StoreTimeout
 from redrive.events import EventStream
 from redrive.settings import Settings
-from redrive.store.reads import JobFilter, Page, Reads
+from redrive.store.operations import FullStore
+from redrive.store.reads import JobFilter, Page
 from redrive.store.url import open_store
 from redrive.transactions import driver_connection, driver_connection_async
 
@@ -86,7 +87,7 @@ class Client:
     client, or at the end of a ``with`` block."""
 
     def __init__(self, registry: Registry, *, settings: Settings | None = None,
-                 store: Reads | None = None, events: EventStream | None = None) -> None:
+                 store: FullStore | None = None, events: EventStream | None = None) -> None:
         """``events``: where what happens to the client's jobs is announced
         (the app's stream; a worker built on this client emits there too)."""
         self.registry = registry
@@ -95,7 +96,7 @@ class Client:
         self._store = store
 
     @property
-    def store(self) -> Reads:
+    def store(self) -> FullStore:
         if self._store is None:
             self._store = open_store(self.settings.database_url, settings=self.settings)
         return self._store
@@ -328,7 +329,7 @@ def firing_request(schedule: Schedule, firing: Firing) -> JobRequest:
     return JobRequest(schedule.task, kwargs=schedule.arguments(firing), idempotency_key=firing.key)
 
 
-def read_job(store: Reads, job_id: UUID | str) -> Job:
+def read_job(store: FullStore, job_id: UUID | str) -> Job:
     job = store.job_get(job_id=checks.job_uuid(job_id))
     if job is None:
         raise JobNotFound(f"no job has id {job_id}")

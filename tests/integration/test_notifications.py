@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from redrive import Client, JobRequest, Settings, Status
-from redrive.testing import wait_for
+from redrive.testing import count_jobs, wait_for
 from tests.apps.alerting import app as alerting
 from tests.canaries import CANARIES, leaked
 from tests.fakes.slack import SlackWebhook, slack_webhook
@@ -136,7 +136,7 @@ def test_a_burst_of_500_failures_makes_one_digest(pg_url, tmp_path, workers, sla
     client = _client(pg_url)
     client.enqueue_many([JobRequest("doomed", args=[f"doc-{n}", CANARIES[0]], owner=f"tenant-{n % 7}")
                          for n in range(500)])
-    wait_for(lambda: client.store.jobs_count()[Status.FAILED] == 500, timeout=window)
+    wait_for(lambda: count_jobs(client.store)[Status.FAILED] == 500, timeout=window)
     wait_for(lambda: slack.messages and inbox.messages, timeout=2 * window)
     _quiet_for(5, slack, inbox)
     assert len(slack.messages) == 1 and len(inbox.messages) == 1

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from redrive import Actor, Admin, Client, JobRequest, Settings, Status
 from redrive.events import CATALOGUE
-from redrive.testing import wait_for
+from redrive.testing import count_jobs, wait_for
 from tests.apps.observed import app as observed
 from tests.canaries import CANARIES, leaked
 from tests.conftest import every_job
@@ -56,7 +56,7 @@ def test_metrics_add_up_to_the_store_and_logs_are_json(db_url, tmp_path, workers
 
     def drained() -> bool:
         scrapes.append(httpx.get(url).text)  # scraped during the run: each must parse
-        return sum(client.store.jobs_count()[s] for s in (Status.SUCCEEDED, Status.FAILED)) == len(requests)
+        return sum(count_jobs(client.store)[s] for s in (Status.SUCCEEDED, Status.FAILED)) == len(requests)
 
     wait_for(drained, timeout=120, every=0.3)
     wait_for(lambda: _total(_samples(httpx.get(url).text), "redrive_dead_letters_opened_total") == 11, timeout=10)

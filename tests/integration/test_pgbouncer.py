@@ -22,7 +22,7 @@ from redrive import Client, JobRequest, Settings, Status
 from redrive.core.states import TERMINAL
 from redrive.errors import StoreError
 from redrive.store.postgres.store import PostgresStore
-from redrive.testing import wait_for
+from redrive.testing import count_jobs, wait_for
 from tests.apps.drain import app as drain_app
 from tests.conftest import every_job
 from tests.figures import record
@@ -68,9 +68,9 @@ def test_sigkills_while_four_workers_drain_2000_jobs_lose_nothing_and_end_nothin
         kills_holding += any(f":{victim.pid}:" in (job.lease_owner or "") for job in held)
         victim.kill()
         alive.append(start())
-    left_when_killing_ended = client.store.jobs_count()[Status.QUEUED]
+    left_when_killing_ended = count_jobs(client.store)[Status.QUEUED]
 
-    wait_for(lambda: client.store.jobs_count()[Status.SUCCEEDED] == JOBS, timeout=240, every=0.5,
+    wait_for(lambda: count_jobs(client.store)[Status.SUCCEEDED] == JOBS, timeout=240, every=0.5,
              what="every job succeeded")
     for worker in alive:
         assert worker.stop() == 0, worker.log
@@ -158,7 +158,7 @@ def test_without_the_pool_mode_a_transaction_pooler_is_named_in_the_error(pgboun
         for _ in range(10):
             for store in stores:
                 try:
-                    store.jobs_count()
+                    count_jobs(store)
                 except StoreError as exc:
                     errors.append(exc.message)
     finally:

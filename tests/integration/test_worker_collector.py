@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from redrive import Client, JobRequest, Settings, Status
-from redrive.testing import wait_for
+from redrive.testing import count_jobs, wait_for
 from tests.apps.drain import app as drain_app
 from tests.integration.processes import WorkerProcess
 
@@ -48,7 +48,7 @@ def test_a_failed_run_lets_go_of_what_its_frames_held(
     client.enqueue_many([JobRequest(task, kwargs={"megabytes": 40, "keep_error": keep_error}) for _ in range(16)])
     # When one worker process running two at a time runs them
     workers.append(WorkerProcess(sqlite_url, tmp_path, "-c", "2", "--poll-interval", "0.1"))
-    wait_for(lambda: client.store.jobs_count().get(Status.FAILED) == 16, timeout=60, what="16 jobs failed")
+    wait_for(lambda: count_jobs(client.store).get(Status.FAILED) == 16, timeout=60, what="16 jobs failed")
     report = client.enqueue("peak_memory").job
     done = wait_for(lambda: (found := client.job(report.id)).status == Status.SUCCEEDED and found, timeout=60,
                     what="the report ran")

@@ -24,7 +24,7 @@ from redrive import (
     current_job,
 )
 from redrive.core.transitions import Requeue
-from redrive.testing import wait_for_async
+from redrive.testing import count_jobs, wait_for_async
 
 FAST = FullJitter(initial=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
 
@@ -208,10 +208,10 @@ def test_concurrency_bounds_handlers_and_a_slow_store_bounds_the_leases_held() -
                         shutdown_grace=timedelta(seconds=2))
         running = asyncio.create_task(worker.run())
         try:
-            await wait_for_async(lambda: store.jobs_count().get(Status.RUNNING, 0) >= 8, events=app.events,
+            await wait_for_async(lambda: count_jobs(store).get(Status.RUNNING, 0) >= 8, events=app.events,
                                  timeout=3, what="eight jobs running")
             await asyncio.sleep(0.2)  # a window, not a wait: time enough to claim more, were it allowed
-            assert store.jobs_count()[Status.RUNNING] == 8
+            assert count_jobs(store)[Status.RUNNING] == 8
             store.writes_open.set()
             await wait_for_async(_finished(app, ids), events=app.events, timeout=5, what="every job finished")
         finally:

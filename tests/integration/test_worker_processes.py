@@ -13,7 +13,7 @@ import pytest
 
 from redrive import Client, JobRequest, Settings, Status
 from redrive.store.url import open_store
-from redrive.testing import wait_for
+from redrive.testing import count_jobs, wait_for
 from tests.apps.drain import app as drain_app
 from tests.conftest import every_job
 from tests.integration.processes import REPO, WorkerProcess, executions
@@ -45,7 +45,7 @@ def _drain(url: str, tmp_path, workers: list, *, processes: int, jobs: int) -> N
     client.enqueue_many([JobRequest("sleep_then_record", args=[key, 0.01]) for key in keys])
 
     def drained() -> bool:
-        counts = client.store.jobs_count()
+        counts = count_jobs(client.store)
         return counts[Status.SUCCEEDED] == jobs
 
     wait_for(drained, timeout=240, every=0.25)
@@ -53,8 +53,8 @@ def _drain(url: str, tmp_path, workers: list, *, processes: int, jobs: int) -> N
         assert worker.stop() == 0, worker.log
     # Every job ran exactly once and succeeded; none is left anywhere else.
     assert executions(tmp_path) == Counter({key: 1 for key in keys})
-    assert client.store.jobs_count()[Status.SUCCEEDED] == jobs
-    assert sum(client.store.jobs_count().values()) == jobs
+    assert count_jobs(client.store)[Status.SUCCEEDED] == jobs
+    assert sum(count_jobs(client.store).values()) == jobs
     ran_in = {job.result["pid"] for job in every_job(client)}
     assert len(ran_in) > 1, "one worker did all the work: the test proves nothing about sharing"
     client.close()
@@ -182,7 +182,7 @@ def test_sigterm_finishes_short_jobs_requeues_long_ones_and_claims_nothing_more(
     waiting = [client.enqueue("record", args=[f"w{n}"], priority=5).job for n in range(3)]
     w = _start(workers, db_url, tmp_path, "--concurrency", "4", "--shutdown-grace", "3",
                "--poll-interval", "0.2")
-    wait_for(lambda: client.store.jobs_count()[Status.RUNNING] == 4, timeout=20)
+    wait_for(lambda: count_jobs(client.store)[Status.RUNNING] == 4, timeout=20)
 
     w.signal(signal.SIGTERM)
     assert w.process.wait(timeout=20) == 0, w.log
@@ -196,7 +196,7 @@ def test_sigterm_finishes_short_jobs_requeues_long_ones_and_claims_nothing_more(
     for job in waiting:
         # Slots freed during the grace period, yet nothing new was claimed.
         assert [e.to_status for e in client.job_events(job.id)] == [Status.QUEUED]
-    assert client.store.jobs_count()[Status.RUNNING] == 0
+    assert count_jobs(client.store)[Status.RUNNING] == 0
     assert "requeued 2 unfinished jobs" in w.log
     client.close()
 

@@ -18,7 +18,7 @@ from redrive.core.breaker import force_open
 from redrive.core.job import Job, NewJob
 from redrive.core.states import Status
 from redrive.store.port import Store
-from redrive.testing import claim_one, fail, letter_of
+from redrive.testing import claim_one, count_jobs, fail, letter_of
 
 ANN = Actor.acting_for("ann")
 BOB = Actor.acting_for("bob")
@@ -56,7 +56,7 @@ def _snapshot(w: World) -> Any:
     s = w.store
     return ([s.job_get(job_id=w.failed.id), s.job_get(job_id=w.waiting.id)],
             [s.job_events_list(job_id=w.failed.id), s.job_events_list(job_id=w.waiting.id)],
-            s.dead_letter_get(id=w.letter_id), s.breakers_list()[0], s.jobs_count(),
+            s.dead_letter_get(id=w.letter_id), s.breakers_list()[0], count_jobs(s),
             dict(s.control_read(job_ids=[]).paused))
 
 

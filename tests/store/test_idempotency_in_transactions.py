@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from redrive import App, IdempotencyKeyReused
+from redrive.testing import count_jobs
 
 
 def test_a_refusal_inside_the_callers_sqlite_transaction_keeps_the_callers_writes(sqlite_url: str) -> None:
@@ -42,5 +43,5 @@ def test_a_refusal_inside_the_callers_postgres_transaction_keeps_the_callers_wri
         conn.commit()
         assert conn.execute("SELECT name FROM uploads").fetchall() == [("b",)]
     assert app.client.job(fresh.job.id).kwargs == {"path": "c"}
-    assert sum(app.store.jobs_count().values()) == 2
+    assert sum(count_jobs(app.store).values()) == 2
     app.close()

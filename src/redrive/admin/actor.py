@@ -19,7 +19,7 @@ from redrive.core.job import Job
 from redrive.declarations import Registry
 from redrive.errors import ConfigError, Forbidden
 from redrive.events import EventStream
-from redrive.store.reads import Reads
+from redrive.store.operations import FullStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,7 @@ class Actor:
 class Acting:
     """Operator actions on one store, as ``actor``."""
 
-    def __init__(self, store: Reads, *, actor: Actor, registry: Registry | None = None,
+    def __init__(self, store: FullStore, *, actor: Actor, registry: Registry | None = None,
                  events: EventStream | None = None) -> None:
         if not isinstance(actor, Actor):
             raise ConfigError("Admin acts as an Actor: Actor.operator(name) or Actor.acting_for(owner)")

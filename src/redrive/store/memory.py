@@ -749,13 +749,6 @@ class MemoryStore:
         with self._lock:
             return self._jobs.get(job_id)
 
-    def jobs_count(self) -> dict[Status, int]:
-        counts = dict.fromkeys(Status, 0)
-        with self._lock:
-            for job in self._jobs.values():
-                counts[job.status] += 1
-        return counts
-
     def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
         with self._lock:
             return [e for e in self._events if e.job_id == job_id]

@@ -30,11 +30,9 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from redrive.core.breaker import Breaker
-from redrive.core.dead_letters import Revival
-from redrive.core.job import JSON, DeadLetter, EnqueueResult, Job, JobEvent, Lease, NewJob, StageDone
+from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, Lease, NewJob, StageDone
 from redrive.core.limits import Limits
 from redrive.core.outbox import OutboxChange, OutboxRow
-from redrive.core.states import Status
 from redrive.core.transitions import Finish, Finished
 
 ANY_QUEUE = "*"  # a wake-up that does not know which queue has new jobs
@@ -177,19 +175,6 @@ class Store(Protocol):
         ``MINUTES_FOR``, gone after ``KEEP``; how many rows were moved or
         dropped. Safe to run in every worker at once: a row moves once."""
 
-    def jobs_delete(self, *, job_ids: Sequence[UUID]) -> list[UUID]:
-        """Delete the finished jobs among ``job_ids`` now, as a prune would
-        (events, dead letters, keys), an open dead letter included: an
-        operator chose them. Returns the ids that went; a job still active,
-        or gone already, is left out."""
-
-    def jobs_cancel(self, *, job_ids: Sequence[UUID], by: str) -> list[Job | None]:
-        """Each job, in one write: scheduled or queued -> cancelled at once
-        (the event says ``by``); a running one is returned still running,
-        with the request recorded: its worker stops it (``control_read``)
-        and ends it with a ``Cancellation``. Asking again changes nothing.
-        In the order asked; None for a job that is not there or has ended."""
-
     def control_read(self, *, job_ids: Sequence[UUID]) -> Control:
         """The paused queues, and the cancel requests among ``job_ids``."""
 
@@ -200,33 +185,6 @@ class Store(Protocol):
     def worker_remove(self, *, worker_id: str) -> None:
         """A worker that stopped cleanly leaves the registry."""
 
-    def queue_pause(self, *, queue: str, by: str) -> bool:
-        """No worker claims from ``queue`` until it is resumed. False when it was paused already."""
-
-    def queue_resume(self, *, queue: str) -> bool:
-        """False when it was not paused."""
-
-    def jobs_revive(self, *, revivals: Sequence[Revival]) -> list[Job | None]:
-        """failed -> queued for each of ``revivals`` (each job at most once)
-        as its plan says (``core.dead_letters.revive_plan``), in one
-        transaction: fresh attempts, its stage, counts and saved outputs; the
-        job's open dead letters are marked replayed. In order, the job queued
-        again, or None when the job is no longer the failure the plan was made
-        from (``plan.failed_at``) or the revival's ``dead_letter_id`` is no
-        longer open: two operators acting at once revive it once. A cancel
-        request left from its last run is dropped."""
-
-    def dead_letter_get(self, *, id: int) -> DeadLetter | None: ...
-
-    def dead_letter_note(self, *, id: int, text: str, by: str | None) -> DeadLetter:
-        """Append a resolution note."""
-
-    def dead_letters_resolve(self, *, ids: Sequence[int], by: str | None, note: str | None = None) -> list[DeadLetter]:
-        """Close the open letters among ``ids`` without a replay, with ``note``
-        appended when given, in one write. Returns the letters it closed; one
-        replayed or resolved already (or gone) is left alone, so two operators
-        acting at once close it once."""
-
     def breaker_update(
         self, *, name: str, change: Callable[[Breaker, float], Breaker], by: str | None = None
     ) -> Breaker:
@@ -236,8 +194,6 @@ class Store(Protocol):
 
     def breakers_list(self) -> tuple[dict[str, Breaker], float]:
         """Every breaker, and the database's clock (epoch seconds)."""
-
-    def breaker_events_list(self, *, name: str) -> list[BreakerEvent]: ...
 
     def outbox_open(self, *, lease: Lease, key: str, token: str) -> OutboxRow | None:
         """The outbox row of ``key``, created ``pending`` if new. None when
@@ -253,28 +209,7 @@ class Store(Protocol):
     def schedule_advance(self, *, name: str, to: datetime) -> None:
         """Move the checkpoint forward to ``to`` (never back)."""
 
-    def schedule_pause(self, *, name: str, by: str, now: datetime) -> bool:
-        """Schedulers skip ``name``'s firings until it is resumed (one seen
-        for the first time is created paused at ``now``). False when it was
-        paused already."""
-
-    def schedule_resume(self, *, name: str) -> bool:
-        """``name`` fires again from its next time; what it skipped while
-        paused stays skipped. False when it was not paused."""
-
-    def alerts_firing(self) -> dict[str, str]:
-        """The alert rules firing now, each with its incident."""
-
-    def alert_fire(self, *, rule: str, incident: str, detail: str) -> bool:
-        """``rule`` starts firing as ``incident``. False when it was firing
-        already: another evaluator (or this one before a restart) told it."""
-
-    def alert_resolve(self, *, rule: str, incident: str) -> bool:
-        """``incident`` of ``rule`` ends. False when it was not the one firing."""
-
     def job_get(self, *, job_id: UUID) -> Job | None: ...
-
-    def jobs_count(self) -> dict[Status, int]: ...
 
     def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
         """Oldest first."""

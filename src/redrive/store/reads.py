@@ -25,7 +25,7 @@ from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, Job
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.states import ACTIVE, Status
 from redrive.errors import ConfigError
-from redrive.store.port import WORKER_DETAIL, Store
+from redrive.store.port import WORKER_DETAIL, BreakerEvent
 
 T = TypeVar("T")
 
@@ -262,8 +262,10 @@ class ScheduleState:
     paused_by: str | None = None  # who paused it; None: it fires
 
 
-class Reads(Store, Protocol):
-    """A store with its read side (every store of redrive's is one)."""
+class Reads(Protocol):
+    """A store's read side: what the pages, the CLI's lists, the alerts and
+    the metrics read, and nothing the runtime needs (``Store``) or an
+    operator's action writes (``Operations``)."""
 
     def jobs_page(self, *, where: JobFilter, after: str | None = None, limit: int = 50) -> Page[Job]:
         """Newest first (by creation, then id), active and finished alike."""
@@ -307,26 +309,17 @@ class Reads(Store, Protocol):
     def workers_list(self) -> list[WorkerInfo]:
         """Every registered worker, oldest first (stale ones too: see ``WORKER_STALE_AFTER_S``)."""
 
-    def audit_record(self, *, by: str, action: str, job_id: UUID | None = None,
-                     detail: dict[str, Any] | None = None) -> AuditEntry:
-        """Put an operator's action on record (at the database's clock)."""
-
-    def session_open(self, *, id: str, principal: str, ttl: timedelta) -> None:
-        """Keep a dashboard session ``id`` for ``principal`` (both opaque
-        digests) until ``ttl`` from now, at the database's clock; sessions
-        past their time are forgotten."""
-
-    def session_read(self, *, id: str) -> str | None:
-        """The principal of session ``id`` while it lasts; None once it has
-        expired or been closed, or if it never was."""
-
-    def session_close(self, *, id: str) -> None:
-        """End session ``id`` now (a logout)."""
-
     def audits_list(self, *, job_id: UUID | None) -> list[AuditEntry]:
         """A job's audit trail, oldest first; with ``job_id=None`` the
         entries about no one job (queue pauses, bulk actions), the latest
         1,000, oldest first."""
+
+    def dead_letter_get(self, *, id: int) -> DeadLetter | None: ...
+
+    def breaker_events_list(self, *, name: str) -> list[BreakerEvent]: ...
+
+    def alerts_firing(self) -> dict[str, str]:
+        """The alert rules firing now, each with its incident."""
 
 
 def page_size(limit: Any) -> int:
@@ -358,3 +351,4 @@ def paged(rows: Sequence[T], limit: int, cursor_of: Any) -> Page[T]:
     """A page from up to ``limit + 1`` rows read: the extra one only says more exist."""
     items = list(rows[:limit])
     return Page(items, cursor_of(items[-1]) if len(rows) > limit and items else None)
+

@@ -64,12 +64,6 @@ SELECT * FROM redrive_job WHERE id = :id
 UNION ALL
 SELECT * FROM redrive_job_done WHERE id = :id;
 
--- name: jobs_count
--- Exact, so it reads every job: for tests and tools, never a page.
-SELECT status, count(*) AS n FROM redrive_job GROUP BY status
-UNION ALL
-SELECT status, count(*) AS n FROM redrive_job_done GROUP BY status;
-
 -- name: job_events_list
 SELECT * FROM redrive_job_event WHERE job_id = :id ORDER BY id;
 

@@ -10,13 +10,13 @@ from urllib.parse import urlsplit
 
 from redrive.errors import ConfigError
 from redrive.settings import Settings
-from redrive.store.reads import Reads
+from redrive.store.operations import FullStore
 
 SCHEMES = ("sqlite", "postgresql", "postgres", "memory")
 
 
 def open_store(url: str, *, check_schema: bool = True, must_exist: bool = False, joining: Any = None,
-               settings: Settings | None = None) -> Reads:
+               settings: Settings | None = None) -> FullStore:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``postgresql://…``, ``memory://``.
 
     SQLite migrates itself on open; PostgreSQL refuses a schema older than the

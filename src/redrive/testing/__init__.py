@@ -50,14 +50,15 @@ from redrive.core.states import Status, is_legal
 from redrive.core.transitions import Cancellation, Completion, FailNow, Finished, Requeue, RetryLater
 from redrive.errors import IllegalTransition, JobNotFound
 from redrive.events import Event, EventStream
+from redrive.store.operations import FullStore, Operations
 from redrive.store.port import Store
 from redrive.store.reads import JobFilter, Reads
 from redrive.testing.tasks import Drained, assert_enqueued, drain, enqueued_jobs, isolated
 
 __all__ = [
-    "TTL", "Cancellation", "Clock", "Completion", "DeadLetterFilter", "FailNow", "Finished", "JobFilter", "JobKey",
-    "Lease", "NewJob", "OutboxChange", "Reads", "Requeue", "RetryLater", "Revival", "RevivePlan", "StageDone", "Store",
-    "applied", "assert_history", "assert_invariants", "cancel", "claim", "claim_one", "fail", "letter_of", "new",
+    "TTL", "Cancellation", "Clock", "Completion", "DeadLetterFilter", "FailNow", "Finished", "FullStore", "JobFilter",
+    "JobKey", "Lease", "NewJob", "Operations", "OutboxChange", "Reads", "Requeue", "RetryLater", "Revival", "RevivePlan", "StageDone", "Store",
+    "applied", "assert_history", "assert_invariants", "cancel", "claim", "claim_one", "count_jobs", "fail", "letter_of", "new",
     "reclaim", "revive", "wait_for", "wait_for_async",
     "Drained", "assert_enqueued", "drain", "enqueued_jobs", "isolated",
 ]
@@ -195,13 +196,26 @@ def fail(store: Store, job: Job, code: str = "AUTH_DENIED", *, retryable: bool =
     assert applied(store.jobs_finish([item])) == {job.lease}
 
 
-def letter_of(store: Reads, job_id: uuid.UUID) -> DeadLetter:
+def letter_of(store: FullStore, job_id: uuid.UUID) -> DeadLetter:
     """The newest dead letter of a job."""
     (letter,) = [d for d in store.dead_letters_page(where=DeadLetterFilter(), limit=1000) if d.job_id == job_id][:1]
     return letter
 
 
-def cancel(store: Store, job_id: uuid.UUID, by: str) -> Job:
+def count_jobs(store: Reads) -> dict[Status, int]:
+    """Every job of the store by status, page after page: for tests, never a page."""
+    counts = dict.fromkeys(Status, 0)
+    after = None
+    while True:
+        page = store.jobs_page(where=JobFilter(), after=after, limit=1000)
+        for job in page.items:
+            counts[job.status] += 1
+        if page.next_cursor is None:
+            return counts
+        after = page.next_cursor
+
+
+def cancel(store: FullStore, job_id: uuid.UUID, by: str) -> Job:
     """Cancel one job (``jobs_cancel``): the job as it now is, cancelled or
     still running with the request recorded; ``JobNotFound`` or
     ``IllegalTransition`` when there is nothing to cancel."""
@@ -214,7 +228,7 @@ def cancel(store: Store, job_id: uuid.UUID, by: str) -> Job:
     return done
 
 
-def revive(store: Store, job_id: uuid.UUID, reason: str, by: str | None, *, from_start: bool = False,
+def revive(store: FullStore, job_id: uuid.UUID, reason: str, by: str | None, *, from_start: bool = False,
            first_stage: str | None = None, dead_letter_id: int | None = None, job: Job | None = None) -> Job | None:
     """Plan as the operator API does (from the job as read now), then apply."""
     job = job or store.job_get(job_id=job_id)

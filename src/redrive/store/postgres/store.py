@@ -852,12 +852,6 @@ class PostgresStore:
     def workers_list(self) -> list[WorkerInfo]:
         return [WorkerInfo.of(row) for row in self._run("workers_list")]
 
-    def jobs_count(self) -> dict[Status, int]:
-        counts = dict.fromkeys(Status, 0)
-        for row in self._run("jobs_count"):
-            counts[Status(row["status"])] += row["n"]
-        return counts
-
     def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
         return [
             JobEvent(

@@ -907,12 +907,6 @@ class SQLiteStore:
         return bool(self._write(lambda conn, clock: conn.execute(self._queries["schedule_resume"], {
             "name": name, "now": clock}).fetchall()))
 
-    def jobs_count(self) -> dict[Status, int]:
-        counts = dict.fromkeys(Status, 0)
-        for row in self._read("jobs_count"):
-            counts[Status(row["status"])] += row["n"]
-        return counts
-
     def outbox_open(self, *, lease: Lease, key: str, token: str) -> OutboxRow | None:
         def body(conn: sqlite3.Connection, now: float) -> OutboxRow | None:
             params = {**_lease(lease), "key": key, "outbox_token": token, "now": now}
