@@ -247,7 +247,7 @@ def test_isolated_on_postgresql_leaves_no_connection_pool_open(pg_test_database:
     # then fails whichever test is running); until then it keeps a connection.
     from psycopg_pool import ConnectionPool
 
-    from redrive.store.postgres import store as postgres_store
+    from redrive.store.postgres import connection as postgres_store  # (where the store makes its pools)
     from redrive.testing import isolated
 
     made: list[ConnectionPool] = []

@@ -2,7 +2,8 @@
 conformance suite (``redrive.testing.suite``) that every store of redrive's
 passes and a store of your own can run too.
 
-To hold your own ``Store`` to the same behaviour, in a test module of yours::
+To hold your own store (a ``FullStore``: the runtime's ``Store``, the ``Operations``
+and the ``Reads``) to the same behaviour, in a test module of yours::
 
     import pytest
     from redrive.testing import Clock

@@ -1,0 +1,76 @@
+"""Every state change of a job after its enqueue: endings (finish, and the
+reclaim's, both through the one batched statement), stages saved, cancels
+and revivals (manual retries, dead letters replayed). Each is one fenced
+statement over a batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+from psycopg.rows import tuple_row
+from psycopg.types.json import Jsonb
+
+from redrive.core.dead_letters import Revival, distinct_jobs
+from redrive.core.job import Job, Lease, StageDone
+from redrive.core.transitions import Completion, Finish, Finished, taken_back
+from redrive.store.postgres.codecs import _applied, _finish_json, _job, _lease_json
+from redrive.store.postgres.connection import _STATUS
+from redrive.store.postgres.enqueue import Enqueue
+
+
+class Endings(Enqueue):
+    def jobs_finish(self, items: Sequence[Finish]) -> list[Finished]:
+        if not items:
+            return []
+        firsts: dict[Lease, Finish] = {}
+        for item in items:
+            firsts.setdefault(item.lease, item)  # a job is ended once: the first of its lease wins
+        once = list(firsts.values())
+        statement = "jobs_complete" if all(type(item) is Completion for item in once) else "jobs_finish"
+        rows = self._run(statement, {"items": Jsonb([_finish_json(n, item) for n, item in enumerate(once)])},
+                         rows=tuple_row)
+        # rows come in the order of the items, each with its item's place
+        return [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)
+                for n, task, queue, status, attempt, stage, dead_letter_id, escalated, by, _ in rows]
+
+    def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
+        return self._fenced("stages_save", [
+            {**_lease_json(i.lease), "stage": i.stage, "output": i.output,
+             "stage_attempts": dict(i.stage_attempts), "next_stage": i.next_stage}
+            for i in items
+        ])
+
+    def _fenced(self, name: str, items: list[dict]) -> set[Lease]:
+        if not items:
+            return set()
+        return _applied(self._run(name, {"items": Jsonb(items)}))
+
+    def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None,
+                     bystanders: bool = False) -> list[Finished]:
+        rows = (self._run("jobs_held", {"worker_id": worker_id, "limit": limit}) if worker_id is not None
+                else self._run("jobs_expired", {"limit": limit}))
+        return self.jobs_finish([
+            taken_back(Lease(row["id"], row["lease_token"]), row["lease_owner"],
+                       last=row["attempts"] >= row["max_attempts"], crashed=worker_id is not None, bystander=bystanders)
+            for row in rows
+        ])
+
+    def jobs_cancel(self, *, job_ids: Sequence[UUID], by: str) -> list[Job | None]:
+        if not job_ids:
+            return []
+        found = {row["id"]: _job(row) for row in self._run("jobs_cancel", {"ids": list(job_ids), "by": by})}
+        return [found.get(job_id) for job_id in job_ids]
+
+    def jobs_revive(self, *, revivals: Sequence[Revival]) -> list[Job | None]:
+        if not distinct_jobs(revivals):
+            return []
+        rows = self._run("jobs_revive", {"revivals": Jsonb([{
+            "id": str(r.job_id), "failed_at": None if r.plan.failed_at is None else r.plan.failed_at.isoformat(),
+            "dead_letter_id": r.dead_letter_id, "by": r.plan.by, "replay_from": r.plan.replay_from,
+            "stage": r.plan.stage, "stage_attempts": r.plan.stage_attempts,
+            "keep_checkpoint": r.plan.keep_checkpoint, "manual_retries": r.plan.manual_retries,
+            "meta": r.plan.meta([]),
+        } for r in revivals])})
+        revived = {row["id"]: _job(row) for row in rows}
+        return [revived.get(r.job_id) for r in revivals]
