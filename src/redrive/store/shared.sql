@@ -3,7 +3,7 @@
 -- (PostgreSQL must know it), integer arithmetic that truncates in both
 -- dialects, and {word} where the dialects spell a type or the clock
 -- differently (store/sql.py's SPELLINGS); a {_name} is a fragment named here.
--- A query a store also names in its own queries.sql is an error.
+-- A query a store also names in its own sql/ files is an error.
 
 -- name: rollups_read
 -- Added up into slots :grain_s wide (a chart's bars), per queue or per task

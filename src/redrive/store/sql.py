@@ -30,14 +30,22 @@ SPELLINGS: dict[str, dict[str, str]] = {
 
 
 def load_queries(package: str, *, dialect: str) -> dict[str, str]:
-    """A store's named queries: its own ``queries.sql`` and the ``shared.sql``
-    both SQL stores run, each ``{word}`` spelled as ``dialect`` spells it
-    (``SPELLINGS``) and, for PostgreSQL, ``:name`` parameters read as
-    ``%(name)s``, psycopg's style."""
-    own = _named(resources.files(package).joinpath("queries.sql").read_text(), f"{package}/queries.sql")
+    """A store's named queries: its own, in the files of its ``sql/`` folder
+    (one file a concept: the claim, the endings, the reads...), and the
+    ``shared.sql`` both SQL stores run, each ``{word}`` spelled as
+    ``dialect`` spells it (``SPELLINGS``) and, for PostgreSQL, ``:name``
+    parameters read as ``%(name)s``, psycopg's style. A name is one query
+    in all of them."""
+    own: dict[str, str] = {}
+    for entry in sorted(resources.files(package).joinpath("sql").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            found = _named(entry.read_text(), f"{package}/sql/{entry.name}")
+            if again := sorted(own.keys() & found.keys()):
+                raise ConfigError(f"{package}/sql/{entry.name} names {', '.join(again)} again")
+            own.update(found)
     shared = _named(resources.files(__package__).joinpath("shared.sql").read_text(), "shared.sql")
     if both := sorted(own.keys() & shared.keys()):
-        raise ConfigError(f"{package}/queries.sql names {', '.join(both)}, which shared.sql holds")
+        raise ConfigError(f"{package}/sql names {', '.join(both)}, which shared.sql holds")
     words = {**SPELLINGS[dialect], **{name: sql for name, sql in shared.items() if name.startswith("_")}}
     spelled = {name: _WORD.sub(lambda m: _WORD.sub(lambda n: words[n.group(1)], words[m.group(1)]), sql)
                for name, sql in shared.items() if not name.startswith("_")}

@@ -1,0 +1,305 @@
+-- Every state change of a job after its enqueue: the endings a worker or
+-- the reclaim writes, stages saved, cancels and revivals.
+
+-- name: jobs_expired
+-- Running jobs whose lease expired; the store ends each with jobs_finish
+-- (fenced: two reclaimers at once end each job once).
+SELECT id, lease_token, lease_owner, attempts, max_attempts
+FROM redrive_job
+WHERE status = 'running' AND lease_expires_at <= now()
+ORDER BY lease_expires_at
+LIMIT %(limit)s;
+
+-- name: jobs_finish
+-- Every kind of ending a batch holds, in one statement (core/transitions.py):
+-- complete, fail and cancel move the job to history, retry and requeue put it
+-- back on the queue; each is fenced on its lease. A retry of a job whose
+-- cancel was asked while it ran ends it cancelled instead, the attempt's error
+-- kept. A failure writes its dead letter, escalated when the job's previous
+-- letter was replayed and this is the same non-retryable error_class (the
+-- mirror of core/dead_letters.py's escalates). The rows answered say what was
+-- written, each with the place (n) of its item in :items, a JSON array of
+-- {n, kind, id, token, meta, result, error, delay_s, by, refund, reclaim, dur_b, wait_b}: a key left
+-- out reads as NULL, and a retry's or a failure's details are one object,
+-- ``error`` {code, message, class, retryable, stage, stage_attempts, stack,
+-- context}, read only by the rows that have one (a batch is mostly successes).
+WITH asked AS (
+    SELECT i.*,
+        CASE WHEN c.by IS NOT NULL THEN 'cancel' ELSE i.kind END AS ends,
+        CASE i.kind WHEN 'cancel' THEN i.by ELSE c.by END AS cancelled_by
+    FROM jsonb_to_recordset(%(items)s) AS i(
+        n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, error jsonb,
+        delay_s double precision, by text, refund int, reclaim boolean, dur_b int, wait_b int)
+    -- only a retry looks for a cancel request
+    LEFT JOIN redrive_cancel_request AS c ON i.kind = 'retry' AND c.job_id = i.id
+), moved AS (
+    DELETE FROM redrive_job AS j USING asked AS i
+    WHERE j.id = i.id AND j.lease_token = i.token AND (j.lease_expires_at > now() OR i.reclaim) AND i.ends IN ('complete', 'fail', 'cancel')
+    RETURNING j.*, i.n, i.kind, i.ends, i.cancelled_by, i.result AS new_result, i.meta AS event_meta,
+        i.error AS failure, coalesce(i.error->>'stage', j.stage) AS new_stage, i.dur_b, i.wait_b,
+        CASE i.ends WHEN 'complete' THEN 'succeeded' WHEN 'fail' THEN 'failed' ELSE 'cancelled' END AS new_status
+), done AS (
+    INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        error_code, error_message, result, created_at, updated_at, started_at, finished_at, failed_at,
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version)
+    SELECT id, task, queue, args, kwargs, new_status, priority, run_at,
+        attempts, max_attempts, owner,
+        coalesce(failure->>'code', last_error_code), coalesce(failure->>'message', last_error_message),
+        CASE WHEN kind = 'fail' THEN failure->>'code' END, CASE WHEN kind = 'fail' THEN failure->>'message' END,
+        new_result, created_at, now(), started_at, now(), CASE WHEN kind = 'fail' THEN now() END,
+        new_stage, coalesce(failure->'stage_attempts', stage_attempts), checkpoint, manual_retry_count,
+        CASE WHEN failure IS NULL THEN first_failed_at ELSE coalesce(first_failed_at, now()) END,
+        dependencies, idempotency_key, version
+    FROM moved
+), previous AS (
+    SELECT DISTINCT ON (d.job_id) d.job_id, d.id, d.error_class, d.replayed_at
+    FROM redrive_dead_letter AS d JOIN moved AS m ON d.job_id = m.id AND m.ends = 'fail'
+    ORDER BY d.job_id, d.id DESC
+), letters AS (
+    INSERT INTO redrive_dead_letter (job_id, task, queue, owner, error_class, error_code,
+        error_message, retryable, stage, stage_attempts, attempts, last_stack, context,
+        first_failure_at, last_failure_at, escalated, previous_id)
+    SELECT m.id, m.task, m.queue, m.owner, m.failure->>'class', m.failure->>'code',
+        m.failure->>'message', (m.failure->>'retryable')::boolean, m.new_stage,
+        coalesce(m.failure->'stage_attempts', m.stage_attempts), m.attempts,
+        m.failure->>'stack', coalesce(m.failure->'context', '{}'), coalesce(m.first_failed_at, now()), now(),
+        coalesce(p.replayed_at IS NOT NULL AND p.error_class = m.failure->>'class'
+                 AND NOT (m.failure->>'retryable')::boolean, false),
+        p.id
+    FROM moved AS m LEFT JOIN previous AS p ON p.job_id = m.id
+    WHERE m.ends = 'fail'
+    RETURNING id, job_id, escalated
+), taken AS (
+    -- the request a cancel answered (a failure leaves it; a revive drops it)
+    DELETE FROM redrive_cancel_request AS c USING moved AS m WHERE c.job_id = m.id AND m.ends = 'cancel'
+), retried AS (
+    UPDATE redrive_job AS j
+    SET status = 'queued',
+        run_at = now() + make_interval(secs => coalesce(i.delay_s, 0)),
+        attempts = j.attempts - coalesce(i.refund, 0),
+        lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
+        last_error_code = coalesce(i.error->>'code', j.last_error_code),
+        last_error_message = coalesce(i.error->>'message', j.last_error_message),
+        stage = coalesce(i.error->>'stage', j.stage),
+        stage_attempts = coalesce(i.error->'stage_attempts', j.stage_attempts),
+        first_failed_at = CASE WHEN i.error IS NULL THEN j.first_failed_at
+                               ELSE coalesce(j.first_failed_at, now()) END,
+        updated_at = now()
+    FROM asked AS i
+    WHERE j.id = i.id AND j.lease_token = i.token AND (j.lease_expires_at > now() OR i.reclaim) AND i.ends IN ('retry', 'requeue')
+    RETURNING j.id, i.n, i.kind, j.task, j.queue, j.attempts, j.stage,
+        coalesce(i.refund, 0) AS refund, i.error->>'code' AS error_code, i.delay_s, i.meta, i.dur_b, i.wait_b
+), rolled AS (
+    -- core/rollups.py: each ending, and its run's wait, added to its minute's
+    -- rollup on this connection's shard (no two workers wait on one row)
+    INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
+    SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, e.queue, e.task, pg_backend_pid() %% 4,
+        v.kind, v.bucket, count(*)
+    FROM (
+        SELECT queue, task, new_status AS kind, dur_b, wait_b FROM moved
+        UNION ALL
+        -- a requeue spent its attempt only when a crashed worker's lease was taken back
+        SELECT queue, task, 'retried', dur_b, wait_b FROM retried WHERE kind = 'retry' OR refund = 0
+    ) AS e
+    CROSS JOIN LATERAL (VALUES (e.kind, e.dur_b), ('wait', e.wait_b)) AS v(kind, bucket)
+    WHERE v.bucket IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5, 6
+    ORDER BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n
+), events AS (
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT m.id, now(), 'running', m.new_status, m.attempts,
+        CASE m.ends
+            WHEN 'complete' THEN m.event_meta
+            WHEN 'fail' THEN jsonb_build_object('error_code', m.failure->>'code', 'error_class', m.failure->>'class',
+                                                'stage', m.new_stage, 'dead_letter_id', l.id,
+                                                'escalated', l.escalated) || m.event_meta
+            ELSE CASE WHEN m.kind = 'retry'
+                      THEN jsonb_build_object('error_code', m.failure->>'code', 'stage', m.new_stage)
+                      ELSE '{}'::jsonb END
+                 || m.event_meta || jsonb_build_object('by', m.cancelled_by)
+        END
+    FROM moved AS m LEFT JOIN letters AS l ON l.job_id = m.id
+    UNION ALL
+    SELECT r.id, now(), 'running', 'queued', r.attempts,
+        CASE WHEN r.kind = 'retry'
+             THEN jsonb_build_object('error_code', r.error_code, 'delay_ms', round(r.delay_s * 1000),
+                                     'stage', r.stage) || r.meta
+             ELSE r.meta END
+    FROM retried AS r
+), told AS (
+    -- only for jobs someone awaits (migration 0014): no NOTIFY otherwise
+    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
+), wake AS (
+    SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM retried WHERE kind = 'requeue') AS q
+)
+SELECT m.n, m.task, m.queue, m.new_status AS status, m.attempts AS attempt, m.new_stage AS stage,
+    l.id AS dead_letter_id, coalesce(l.escalated, false) AS escalated, m.cancelled_by,
+    (SELECT count(*) FROM told) + (SELECT count(*) FROM wake) AS signals
+FROM moved AS m LEFT JOIN letters AS l ON l.job_id = m.id
+UNION ALL
+SELECT r.n, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, false, NULL, 0
+FROM retried AS r
+ORDER BY 1;
+
+-- name: jobs_complete
+-- jobs_finish for a batch of successes only, the most common batch: the same
+-- items, writes and answer as jobs_finish's success branch, without the
+-- branches for the other kinds. PostgreSQL sets up every part of a statement
+-- each time it runs it, so those cost a third of the write of a batch of one.
+WITH moved AS (
+    DELETE FROM redrive_job AS j
+    USING jsonb_to_recordset(%(items)s) AS i(
+        n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, reclaim boolean, dur_b int, wait_b int)
+    -- i.kind: every item is a success; the test also tells the planner that few items
+    -- pass, so that it searches the primary key for each, as jobs_finish does
+    WHERE i.kind = 'complete' AND j.id = i.id AND j.lease_token = i.token
+      AND (j.lease_expires_at > now() OR i.reclaim)
+    RETURNING j.id, j.task, j.queue, j.args, j.kwargs, j.priority, j.run_at, j.attempts, j.max_attempts, j.owner,
+        j.last_error_code, j.last_error_message, j.created_at, j.started_at, j.stage, j.stage_attempts,
+        j.checkpoint, j.manual_retry_count, j.first_failed_at, j.dependencies, j.idempotency_key, j.version,
+        i.n, i.result, i.meta, i.dur_b, i.wait_b
+), done AS (
+    INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        result, created_at, updated_at, started_at, finished_at,
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version)
+    SELECT id, task, queue, args, kwargs, 'succeeded', priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        result, created_at, now(), started_at, now(),
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version
+    FROM moved
+), rolled AS (
+    INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
+    SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, m.queue, m.task, pg_backend_pid() %% 4,
+        v.kind, v.bucket, count(*)
+    FROM moved AS m
+    CROSS JOIN LATERAL (VALUES ('succeeded', m.dur_b), ('wait', m.wait_b)) AS v(kind, bucket)
+    WHERE v.bucket IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5, 6
+    ORDER BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n
+), events AS (
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT id, now(), 'running', 'succeeded', attempts, meta FROM moved
+), told AS (
+    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
+)
+SELECT n, task, queue, 'succeeded' AS status, attempts AS attempt, stage,
+    NULL::bigint AS dead_letter_id, false AS escalated, NULL::text AS cancelled_by,
+    (SELECT count(*) FROM told) AS signals
+FROM moved ORDER BY 1;
+
+-- name: stages_save
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(items)s) AS x(
+        id uuid, token uuid, stage text, output jsonb, stage_attempts jsonb, next_stage text)
+)
+UPDATE redrive_job AS j
+SET checkpoint = j.checkpoint || jsonb_build_object(i.stage, i.output),
+    stage_attempts = i.stage_attempts,
+    stage = coalesce(i.next_stage, i.stage),
+    updated_at = now()
+FROM input AS i
+WHERE j.id = i.id AND j.lease_token = i.token AND j.lease_expires_at > now()
+RETURNING j.id, j.lease_token;
+
+-- name: jobs_cancel
+-- Each waiting job of :ids ends now; a running one gets a request its worker
+-- acts on (the first asker's is kept). Answers each as it now is: the
+-- cancelled as they went to history, the running as they run; a job not
+-- there or ended is not in the answer.
+WITH moved AS (
+    DELETE FROM redrive_job
+    WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('scheduled', 'queued')
+    RETURNING *
+), requested AS (
+    INSERT INTO redrive_cancel_request (job_id, by, at)
+    SELECT id, %(by)s, now() FROM redrive_job WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running'
+    ON CONFLICT (job_id) DO NOTHING
+), taken AS (
+    -- a request left from the run that just ended (see jobs_finish)
+    DELETE FROM redrive_cancel_request AS c USING moved AS m WHERE c.job_id = m.id
+), done AS (
+    INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        created_at, updated_at, started_at, finished_at,
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version)
+    SELECT id, task, queue, args, kwargs, 'cancelled', priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        created_at, now(), started_at, now(),
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version
+    FROM moved
+    RETURNING *
+), events AS (
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT id, now(), status, 'cancelled', attempts, jsonb_build_object('by', %(by)s::text) FROM moved
+), told AS (
+    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
+)
+-- (told is read, or PostgreSQL would not run it: only CTEs that write always run)
+SELECT * FROM done WHERE (SELECT count(*) FROM told) >= 0
+UNION ALL
+SELECT * FROM redrive_job WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running';
+
+-- name: jobs_revive
+-- failed -> queued for each job of :revivals as its revive plan
+-- (core/dead_letters.py) says, only while the job is still the failure the
+-- plan was made from; with a dead_letter_id, only while that letter is still
+-- open, so two operators replaying at once revive the job once.
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(revivals)s) AS x(
+        id uuid, failed_at timestamptz, dead_letter_id bigint, by text, replay_from text, stage text,
+        stage_attempts jsonb, keep_checkpoint boolean, manual_retries integer, meta jsonb)
+), moved AS (
+    DELETE FROM redrive_job_done AS d
+    USING input AS i
+    WHERE d.id = i.id AND d.status = 'failed' AND d.failed_at = i.failed_at
+      AND (i.dead_letter_id IS NULL OR EXISTS (
+            SELECT 1 FROM redrive_dead_letter AS l
+            WHERE l.id = i.dead_letter_id AND l.job_id = d.id
+              AND l.replayed_at IS NULL AND l.resolved_at IS NULL))
+    RETURNING d.*
+), revived AS (
+    INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
+        attempts, max_attempts, owner, last_error_code, last_error_message,
+        created_at, updated_at, started_at,
+        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
+        idempotency_key, version)
+    SELECT m.id, m.task, m.queue, m.args, m.kwargs, 'queued', m.priority, now(),
+        0, m.max_attempts, m.owner, m.last_error_code, m.last_error_message,
+        m.created_at, now(), m.started_at,
+        i.stage, i.stage_attempts,
+        CASE WHEN i.keep_checkpoint THEN m.checkpoint ELSE '{}'::jsonb END,
+        i.manual_retries, NULL, m.dependencies, m.idempotency_key, m.version
+    FROM moved AS m JOIN input AS i ON i.id = m.id
+    RETURNING *
+), letters AS (
+    UPDATE redrive_dead_letter AS l
+    SET replayed_at = now(), replayed_by = i.by, replay_from = i.replay_from
+    FROM input AS i
+    WHERE l.job_id = i.id AND l.job_id IN (SELECT id FROM revived)
+      AND l.replayed_at IS NULL AND l.resolved_at IS NULL
+    RETURNING l.id, l.job_id
+), requests AS (
+    -- a cancel asked of the run that failed does not reach the new one
+    DELETE FROM redrive_cancel_request AS c USING revived AS r WHERE c.job_id = r.id
+), events AS (
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT r.id, now(), 'failed', 'queued', 0,
+           i.meta || jsonb_build_object('dead_letter_ids', (
+               SELECT coalesce(jsonb_agg(l.id ORDER BY l.id), '[]') FROM letters AS l WHERE l.job_id = r.id))
+    FROM revived AS r JOIN input AS i ON i.id = r.id
+), wake AS (
+    SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM revived) AS due_queues
+)
+SELECT revived.*, (SELECT count(*) FROM wake) AS woken FROM revived;
