@@ -52,7 +52,7 @@ def test_postgres_migrations_make_the_expected_tables(pg_empty_url: str) -> None
 
 
 def test_a_version_1_database_keeps_its_jobs_through_later_migrations(tmp_path) -> None:
-    from redrive.store.sqlite.store import _statements
+    from redrive.store.sqlite.connection import _statements
 
     path = str(tmp_path / "old.db")
     first = load_migrations("redrive.store.sqlite")[0]
