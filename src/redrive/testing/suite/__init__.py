@@ -5,7 +5,8 @@ store author provides are listed in ``redrive.testing``'s docstring.
 
 | module | concept |
 |---|---|
-| ``jobs`` | enqueue, claim, fenced writes, reclaim, cancel, pauses, the job list |
+| ``jobs`` | enqueue, claim, fenced writes, reclaim, the job list |
+| ``operations`` | cancels (one, or many in one write), paused queues |
 | ``endings`` | every kind of ending, what the store answers it decided, the crossings |
 | ``limits`` | concurrency and rates shared through the store |
 | ``dead_letters`` | stages, dead letters, escalation, revive plans |
@@ -34,6 +35,7 @@ from redrive.testing.suite import (
     idempotency,
     jobs,
     limits,
+    operations,
     outbox_and_schedules,
     reads,
     retention,
@@ -42,8 +44,8 @@ from redrive.testing.suite import (
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    jobs, endings, limits, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock, retention,
-    rollups, workers, alerts,
+    jobs, operations, endings, limits, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock,
+    retention, rollups, workers, alerts,
 )
 
 
