@@ -20,6 +20,7 @@ from redrive.core.transitions import (
     Finished,
     Requeue,
     RetryLater,
+    ends_as,
     taken_back,
 )
 from redrive.store.memory.state import Kept, _counts
@@ -52,11 +53,11 @@ class Endings(Kept):
                 failed = dict(last_error_code=item.error_code, last_error_message=item.error_message, stage=stage,
                               stage_attempts=_counts(item.stage_attempts, job),
                               first_failed_at=job.first_failed_at or now, **self._NO_LEASE)
-                if (asked := self._cancel_requests.pop(job.id, None)) is not None:
+                status, by = ends_as(item, cancel_asked_by=self._cancel_requests.pop(job.id, None))
+                if status is Status.CANCELLED and by is not None:  # a cancel asked while it ran wins, the error kept
                     self._move(job, Status.CANCELLED, now, finished_at=now, **failed, meta=cancel_meta(
-                        by=asked, error_code=item.error_code, stage=stage, extra=item.meta))
-                    return Finished(item, job.task, job.queue, Status.CANCELLED, job.attempts, stage,
-                                    cancelled_by=asked)
+                        by=by, error_code=item.error_code, stage=stage, extra=item.meta))
+                    return Finished(item, job.task, job.queue, Status.CANCELLED, job.attempts, stage, cancelled_by=by)
                 self._move(job, Status.QUEUED, now, run_at=now + item.delay, **failed,
                            meta=retry_meta(error_code=item.error_code, delay=item.delay, stage=stage, extra=item.meta))
             case FailNow():

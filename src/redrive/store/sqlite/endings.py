@@ -23,6 +23,7 @@ from redrive.core.transitions import (
     Requeue,
     RetryLater,
     by_reclaim,
+    ends_as,
     taken_back,
 )
 from redrive.store.sqlite.codecs import _NO_LEASE, _epoch, _job, _lease
@@ -122,16 +123,17 @@ class Endings(Enqueue):
             return None
         job_id, stage = str(item.lease.job_id), row["stage"]
         asked = conn.execute(self._queries["cancel_request_take"], {"id": job_id}).fetchone()
-        if asked is None:
+        status, by = ends_as(item, cancel_asked_by=asked["by"] if asked is not None else None)
+        if status is Status.QUEUED:
             self._event(conn, job_id, "running", "queued", row["attempts"], now, retry_meta(
                 error_code=item.error_code, delay=item.delay, stage=stage, extra=item.meta))
             return Finished(item, row["task"], row["queue"], Status.QUEUED, row["attempts"], stage)
         # A cancel was asked while it ran: the cancel wins, with the attempt's error kept.
+        assert by is not None
         taken = conn.execute(self._queries["job_take_waiting"], {"id": job_id}).fetchone()
         self._finish(conn, taken, "cancelled", now, cancel_meta(
-            by=asked["by"], error_code=item.error_code, stage=stage, extra=item.meta), before="running")
-        return Finished(item, row["task"], row["queue"], Status.CANCELLED, row["attempts"], stage,
-                        cancelled_by=asked["by"])
+            by=by, error_code=item.error_code, stage=stage, extra=item.meta), before="running")
+        return Finished(item, row["task"], row["queue"], Status.CANCELLED, row["attempts"], stage, cancelled_by=by)
 
     def _finish(
         self, conn: sqlite3.Connection, taken: sqlite3.Row | None, status: str, now: float,

@@ -30,7 +30,8 @@ WITH asked AS (
     FROM jsonb_to_recordset(%(items)s) AS i(
         n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, error jsonb,
         delay_s double precision, by text, refund int, reclaim boolean, dur_b int, wait_b int)
-    -- only a retry looks for a cancel request
+    -- only a retry looks for a cancel request: one asked while it ran wins (core.transitions.ends_as,
+    -- the rule the other stores call; here it is decided in this one statement, with the request's row)
     LEFT JOIN redrive_cancel_request AS c ON i.kind = 'retry' AND c.job_id = i.id
 ), moved AS (
     DELETE FROM redrive_job AS j USING asked AS i
