@@ -37,7 +37,6 @@ from redrive.core.alerts import (
 from redrive.core.states import Status
 from redrive.errors import RedriveError
 from redrive.runtime.plugins import Beside, Plugin, until_cancelled
-from redrive.settings import Settings
 
 # The rules are declared with ``app.alert(...)``; they live in the core (no I/O).
 __all__ = ["AlertEvaluator", "Check", "DurationPercentile", "FailureRate", "OldestQueuedAge", "QueueDepth", "Rule"]
@@ -55,7 +54,7 @@ class AlertEvaluator(Plugin):
 
     def __init__(self, app: App, *, notifications: Any = None, interval: timedelta | None = None) -> None:
         self.rules = list(app.registry.alert_rules.values())
-        self.interval = interval or Settings.load().alert_interval
+        self.interval = interval or app.settings.alert_interval
         self._app, self._notifications = app, notifications
         self._admin = app.admin(Actor.operator("alerts"))
         # A depth rule decides on exact counts: queues counted one by one up to

@@ -28,7 +28,7 @@ from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, JobKey, NewJob
 from redrive.core.schedule import Firing, Schedule
 from redrive.core.states import Status
 from redrive.declarations import Registry, Task
-from redrive.errors import ConfigError, JobCancelled, JobFailed, JobNotFound, ResultTimeout, StoreTimeout
+from redrive.errors import ConfigError, JobNotFound, ResultCancelled, ResultFailed, ResultTimeout, StoreTimeout
 from redrive.events import EventStream
 from redrive.settings import Settings
 from redrive.store.operations import FullStore
@@ -279,8 +279,8 @@ class Client:
         return self.store.jobs_page(where=where, after=after, limit=limit)
 
     def result(self, job_id: UUID | str, *, timeout: timedelta | float | None = None) -> JSON:
-        """Wait for the job to end and return its result; raise ``JobFailed``
-        (with the job's code and message) or ``JobCancelled``, or
+        """Wait for the job to end and return its result; raise ``ResultFailed``
+        (with the job's code and message) or ``ResultCancelled``, or
         ``ResultTimeout`` after ``timeout`` (seconds or a timedelta; None:
         wait as long as it takes). The store wakes the wait when the job ends
         (LISTEN/NOTIFY on PostgreSQL, the data-version watch on SQLite); a
@@ -299,10 +299,10 @@ class Client:
                 if job.status is Status.SUCCEEDED:
                     return job.result
                 if job.status is Status.FAILED:
-                    raise JobFailed(f"job {job.id} failed [{job.error_code}]: {job.error_message}",
+                    raise ResultFailed(f"job {job.id} failed [{job.error_code}]: {job.error_message}",
                                     job_id=job.id, error_code=job.error_code)
                 if job.status is Status.CANCELLED:
-                    raise JobCancelled(f"job {job.id} was cancelled")
+                    raise ResultCancelled(f"job {job.id} was cancelled")
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise ResultTimeout(f"job {job.id} is still {job.status} after {seconds:g} s")

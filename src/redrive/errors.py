@@ -19,8 +19,8 @@ are chained as ``__cause__``, never shown to users.
     │   ├── IllegalTransition         a state change the job's state does not allow
     │   └── LeaseLost                 a running job's lease is gone: its writes are refused
     ├── JobNotFound                   no job has that id
-    ├── JobFailed                     a job whose result was awaited failed (its code and message)
-    ├── JobCancelled                  a job whose result was awaited was cancelled
+    ├── ResultFailed                  a job whose result was awaited failed (its code and message)
+    ├── ResultCancelled               a job whose result was awaited was cancelled
     ├── ResultTimeout                 a job's result did not come within the time given
     ├── DeadLetterNotFound            no dead letter has that id
     ├── Forbidden                     the caller may not act on that job
@@ -47,15 +47,15 @@ __all__ = [
     "Forbidden",
     "IdempotencyKeyReused",
     "IllegalTransition",
-    "JobCancelled",
     "JobError",
-    "JobFailed",
     "JobNotFound",
     "JobStateError",
     "LeaseLost",
     "NotDelivered",
     "Permanent",
     "RedriveError",
+    "ResultCancelled",
+    "ResultFailed",
     "ResultTimeout",
     "SchemaOutdated",
     "StoreBusy",
@@ -172,8 +172,8 @@ class JobNotFound(RedriveError):
     code = "JOB_NOT_FOUND"
 
 
-class JobFailed(RedriveError):
-    """The job failed."""
+class ResultFailed(RedriveError):
+    """The job whose result was awaited failed (``job.failed`` is the event of a job failing)."""
 
     code = "JOB_FAILED"
 
@@ -183,8 +183,8 @@ class JobFailed(RedriveError):
         self.error_code = error_code  # the job's own code, such as GW_TIMEOUT
 
 
-class JobCancelled(RedriveError):
-    """The job was cancelled."""
+class ResultCancelled(RedriveError):
+    """The job whose result was awaited was cancelled."""
 
     code = "JOB_CANCELLED"
 

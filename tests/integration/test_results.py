@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from redrive import Actor, App, Client, JobCancelled, JobFailed, MemoryStore, Permanent, ResultTimeout, Settings
+from redrive import Actor, App, Client, MemoryStore, Permanent, ResultCancelled, ResultFailed, ResultTimeout, Settings
 from redrive import client as client_module
 from tests.apps.drain import app as drain_app
 from tests.figures import record
@@ -68,7 +68,7 @@ def test_a_failed_job_raises_its_code_a_cancelled_one_says_so_and_a_wait_can_tim
 
     failed = reject.enqueue().job
     asyncio.run(_run_until(app, lambda: app.client.job(failed.id).status.value == "failed"))
-    with pytest.raises(JobFailed, match=r"\[NOT_PDF\]: only PDF files are supported") as raised:
+    with pytest.raises(ResultFailed, match=r"\[NOT_PDF\]: only PDF files are supported") as raised:
         app.result(failed.id, timeout=1)
     assert raised.value.error_code == "NOT_PDF" and raised.value.code == "JOB_FAILED"
 
@@ -78,5 +78,5 @@ def test_a_failed_job_raises_its_code_a_cancelled_one_says_so_and_a_wait_can_tim
         app.result(later.id, timeout=0.2)
     assert time.monotonic() - started < 1
     threading.Timer(0.2, lambda: app.admin(Actor.operator("ops")).cancel(later.id)).start()
-    with pytest.raises(JobCancelled):
+    with pytest.raises(ResultCancelled):
         asyncio.run(app.result_async(later.id, timeout=5))
