@@ -86,6 +86,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(import_module(_LAZY[name]), name)
         globals()[name] = value  # once loaded, an ordinary attribute
         return value
+    if name in ("JobFailed", "JobCancelled"):  # the exceptions' old names (ResultFailed, ResultCancelled)
+        return getattr(import_module("redrive.errors"), name)
     raise AttributeError(f"module 'redrive' has no attribute {name!r}")
 
 

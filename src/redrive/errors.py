@@ -276,3 +276,17 @@ class CircuitOpen(JobError):
     def __init__(self, message: str | None = None, *, dependency: str = "") -> None:
         super().__init__(message)
         self.dependency = dependency
+
+
+# The names these exceptions had until 0.1.0: kept importable, with a warning,
+# because ``JobFailed`` and ``JobCancelled`` are the events (redrive.events).
+_RENAMED = {"JobFailed": "ResultFailed", "JobCancelled": "ResultCancelled"}
+
+
+def __getattr__(name: str) -> type[RedriveError]:
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"redrive.errors.{name} is now {_RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]  # type: ignore[no-any-return]
+    raise AttributeError(f"module 'redrive.errors' has no attribute {name!r}")

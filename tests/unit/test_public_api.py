@@ -4,6 +4,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 import redrive
 from redrive import errors
 
@@ -101,3 +103,15 @@ def test_a_declaration_with_a_bad_mode_is_a_config_error() -> None:
 
     with pytest.raises(errors.ConfigError, match="mode must be one of hold, fail_fast, not 'bogus'"):
         redrive.Dependency("gateway", mode="bogus")  # type: ignore[arg-type]
+
+
+def test_the_renamed_result_exceptions_keep_their_old_import_paths_with_a_warning() -> None:
+    # JobFailed and JobCancelled are the events; the exceptions a result's wait
+    # raises became ResultFailed and ResultCancelled, and code that caught the
+    # old names still catches the same classes.
+    for module in (redrive, errors):
+        with pytest.warns(DeprecationWarning, match="JobFailed is now ResultFailed"):
+            assert module.JobFailed is errors.ResultFailed
+        with pytest.warns(DeprecationWarning, match="JobCancelled is now ResultCancelled"):
+            assert module.JobCancelled is errors.ResultCancelled
+    assert "JobFailed" not in redrive.__all__ and "JobFailed" not in errors.__all__
