@@ -46,7 +46,7 @@ def _collector_held(jobs: int) -> Iterator[None]:
     request, id, row and answer), so a batch of thousands sets off young
     collections that find them all alive and scan them again, and full ones
     that scan the caller's whole heap: a tenth of a 1,000-job enqueue here
-    (docs/performance.md). The batch makes no cycles of its own, so nothing
+    (bench/NOTES.md). The batch makes no cycles of its own, so nothing
     waits long for collection. Process-wide, as the collector is: a thread
     that finds it off leaves it so, and only the call that turned it off
     turns it back on."""

@@ -288,5 +288,5 @@ def __getattr__(name: str) -> type[RedriveError]:
         import warnings
 
         warnings.warn(f"redrive.errors.{name} is now {_RENAMED[name]}", DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]  # type: ignore[no-any-return]
+        return globals()[_RENAMED[name]]
     raise AttributeError(f"module 'redrive.errors' has no attribute {name!r}")

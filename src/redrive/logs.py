@@ -281,7 +281,7 @@ class _Handler(logging.StreamHandler):
     later or before the next record, so lines stay in order. Made in a batch,
     a line costs a worker about half what it costs made between two jobs (the
     code and data for it stay in the processor's caches), and the batch is
-    one system call (docs/performance.md). ``logging.shutdown`` at exit writes what waits;
+    one system call (bench/NOTES.md). ``logging.shutdown`` at exit writes what waits;
     a process killed outright loses at most ``FLUSH_S`` of event lines."""
 
     FLUSH_S = 0.1

@@ -1,6 +1,6 @@
 """The order the systems take in each repeat of the benchmark: the floors
 first, and no system first after them in more than one repeat (the first
-place ran slower for the same code: docs/performance.md)."""
+place ran slower for the same code: bench/NOTES.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What an enqueue answers: each job as the store wrote it, built when it is
 read, so a batch whose answer nobody reads leaves Python's garbage collector
 a few objects a job, not a whole job record each; and a big batch sets off
-no collection while it is built and written (docs/performance.md)."""
+no collection while it is built and written (bench/NOTES.md)."""
 
 from __future__ import annotations
 

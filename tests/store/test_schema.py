@@ -155,7 +155,7 @@ def _plans(conn: psycopg.Connection, sql: str, params: dict) -> list[str]:
 
 def test_the_postgres_claim_walks_indexes_even_when_statistics_are_stale(pg_url: str) -> None:
     """After a burst of enqueues the statistics still say the table is empty, and
-    the planner prefers a bitmap scan that sorts every due job (docs/performance.md)."""
+    the planner prefers a bitmap scan that sorts every due job (bench/NOTES.md)."""
     from redrive import App, JobRequest
 
     store = PostgresStore(pg_url)

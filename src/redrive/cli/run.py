@@ -102,7 +102,7 @@ def _worker(args: argparse.Namespace) -> int:
 # objects (its task, coroutine, job, lease), so at 700 it collected hundreds
 # of times a second and scanned that in-flight state each time, and the
 # full collections that follow scanned everything the app and its imports
-# built as well: a quarter of a no-op job's CPU (docs/performance.md).
+# built as well: a quarter of a no-op job's CPU (bench/NOTES.md).
 _YOUNG_OBJECTS = 20_000
 
 

@@ -170,7 +170,7 @@ class EnqueueResult:
     built for nobody were a thousand more objects for Python's garbage
     collector to sweep: in a process with a big heap (a web application's),
     its full collections were a third of a 1,000-job enqueue's time
-    (docs/performance.md)."""
+    (bench/NOTES.md)."""
 
     __slots__ = ("_at", "_job", "_new", "_run_at", "_status", "duplicate")
     _job: Job | None

@@ -1,7 +1,7 @@
 """The charts page's drawing: rollup series (core/rollups.py) as the bars and
 lines of its server-rendered SVG. The marks are written here, not in the
 template: thousands of them through Jinja cost more than reading the
-rollups (docs/performance.md); the template places the drawings and the
+rollups (bench/NOTES.md); the template places the drawings and the
 words around them."""
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def _charts(counts: list[MinuteCount], now: datetime) -> dict[str, dict[str, Any
     minute. Only minutes with an ending get a bar (the rest draw nothing).
     The bars are written here, not in the template: the overview refreshes
     every few seconds, and 60 bars a queue through Jinja cost more than all
-    of its queries (docs/performance.md)."""
+    of its queries (bench/NOTES.md)."""
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=_CHART_MINUTES - 1)
     first = start.timestamp()
     per: dict[str, dict[int, list[int]]] = {}
