@@ -72,7 +72,11 @@ async def _run_until(app: App, condition, **options) -> None:
                             "shutdown_grace": timedelta(seconds=2), **options})
     running = asyncio.create_task(worker.run())
     try:
-        await wait_for_async(condition, events=app.events, timeout=5, what="the worker getting there")
+        # Woken by each event, so it returns as soon as the condition holds; the
+        # bound only stops a hung test. None of these tests times the product (a
+        # loaded machine took 5 s for the fault proxy's 18 jobs, one waiting out a
+        # Retry-After of 1 s), and those that do say so with figures of their own.
+        await wait_for_async(condition, events=app.events, timeout=60, what="the worker getting there")
     finally:
         worker.stop()
         await asyncio.wait_for(running, 10)
