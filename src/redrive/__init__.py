@@ -27,7 +27,8 @@ from redrive.core.schedule import Firing, Schedule
 from redrive.core.stages import Stage
 from redrive.core.states import Status
 from redrive.core.taxonomy import DEFAULT_TAXONOMY, ErrorCode, Taxonomy
-from redrive.declarations import Dependency, Registry, Task
+from redrive.core.workflow import Policy, Upstream, WorkflowCreated, WorkflowState, WorkflowStatus
+from redrive.declarations import Call, Dependency, Registry, Task
 from redrive.errors import (
     ArgumentsNotSerializable,
     Cancelled,
@@ -56,8 +57,9 @@ from redrive.errors import (
     Transient,
     UnknownDependency,
     UnknownTask,
+    WorkflowNotFound,
 )
-from redrive.runtime.context import add_context, cancelled, current_job, guarded, stage
+from redrive.runtime.context import add_context, cancelled, current_job, guarded, parent_results, parents, stage
 from redrive.runtime.inprocess import InProcessRetry
 from redrive.runtime.outbox import Delivery, Intent, deliver
 from redrive.runtime.plugins import Beside, Plugin
@@ -67,6 +69,7 @@ from redrive.runtime.writes import write_phase
 from redrive.settings import Settings
 from redrive.store.port import Store
 from redrive.store.url import open_store
+from redrive.workflows import After, StepRef, Workflow
 
 if TYPE_CHECKING:
     from redrive.store.memory import MemoryStore
@@ -95,6 +98,7 @@ __all__ = [
     "Actor",
     "AdditiveJitter",
     "Admin",
+    "After",
     "App",
     "ArgumentsNotSerializable",
     "Backoff",
@@ -103,6 +107,7 @@ __all__ = [
     "BreakerPolicy",
     "BreakerStatus",
     "Bulk",
+    "Call",
     "Cancelled",
     "CircuitOpen",
     "Classifier",
@@ -139,6 +144,7 @@ __all__ = [
     "OutboxStatus",
     "Permanent",
     "Plugin",
+    "Policy",
     "PostgresStore",
     "ProportionalJitter",
     "Rate",
@@ -156,6 +162,7 @@ __all__ = [
     "Settings",
     "Stage",
     "Status",
+    "StepRef",
     "Store",
     "StoreBusy",
     "StoreError",
@@ -167,7 +174,13 @@ __all__ = [
     "Transient",
     "UnknownDependency",
     "UnknownTask",
+    "Upstream",
     "Worker",
+    "Workflow",
+    "WorkflowCreated",
+    "WorkflowNotFound",
+    "WorkflowState",
+    "WorkflowStatus",
     "add_context",
     "cancelled",
     "current_job",
@@ -175,6 +188,8 @@ __all__ = [
     "guarded",
     "job_id_for",
     "open_store",
+    "parent_results",
+    "parents",
     "stage",
     "write_phase",
 ]

@@ -23,11 +23,13 @@ from redrive.core.job import JSON, EnqueueResult
 from redrive.core.limits import Rate
 from redrive.core.schedule import Firing, Schedule
 from redrive.core.stages import Stage, check_timeout, pipeline
+from redrive.core.workflow import WorkflowCreated, WorkflowState
 from redrive.declarations import Dependency, P, R, Registry, Task
 from redrive.errors import ConfigError
 from redrive.events import EventStream
 from redrive.settings import Settings
 from redrive.store.operations import FullStore
+from redrive.workflows import Workflow
 
 
 class App:
@@ -108,6 +110,14 @@ class App:
     async def enqueue_many_async(self, requests: Sequence[JobRequest], *, conn: Any = None) -> list[EnqueueResult]:
         """A shortcut to ``app.client.enqueue_many_async``."""
         return await self.client.enqueue_many_async(requests, conn=conn)
+
+    def create_workflow(self, workflow: Workflow, *, conn: Any = None) -> WorkflowCreated:
+        """A shortcut to ``app.client.create_workflow``."""
+        return self.client.create_workflow(workflow, conn=conn)
+
+    def workflow(self, workflow_id: Any) -> WorkflowState:
+        """A shortcut to ``app.client.workflow``."""
+        return self.client.workflow(workflow_id)
 
     def result(self, job_id: Any, *, timeout: Any = None) -> Any:
         """A shortcut to ``app.client.result``: wait for a job's result."""

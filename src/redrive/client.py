@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -27,14 +27,24 @@ from redrive.core import checks, ids
 from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, JobKey, NewJob
 from redrive.core.schedule import Firing, Schedule
 from redrive.core.states import Status
-from redrive.declarations import Registry, Task
-from redrive.errors import ConfigError, JobNotFound, ResultCancelled, ResultFailed, ResultTimeout, StoreTimeout
+from redrive.core.workflow import WorkflowCreated, WorkflowState
+from redrive.declarations import Call, JobRequest, Registry, Task
+from redrive.errors import (
+    ConfigError,
+    JobNotFound,
+    ResultCancelled,
+    ResultFailed,
+    ResultTimeout,
+    StoreTimeout,
+    WorkflowNotFound,
+)
 from redrive.events import EventStream
 from redrive.settings import Settings
 from redrive.store.operations import FullStore
 from redrive.store.reads import JobFilter, Page
 from redrive.store.url import open_store
 from redrive.transactions import driver_connection, driver_connection_async
+from redrive.workflows import Workflow, build
 
 _RESULT_RECHECK_S = 1.0  # a waiter re-reads its job this often even if no wake-up comes
 
@@ -61,24 +71,6 @@ def _collector_held(jobs: int) -> Iterator[None]:
 
 
 _HELD_FROM = 100  # jobs in a batch: fewer make too few objects to set off a collection
-
-
-@dataclass(frozen=True, slots=True)
-class JobRequest:
-    """One job to enqueue. Unset options fall back to the task's, then the app's."""
-
-    task: str | Task[Any, Any]
-    args: Sequence[JSON] = ()
-    kwargs: Mapping[str, JSON] = field(default_factory=dict)
-    queue: str | None = None
-    priority: int | None = None
-    run_at: datetime | None = None
-    delay: timedelta | None = None
-    owner: str | None = None
-    max_attempts: int | None = None
-    idempotency_key: str | None = None
-    version: int = 1
-    dedupe: Sequence[JSON] | None = None
 
 
 class Client:
@@ -183,12 +175,7 @@ class Client:
         garbage collector off until the call returns (``_collector_held``)."""
         # Checked as the store takes them: PostgreSQL inserts a big batch in
         # pipelined parts while the rest is still being checked.
-        if conn is not None:
-            conn = driver_connection(conn)  # a SQLAlchemy Session's, Django's
-        if self._store is None and conn is not None:
-            # Opened through the caller's connection: a SQLite store set up on
-            # a connection of its own would wait on the caller's write lock.
-            self._store = open_store(self.settings.database_url, joining=conn, settings=self.settings)
+        conn = self._joining(conn)
         with tracing.sending(lambda: [r.queue or self.registry.task(r.task).queue for r in requests]) as carrier, \
                 _collector_held(len(requests)):
             try:
@@ -199,6 +186,35 @@ class Client:
                                    "if it was") from exc
         self._announce(done)
         return done
+
+    def _joining(self, conn: Any) -> Any:
+        """The driver's connection under the caller's handle (a SQLAlchemy
+        Session's, Django's), or None."""
+        if conn is None:
+            return None
+        conn = driver_connection(conn)
+        if self._store is None:
+            # Opened through the caller's connection: a SQLite store set up on
+            # a connection of its own would wait on the caller's write lock.
+            self._store = open_store(self.settings.database_url, joining=conn, settings=self.settings)
+        return conn
+
+    def create_workflow(self, workflow: Workflow, *, conn: Any = None) -> WorkflowCreated:
+        """Create ``workflow``'s steps and edges in one transaction (``conn``:
+        the caller's, as for ``enqueue``); a key already taken creates nothing
+        and answers the workflow that holds it (``duplicate``)."""
+        def step_job(call: Call) -> NewJob:
+            return self._new_job(JobRequest(call.task, call.args, call.kwargs, owner=workflow.owner, **call.options))
+
+        conn = self._joining(conn)
+        return self.store.workflow_insert(workflow=build(workflow, _uuid7(), step_job), conn=conn)
+
+    def workflow(self, workflow_id: UUID | str) -> WorkflowState:
+        """A workflow, its status and its steps' counts."""
+        found = self.store.workflow_get(id=checks.workflow_uuid(workflow_id))
+        if found is None:
+            raise WorkflowNotFound(f"no workflow has id {workflow_id}")
+        return found
 
     def _announce(self, done: list[EnqueueResult]) -> None:
         if self.events.wants("job.enqueued"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
@@ -20,7 +20,7 @@ from redrive.core.alerts import Rule as AlertRule
 from redrive.core.backoff import Backoff, FullJitter
 from redrive.core.breaker import BreakerMode, BreakerPolicy
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
-from redrive.core.job import EnqueueResult
+from redrive.core.job import JSON, EnqueueResult
 from redrive.core.limits import Limits, Rate, Rule
 from redrive.core.schedule import Schedule
 from redrive.core.stages import Stage
@@ -111,6 +111,11 @@ class Task(Generic[P, R]):
         """``enqueue`` without blocking the event loop (see ``Client.enqueue_async``)."""
         return await Enqueuing(self, {}).enqueue_async(*args, **kwargs)
 
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> Call:
+        """This task with its arguments, not enqueued: a step of a workflow
+        (``redrive.Workflow``). The arguments are checked as ``enqueue``'s are."""
+        return Enqueuing(self, {}).call(*args, **kwargs)
+
     def options(
         self, *, queue: str | None = None, priority: int | None = None, run_at: datetime | None = None,
         delay: timedelta | None = None, owner: str | None = None, max_attempts: int | None = None,
@@ -122,6 +127,39 @@ class Task(Generic[P, R]):
                   "max_attempts": max_attempts, "idempotency_key": idempotency_key, "version": version,
                   "dedupe": dedupe, "conn": conn}
         return Enqueuing(self, {k: v for k, v in chosen.items() if v is not None})
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """One job to enqueue. Unset options fall back to the task's, then the app's."""
+
+    task: str | Task[Any, Any]
+    args: Sequence[JSON] = ()
+    kwargs: Mapping[str, JSON] = field(default_factory=dict)
+    queue: str | None = None
+    priority: int | None = None
+    run_at: datetime | None = None
+    delay: timedelta | None = None
+    owner: str | None = None
+    max_attempts: int | None = None
+    idempotency_key: str | None = None
+    version: int = 1
+    dedupe: Sequence[JSON] | None = None
+
+
+# What a workflow's step may choose of enqueue's options: the rest (a due
+# time, a key, an owner) belong to the workflow or make no sense for a step.
+STEP_OPTIONS = frozenset({"queue", "priority", "max_attempts"})
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A task, its arguments and its options, not enqueued yet: a workflow's step."""
+
+    task: Task[Any, Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 class Enqueuer(Protocol):
@@ -148,6 +186,14 @@ class Enqueuing(Generic[P]):
         except TypeError as exc:
             raise ConfigError(f"task {task.name!r} cannot take these arguments: {exc}") from None
         return list(args), dict(kwargs)
+
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> Call:
+        """A workflow's step of this task with these options (queue, priority, max_attempts)."""
+        positional, named = self._call(args, kwargs)
+        if other := sorted(set(self._options) - STEP_OPTIONS):
+            raise ConfigError(f"a workflow's step cannot take {', '.join(other)}: "
+                              f"a step chooses only {', '.join(sorted(STEP_OPTIONS))}")
+        return Call(self._task, tuple(positional), named, dict(self._options))
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
         positional, named = self._call(args, kwargs)

@@ -23,6 +23,7 @@ are chained as ``__cause__``, never shown to users.
     ├── ResultCancelled               a job whose result was awaited was cancelled
     ├── ResultTimeout                 a job's result did not come within the time given
     ├── DeadLetterNotFound            no dead letter has that id
+    ├── WorkflowNotFound              no workflow has that id
     ├── Forbidden                     the caller may not act on that job
     ├── IdempotencyKeyReused          an idempotency key came back with other arguments
     └── JobError                      raised by task code to steer its job's outcome
@@ -66,6 +67,7 @@ __all__ = [
     "Transient",
     "UnknownDependency",
     "UnknownTask",
+    "WorkflowNotFound",
 ]
 
 
@@ -170,6 +172,12 @@ class JobNotFound(RedriveError):
     """No job has that id."""
 
     code = "JOB_NOT_FOUND"
+
+
+class WorkflowNotFound(RedriveError):
+    """No workflow has that id."""
+
+    code = "WORKFLOW_NOT_FOUND"
 
 
 class ResultFailed(RedriveError):

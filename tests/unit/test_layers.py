@@ -19,6 +19,7 @@ LAYERS = {
     "redrive.signals": 1,
     "redrive.store": 2,
     "redrive.declarations": 3,
+    "redrive.workflows": 3,
     "redrive.client": 3,
     "redrive.transactions": 3,
     "redrive.admin": 3,

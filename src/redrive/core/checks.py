@@ -10,7 +10,14 @@ from typing import Any
 from uuid import UUID
 
 from redrive.core.job import strict_json
-from redrive.errors import ArgumentsNotSerializable, ConfigError, DeadLetterNotFound, JobNotFound
+from redrive.errors import (
+    ArgumentsNotSerializable,
+    ConfigError,
+    DeadLetterNotFound,
+    JobNotFound,
+    RedriveError,
+    WorkflowNotFound,
+)
 
 SMALLINT = range(-32768, 32768)
 
@@ -207,12 +214,20 @@ def job_kwargs(kwargs: Any) -> dict[str, Any]:
 
 
 def job_uuid(job_id: UUID | str) -> UUID:
-    if isinstance(job_id, UUID):
-        return job_id
+    return _uuid(job_id, JobNotFound, "a job id")
+
+
+def workflow_uuid(workflow_id: UUID | str) -> UUID:
+    return _uuid(workflow_id, WorkflowNotFound, "a workflow id")
+
+
+def _uuid(value: UUID | str, not_found: type[RedriveError], what: str) -> UUID:
+    if isinstance(value, UUID):
+        return value
     try:
-        return UUID(job_id)
+        return UUID(value)
     except (TypeError, ValueError, AttributeError):
-        raise JobNotFound(f"{job_id!r} is not a job id") from None
+        raise not_found(f"{value!r} is not {what}") from None
 
 
 def letter_id(value: int | str) -> int:

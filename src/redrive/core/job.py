@@ -114,6 +114,7 @@ class NewJob:
     dependencies: tuple[str, ...] = ()
     key: JobKey | None = None
     trace: Mapping[str, str] | None = None  # the enqueuing span's context (redrive.tracing)
+    waits: bool = False  # a workflow step with parents: created pending (core/workflow.py)
 
     @property
     def created_meta(self) -> dict[str, JSON]:

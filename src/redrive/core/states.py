@@ -8,6 +8,8 @@ from redrive.errors import IllegalTransition
 
 
 class Status(StrEnum):
+    PENDING = "pending"  # a workflow step waiting for its parents to end
+    BLOCKED = "blocked"  # a workflow step a parent's failure (or cancel) holds until that parent is retried
     SCHEDULED = "scheduled"
     QUEUED = "queued"
     RUNNING = "running"
@@ -18,15 +20,21 @@ class Status(StrEnum):
 
 # Jobs in these states live in the hot table the claim reads; the rest move to
 # the history table in the same statement that finishes them.
-ACTIVE = frozenset({Status.SCHEDULED, Status.QUEUED, Status.RUNNING})
-ACTIVE_ORDER = (Status.SCHEDULED, Status.QUEUED, Status.RUNNING)  # as a queue's counts are shown
+ACTIVE = frozenset({Status.PENDING, Status.BLOCKED, Status.SCHEDULED, Status.QUEUED, Status.RUNNING})
+# As a queue's counts are shown: a workflow's pending and blocked steps are
+# not in their queue yet (nothing can claim them); the workflow shows them.
+ACTIVE_ORDER = (Status.SCHEDULED, Status.QUEUED, Status.RUNNING)
 TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
 
 # ``None`` is "not yet a job": enqueue creates a job in one of its targets.
 # A due ``scheduled`` job is claimed directly: promoting it to ``queued`` first
 # would cost a write per job and tell nobody anything.
 TRANSITIONS: dict[Status | None, frozenset[Status]] = {
-    None: frozenset({Status.SCHEDULED, Status.QUEUED}),
+    None: frozenset({Status.PENDING, Status.SCHEDULED, Status.QUEUED}),
+    # a step is released by its last parent's ending (-> queued) or held by a
+    # parent's failure (-> blocked); a retry of that parent makes it wait again
+    Status.PENDING: frozenset({Status.QUEUED, Status.BLOCKED, Status.CANCELLED}),
+    Status.BLOCKED: frozenset({Status.PENDING, Status.QUEUED, Status.CANCELLED}),
     Status.SCHEDULED: frozenset({Status.QUEUED, Status.RUNNING, Status.CANCELLED}),
     Status.QUEUED: frozenset({Status.RUNNING, Status.CANCELLED}),
     # -> queued: a retry, a reclaimed lease, or a requeue on shutdown.

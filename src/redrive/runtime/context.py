@@ -22,6 +22,7 @@ from redrive.core.checks import payload_problem
 from redrive.core.classify import Classifier
 from redrive.core.job import JSON, Job, StageDone
 from redrive.core.stages import Stage, next_after, resume_at
+from redrive.core.workflow import Upstream
 from redrive.errors import CircuitOpen, ConfigError, LeaseLost
 from redrive.events import EventStream
 from redrive.runtime.breakers import BreakerGate
@@ -98,6 +99,29 @@ def add_context(**values: JSON) -> None:
     if problem is not None:
         raise ConfigError(problem)
     handler_run().context.update(values)
+
+
+def parents() -> list[Upstream]:
+    """The running workflow step's parents, by step name and place in their
+    fan-out: each one's ending (``status``) and result (None unless it
+    succeeded). Empty for a job that is not a step, or a step without
+    parents. It reads the store: in an async task, call it through
+    ``await asyncio.to_thread(redrive.parents)``."""
+    run = handler_run()
+    return run.store.step_parents(job_id=run.job.id)
+
+
+def parent_results() -> dict[str, JSON]:
+    """The results of the running step's parents by step name: a step's
+    result, or for a fan-out the list of its members' results in the order
+    they were declared (None for a member that did not succeed)."""
+    results: dict[str, JSON] = {}
+    for parent in parents():
+        if parent.position is None:
+            results[parent.name] = parent.result
+        else:
+            results.setdefault(parent.name, []).append(parent.result)
+    return results
 
 
 def stage(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

@@ -15,6 +15,7 @@ from redrive.core.dead_letters import Revival
 from redrive.core.job import DeadLetter, Job
 from redrive.store.port import Store
 from redrive.store.reads import AuditEntry, Reads
+from redrive.store.workflows import Workflows
 
 
 class Operations(Protocol):
@@ -89,7 +90,7 @@ class Operations(Protocol):
         """End session ``id`` now (a logout)."""
 
 
-class FullStore(Store, Operations, Reads, Protocol):
+class FullStore(Store, Operations, Reads, Workflows, Protocol):
     """A whole store, as the operator API and the testing kit use it: the
-    runtime's hot path, the operations and the read side (every store of
-    redrive's is one)."""
+    runtime's hot path, the operations, the read side and workflows (every
+    store of redrive's is one)."""

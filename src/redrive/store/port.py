@@ -34,6 +34,7 @@ from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, Lease, NewJob, 
 from redrive.core.limits import Limits
 from redrive.core.outbox import OutboxChange, OutboxRow
 from redrive.core.transitions import Finish, Finished
+from redrive.core.workflow import Upstream
 
 ANY_QUEUE = "*"  # a wake-up that does not know which queue has new jobs
 
@@ -210,6 +211,10 @@ class Store(Protocol):
         """Move the checkpoint forward to ``to`` (never back)."""
 
     def job_get(self, *, job_id: UUID) -> Job | None: ...
+
+    def step_parents(self, *, job_id: UUID) -> list[Upstream]:
+        """What a running workflow step reads of its parents: each one's
+        name, place in its fan-out, ending and result, by name and place."""
 
     def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
         """Oldest first."""

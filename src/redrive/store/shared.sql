@@ -127,3 +127,32 @@ ORDER BY id;
 -- name: breaker_events_list
 SELECT name, at, from_state, to_state, reason, by FROM redrive_breaker_event
 WHERE name = :name ORDER BY id;
+
+-- name: workflow_read
+SELECT * FROM redrive_workflow WHERE id = CAST(:id AS {uuid});
+
+-- name: workflow_counts
+-- A workflow's steps by name and status, in both job tables.
+SELECT s.name, j.status, count(*) AS n
+FROM redrive_step AS s
+JOIN (SELECT id, status FROM redrive_job UNION ALL SELECT id, status FROM redrive_job_done) AS j ON j.id = s.job_id
+WHERE s.workflow_id = CAST(:id AS {uuid})
+GROUP BY s.name, j.status;
+
+-- name: workflow_steps
+-- A workflow's steps (in :statuses, when given), by name and place.
+SELECT s.job_id, s.name, s.position, j.status
+FROM redrive_step AS s
+JOIN (SELECT id, status FROM redrive_job UNION ALL SELECT id, status FROM redrive_job_done) AS j ON j.id = s.job_id
+WHERE s.workflow_id = CAST(:id AS {uuid}) AND (CAST(:statuses AS {text_list}) IS NULL OR j.status {in_statuses})
+ORDER BY s.name, s.position;
+
+-- name: step_parents
+-- What a running step reads of its parents: each one's name, place, ending and result.
+SELECT e.parent_id, s.name, s.position, j.status, j.result, coalesce(j.error_code, j.last_error_code) AS error_code
+FROM redrive_edge AS e
+JOIN redrive_step AS s ON s.job_id = e.parent_id
+JOIN (SELECT id, status, result, error_code, last_error_code FROM redrive_job
+      UNION ALL SELECT id, status, result, error_code, last_error_code FROM redrive_job_done) AS j ON j.id = e.parent_id
+WHERE e.child_id = CAST(:id AS {uuid})
+ORDER BY s.name, s.position;

@@ -34,7 +34,9 @@ class Endings(Kept):
             for item in items:
                 if job := self._live(item.lease):
                     written.append(self._finish(job, item, now))
-            return self._rolled(written, now)
+            rolled = self._rolled(written, now)
+        self._tell_woken()
+        return rolled
 
     def _rolled(self, written: list[Finished], now: datetime) -> list[Finished]:
         minute = int(now.timestamp()) // 60 * 60
@@ -134,14 +136,18 @@ class Endings(Kept):
                 if j.status is Status.RUNNING and (j.lease_owner == worker_id if worker_id is not None else
                                                    j.lease_expires_at is not None and j.lease_expires_at <= now)
             ][:limit]
-            return self._rolled([self._finish(job, taken_back(
+            rolled = self._rolled([self._finish(job, taken_back(
                 job.lease, job.lease_owner, last=job.attempts >= job.max_attempts, crashed=worker_id is not None,
                 bystander=bystanders), now) for job in taken], now)
+        self._tell_woken()
+        return rolled
 
     def jobs_cancel(self, *, job_ids: Sequence[UUID], by: str) -> list[Job | None]:
         with self._lock:
             now = self._clock()
-            return [self._cancel_one(job_id, by, now) for job_id in job_ids]
+            cancelled = [self._cancel_one(job_id, by, now) for job_id in job_ids]
+        self._tell_woken()
+        return cancelled
 
     def _cancel_one(self, job_id: UUID, by: str, now: datetime) -> Job | None:
         job = self._jobs.get(job_id)

@@ -12,7 +12,7 @@ from uuid import UUID
 from redrive.core.job import DeadLetter, DeadLetterFilter, Job
 from redrive.core.outbox import OutboxRow, OutboxStatus
 from redrive.core.rollups import UNTIMED, WAIT, rollup_range
-from redrive.core.states import ACTIVE, ACTIVE_ORDER, Status
+from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.store.memory.operations import Operations
 from redrive.store.memory.state import _int, _time_key
 from redrive.store.port import BreakerEvent
@@ -46,7 +46,7 @@ class Reading(Operations):
         stats: dict[str, QueueStats] = {}
         with self._lock:
             for job in self._jobs.values():
-                if job.status not in ACTIVE:
+                if job.status not in ACTIVE_ORDER:  # a workflow's pending steps are not in their queue yet
                     continue
                 queue = stats.setdefault(job.queue, QueueStats(job.queue, dict.fromkeys(ACTIVE_ORDER, 0)))
                 queue.counts[job.status] += 1

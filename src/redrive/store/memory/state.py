@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 from uuid import UUID
@@ -15,6 +15,7 @@ from redrive.core.breaker import Breaker
 from redrive.core.job import DeadLetter, Job, JobEvent, Lease
 from redrive.core.outbox import OutboxRow
 from redrive.core.states import TERMINAL, Status, check_transition
+from redrive.core.workflow import EdgeState, edge_state, step_status
 from redrive.errors import ConfigError
 from redrive.store.port import BreakerEvent
 from redrive.store.reads import AuditEntry, WorkerInfo
@@ -42,6 +43,29 @@ def _int(value: Any) -> int:
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class Step:
+    """A job's place in its workflow and its two counts (core/workflow.py)."""
+
+    workflow_id: UUID
+    name: str
+    position: int | None
+    waiting: int
+    blocking: int = 0
+
+
+@dataclass(slots=True)
+class WorkflowRow:
+    id: UUID
+    name: str
+    owner: str | None
+    key: str | None
+    graph: dict[str, list[tuple[str, str]]]
+    created_at: datetime
+    cancelled_at: datetime | None = None
+    cancelled_by: str | None = None
 
 
 class Kept:
@@ -72,7 +96,11 @@ class Kept:
         self._workers: dict[str, WorkerInfo] = {}
         self._permits: list[tuple[str, UUID, UUID, datetime]] = []  # key, job, lease, started
         self._alerts: dict[str, str] = {}  # alert rule firing -> its incident
+        self._woken: set[str] = set()  # queues where a step was released, told after the lock
         self._rollups: dict[tuple[int, str, str, str, int], int] = {}  # (at, queue, task, kind, bucket): n
+        self._workflows: dict[UUID, WorkflowRow] = {}
+        self._steps: dict[UUID, Step] = {}  # job id -> its place in a workflow
+        self._edges: dict[UUID, dict[UUID, list[str]]] = {}  # parent -> child -> [policy, state]
 
     def migrate(self) -> list[int]:
         return []
@@ -93,7 +121,53 @@ class Kept:
         if to in TERMINAL:
             for on_finish in list(self._finish_listeners.get(job.id, ())):
                 on_finish()
+            if job.id in self._edges:
+                self._settle(job.id, to, now)
+        elif job.status is Status.FAILED and job.id in self._edges:
+            self._unblock(job.id, now)
         return new
+
+    def _settle(self, parent: UUID, ending: Status, now: datetime) -> None:
+        """The edges out of a job that just ended, resolved as every store
+        resolves them (core/workflow.py): the ending that leaves a child no
+        parent to wait on releases it, one its edge refuses blocks it."""
+        for child, edge in self._edges[parent].items():
+            if edge[1] != EdgeState.PENDING:
+                continue
+            edge[1] = edge_state(edge[0], ending)
+            step = self._steps[child]
+            step.waiting -= 1
+            step.blocking += edge[1] == EdgeState.BLOCKING
+            self._step_moved(child, now)
+
+    def _unblock(self, parent: UUID, now: datetime) -> None:
+        """A failed parent revived: the edges it blocked wait on it again."""
+        for child, edge in self._edges[parent].items():
+            if edge[1] == EdgeState.BLOCKING:
+                edge[1] = EdgeState.PENDING
+                step = self._steps[child]
+                step.waiting += 1
+                step.blocking -= 1
+                self._step_moved(child, now)
+
+    def _tell_woken(self) -> None:
+        """Wake-ups for the steps released under the lock, told after it."""
+        with self._lock:
+            queues, self._woken = self._woken, set()
+            listeners = list(self._listeners)
+        for queue in queues:
+            for on_wake in listeners:
+                on_wake(queue)
+
+    def _step_moved(self, child: UUID, now: datetime) -> None:
+        job, step = self._jobs.get(child), self._steps[child]
+        if job is None or job.status not in (Status.PENDING, Status.BLOCKED):
+            return
+        to = step_status(step.waiting, step.blocking)
+        if to is not job.status:
+            self._move(job, to, now, run_at=now if to is Status.QUEUED else job.run_at)
+            if to is Status.QUEUED:
+                self._woken.add(job.queue)
 
     def _event(self, job: Job, before: Status | None, meta: dict, now: datetime) -> None:
         self._events.append(

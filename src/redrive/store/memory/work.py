@@ -46,8 +46,9 @@ class Work(Endings):
                     keys[name] = (new.key.version, new.id, new.key.fingerprint)
                 run_at = new.run_at or now + (new.delay or timedelta(0))
                 # copies: a caller changing its arguments later must not change the stored job
+                status = Status.PENDING if new.waits else Status.SCHEDULED if run_at > now else Status.QUEUED
                 job = replace(new, args=list(new.args), kwargs=dict(new.kwargs)).created(
-                    status=Status.SCHEDULED if run_at > now else Status.QUEUED, run_at=run_at, at=now)
+                    status=status, run_at=run_at, at=now)
                 if job.id in self._jobs:
                     raise ConfigError(f"a job with id {job.id} already exists")
                 results.append(EnqueueResult(job))

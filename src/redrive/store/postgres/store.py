@@ -8,17 +8,17 @@ requeue send a NOTIFY that idle workers LISTEN for (a hint: workers also poll).
 The store is the package's parts in one class, along its roles: reaching
 the database (``connection``), enqueueing (``enqueue``), the runtime's other
 calls (``work``), every state change after the enqueue (``endings``), an
-operator's actions (``operations``), the read side (``reads``) and
-LISTEN/NOTIFY (``listen``); ``codecs`` turns rows into redrive's values.
+operator's actions (``operations``), the read side (``reads``),
+LISTEN/NOTIFY (``listen``) and workflows (``workflows``); ``codecs`` turns rows into redrive's values.
 """
 
 from __future__ import annotations
 
 from redrive.store.postgres.connection import DEFAULT_DEADLINE
-from redrive.store.postgres.listen import Listening
+from redrive.store.postgres.workflows import Workflows
 
 __all__ = ["DEFAULT_DEADLINE", "PostgresStore"]
 
 
-class PostgresStore(Listening):
+class PostgresStore(Workflows):
     """A store on one PostgreSQL database (``postgresql://...``)."""

@@ -27,10 +27,15 @@ from redrive.core.transitions import (
     taken_back,
 )
 from redrive.store.sqlite.codecs import _NO_LEASE, _epoch, _job, _lease
-from redrive.store.sqlite.enqueue import Enqueue
+from redrive.store.sqlite.edges import Edges
 
 
-class Endings(Enqueue):
+def _ended(written: Iterable[Finished]) -> list[tuple[str, str]]:
+    """The jobs a batch gave a final ending, and how they ended: their edges resolve now."""
+    return [(str(f.lease.job_id), f.status.value) for f in written if f.status in TERMINAL]
+
+
+class Endings(Edges):
     def jobs_finish(self, items: Sequence[Finish]) -> list[Finished]:
         if not items:
             return []
@@ -44,12 +49,14 @@ class Endings(Enqueue):
                         written[item.lease] = finished
             return written
 
-        def recorded(conn: sqlite3.Connection, now: float) -> dict[Lease, Finished]:
+        def recorded(conn: sqlite3.Connection, now: float) -> tuple[dict[Lease, Finished], set[str]]:
             written = body(conn, now)
             self._roll(conn, written.values(), now)
-            return written
+            return written, self._settle(conn, _ended(written.values()), now)
 
-        written = self._write(recorded)
+        written, woken = self._write(recorded)
+        if woken:
+            self._wake(woken)
         if self._finish_listeners:  # someone waits on a result: most batches build nothing here
             self._finished({f.lease.job_id for f in written.values() if f.status in TERMINAL})
         return [written[lease] for lease in dict.fromkeys(item.lease for item in items) if lease in written]
@@ -200,7 +207,7 @@ class Endings(Enqueue):
 
     def jobs_reclaim(self, *, limit: int = 500, worker_id: str | None = None,
                      bystanders: bool = False) -> list[Finished]:
-        def body(conn: sqlite3.Connection, now: float) -> list[Finished]:
+        def body(conn: sqlite3.Connection, now: float) -> tuple[list[Finished], set[str]]:
             written = []
             query, params = (("jobs_held", {"worker_id": worker_id, "limit": limit}) if worker_id is not None
                              else ("jobs_expired", {"now": now, "limit": limit}))
@@ -210,23 +217,25 @@ class Endings(Enqueue):
                 if (finished := self._finish_one(conn, ending, now)) is not None:
                     written.append(finished)
             self._roll(conn, written, now)
-            return written
+            return written, self._settle(conn, _ended(written), now)
 
-        written = self._write(body)
+        written, woken = self._write(body)
+        self._wake(woken)
         self._finished({f.lease.job_id for f in written if f.status in TERMINAL})
         return written
 
     def jobs_cancel(self, *, job_ids: Sequence[UUID], by: str) -> list[Job | None]:
-        def body(conn: sqlite3.Connection, now: float) -> set[UUID]:
+        def body(conn: sqlite3.Connection, now: float) -> tuple[set[UUID], set[str]]:
             ended = set()
             for job_id in job_ids:
                 if self._cancel_waiting(conn, str(job_id), by, now):
                     ended.add(job_id)
                 else:
                     conn.execute(self._queries["cancel_request_add"], {"id": str(job_id), "by": by, "now": now})
-            return ended
+            return ended, self._settle(conn, ((str(job_id), Status.CANCELLED.value) for job_id in ended), now)
 
-        ended = self._write(body) if job_ids else set()
+        ended, woken = self._write(body) if job_ids else (set(), set())
+        self._wake(woken)
         if ended:
             self._finished(ended)
         found = [self.job_get(job_id=job_id) for job_id in job_ids]
@@ -261,4 +270,5 @@ class Endings(Enqueue):
             "job_id": job_id, "now": now, "by": plan.by, "replay_from": plan.replay_from,
         }).fetchall()
         self._event(conn, job_id, "failed", "queued", 0, now, plan.meta([r["id"] for r in letters]))
+        self._unblock(conn, job_id, now)
         return _job(row)

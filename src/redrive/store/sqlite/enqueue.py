@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from redrive.core.job import EnqueueResult, Job, NewJob, refuse_reuse, takes_over
 from redrive.core.states import Status
 from redrive.errors import ConfigError, StoreError
 from redrive.store.sqlite.codecs import _job, _time
 from redrive.store.sqlite.watch import Watching
+
+T = TypeVar("T")
 
 
 class Enqueue(Watching):
@@ -38,7 +40,7 @@ class Enqueue(Watching):
                     results.append(EnqueueResult(twin, duplicate=True))
                     continue
             run_at = new.run_at.timestamp() if new.run_at else now + (new.delay or timedelta(0)).total_seconds()
-            status = Status.SCHEDULED if run_at > now else Status.QUEUED
+            status = Status.PENDING if new.waits else Status.SCHEDULED if run_at > now else Status.QUEUED
             if status is Status.QUEUED:
                 due.add(new.queue)
             rows.append({
@@ -83,6 +85,12 @@ class Enqueue(Watching):
             results, due = self._write(lambda c, now: self._insert(c, jobs, now))
             self._wake(due)
             return results
+        return self._in_callers(conn, lambda cur, now: self._insert(cur, jobs, now)[0])
+
+    def _in_callers(self, conn: Any, body: Callable[[Any, float], T]) -> T:
+        """``body(cursor, now)`` in the caller's transaction on ``conn`` (a
+        ``sqlite3`` connection to this file): under a savepoint, so a refusal
+        leaves nothing half-written; the caller commits."""
         if not isinstance(conn, sqlite3.Connection):
             raise ConfigError("SQLiteStore joins only an sqlite3.Connection's transaction")
         try:
@@ -92,12 +100,11 @@ class Enqueue(Watching):
                 cur.execute("BEGIN")  # the caller commits; a bare savepoint would commit on release
             cur.execute("SAVEPOINT redrive_enqueue")
             try:
-                results, _ = self._insert(cur, jobs, self._now(cur))
+                return body(cur, self._now(cur))
             except BaseException:
                 cur.execute("ROLLBACK TO redrive_enqueue")  # nothing half-written
                 raise
             finally:
                 cur.execute("RELEASE redrive_enqueue")
-            return results
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite refused the operation: {exc}") from exc

@@ -9,17 +9,18 @@ a caller see ``StoreBusy``.
 The store is the package's parts in one class, along its roles: reaching
 the file (``connection``), enqueueing (``enqueue``), every state change
 after the enqueue (``endings``), the runtime's other calls (``work``), an
-operator's actions (``operations``), the read side (``reads``) and hearing
-other processes' commits (``watch``); ``codecs`` turns rows into redrive's
+operator's actions (``operations``), the read side (``reads``), workflows
+(``workflows``, their edges in ``edges``) and hearing other processes'
+commits (``watch``); ``codecs`` turns rows into redrive's
 values.
 """
 
 from __future__ import annotations
 
-from redrive.store.sqlite.reads import Reading
+from redrive.store.sqlite.workflows import Workflows
 
 __all__ = ["SQLiteStore"]
 
 
-class SQLiteStore(Reading):
+class SQLiteStore(Workflows):
     """A store on one SQLite file (``sqlite:///path``)."""

@@ -19,6 +19,7 @@ store author provides are listed in ``redrive.testing``'s docstring.
 | ``rollups`` | what endings add to the charts' rollups, their compaction |
 | ``workers`` | the worker registry |
 | ``alerts`` | the endings alert rules read, and which rules fire |
+| ``workflows`` | steps waiting on their parents, edges resolved once, policies, blocked steps revived |
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ from redrive.testing.suite import (
     retention,
     rollups,
     workers,
+    workflows,
 )
 
 MODULES: tuple[ModuleType, ...] = (
     jobs, operations, endings, limits, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock,
-    retention, rollups, workers, alerts,
+    retention, rollups, workers, alerts, workflows,
 )
 
 

@@ -136,10 +136,14 @@ WITH asked AS (
     WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM retried WHERE kind = 'requeue') AS q
+), settled AS (
+    -- the workflow edges out of the jobs that ended (migration 0027): a plain job has none
+    SELECT redrive_settle(array_agg(m.id), array_agg(m.new_status)) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_edge AS e WHERE e.parent_id = m.id) HAVING count(*) > 0
 )
 SELECT m.n, m.task, m.queue, m.new_status AS status, m.attempts AS attempt, m.new_stage AS stage,
     l.id AS dead_letter_id, coalesce(l.escalated, false) AS escalated, m.cancelled_by,
-    (SELECT count(*) FROM told) + (SELECT count(*) FROM wake) AS signals
+    (SELECT count(*) FROM told) + (SELECT count(*) FROM wake) + (SELECT count(*) FROM settled) AS signals
 FROM moved AS m LEFT JOIN letters AS l ON l.job_id = m.id
 UNION ALL
 SELECT r.n, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, false, NULL, 0
@@ -191,10 +195,13 @@ WITH moved AS (
 ), told AS (
     SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
     WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
+), settled AS (
+    SELECT redrive_settle(array_agg(m.id), array_agg('succeeded'::text)) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_edge AS e WHERE e.parent_id = m.id) HAVING count(*) > 0
 )
 SELECT n, task, queue, 'succeeded' AS status, attempts AS attempt, stage,
     NULL::bigint AS dead_letter_id, false AS escalated, NULL::text AS cancelled_by,
-    (SELECT count(*) FROM told) AS signals
+    (SELECT count(*) FROM told) + (SELECT count(*) FROM settled) AS signals
 FROM moved ORDER BY 1;
 
 -- name: stages_save
@@ -218,7 +225,7 @@ RETURNING j.id, j.lease_token;
 -- there or ended is not in the answer.
 WITH moved AS (
     DELETE FROM redrive_job
-    WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('scheduled', 'queued')
+    WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('pending', 'blocked', 'scheduled', 'queued')
     RETURNING *
 ), requested AS (
     INSERT INTO redrive_cancel_request (job_id, by, at)
@@ -246,9 +253,12 @@ WITH moved AS (
 ), told AS (
     SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
     WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
+), settled AS (
+    SELECT redrive_settle(array_agg(m.id), array_agg('cancelled'::text)) FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_edge AS e WHERE e.parent_id = m.id) HAVING count(*) > 0
 )
--- (told is read, or PostgreSQL would not run it: only CTEs that write always run)
-SELECT * FROM done WHERE (SELECT count(*) FROM told) >= 0
+-- (told and settled are read, or PostgreSQL would not run them: only CTEs that write always run)
+SELECT * FROM done WHERE (SELECT count(*) FROM told) + (SELECT count(*) FROM settled) >= 0
 UNION ALL
 SELECT * FROM redrive_job WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running';
 
@@ -302,5 +312,9 @@ WITH input AS (
     FROM revived AS r JOIN input AS i ON i.id = r.id
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM revived) AS due_queues
+), unblocked AS (
+    -- the workflow steps this job's failure held wait on it again (migration 0027)
+    SELECT redrive_unblock(array_agg(r.id)) FROM revived AS r
+    WHERE EXISTS (SELECT 1 FROM redrive_edge AS e WHERE e.parent_id = r.id) HAVING count(*) > 0
 )
-SELECT revived.*, (SELECT count(*) FROM wake) AS woken FROM revived;
+SELECT revived.*, (SELECT count(*) FROM wake) + (SELECT count(*) FROM unblocked) AS woken FROM revived;

@@ -36,7 +36,7 @@ DELETE FROM redrive_job WHERE id IN (SELECT value FROM json_each(:ids))
 RETURNING id, lease_token, task, queue, attempts, stage;
 
 -- name: job_take_waiting
-DELETE FROM redrive_job WHERE id = :id AND status IN ('scheduled', 'queued') RETURNING *;
+DELETE FROM redrive_job WHERE id = :id AND status IN ('pending', 'blocked', 'scheduled', 'queued') RETURNING *;
 
 -- name: job_done_insert
 INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,

@@ -1,0 +1,87 @@
+"""Workflows in memory: a workflow's steps and edges created with it, what a
+step reads of its parents, its counts, and its cancel. Edges are resolved
+where every job changes status (``state.Kept._move``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from redrive.core.states import ACTIVE, Status
+from redrive.core.workflow import EdgeState, NewWorkflow, Upstream, WorkflowCreated, WorkflowState
+from redrive.errors import ConfigError
+from redrive.store.memory.reads import Reading
+from redrive.store.memory.state import Step, WorkflowRow
+
+
+class Workflows(Reading):
+    def workflow_insert(self, *, workflow: NewWorkflow, conn: Any = None) -> WorkflowCreated:
+        if conn is not None:
+            raise ConfigError("the memory store has no transactions to join")
+        with self._lock:
+            if workflow.key is not None:
+                for row in self._workflows.values():
+                    if (row.key, row.owner) == (workflow.key, workflow.owner):
+                        return WorkflowCreated(row.id, duplicate=True, steps=self._step_ids(row.id))
+            if workflow.id in self._workflows:
+                raise ConfigError(f"a workflow with id {workflow.id} already exists")
+            self.jobs_insert(jobs=[step.job for step in workflow.steps])
+            parents = workflow.parents()
+            for step in workflow.steps:
+                self._steps[step.job.id] = Step(workflow.id, step.name, step.position, parents.get(step.job.id, 0))
+            for edge in workflow.edges:
+                self._edges.setdefault(edge.parent, {})[edge.child] = [edge.policy.value, EdgeState.PENDING.value]
+            self._workflows[workflow.id] = WorkflowRow(
+                workflow.id, workflow.name, workflow.owner, workflow.key,
+                {name: list(after) for name, after in workflow.graph.items()}, self._clock())
+            return WorkflowCreated(workflow.id, duplicate=False, steps=self._step_ids(workflow.id))
+
+    def _step_ids(self, workflow_id: UUID) -> dict[str, tuple[UUID, ...]]:
+        named: dict[str, list[tuple[int, UUID]]] = {}
+        for job_id, step in self._steps.items():
+            if step.workflow_id == workflow_id:
+                named.setdefault(step.name, []).append((step.position or 0, job_id))
+        return {name: tuple(job_id for _, job_id in sorted(ids)) for name, ids in named.items()}
+
+    def workflow_get(self, *, id: UUID) -> WorkflowState | None:
+        with self._lock:
+            row = self._workflows.get(id)
+            if row is None:
+                return None
+            counts: dict[str, dict[Status, int]] = {name: {} for name in row.graph}
+            for job_id, step in self._steps.items():
+                if step.workflow_id == id and (job := self._jobs.get(job_id)) is not None:
+                    by_status = counts.setdefault(step.name, {})
+                    by_status[job.status] = by_status.get(job.status, 0) + 1
+            return WorkflowState(row.id, row.name, row.owner, row.key, row.created_at, row.cancelled_at,
+                                 row.cancelled_by, {k: [(p[0], p[1]) for p in v] for k, v in row.graph.items()}, counts)
+
+    def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
+        with self._lock:
+            return [job_id for job_id, step in self._steps.items()
+                    if step.workflow_id == id and (job := self._jobs.get(job_id)) is not None
+                    and (not statuses or job.status in statuses)]
+
+    def workflow_cancel(self, *, id: UUID, by: str) -> bool:
+        """Marks the workflow cancelled (the first asker's is kept) and ends
+        every step not ended: waiting ones now, running ones on request."""
+        with self._lock:
+            row = self._workflows.get(id)
+            if row is None:
+                return False
+            if row.cancelled_at is None:
+                row.cancelled_at, row.cancelled_by = self._clock(), by
+            self.jobs_cancel(job_ids=self.workflow_jobs(id=id, statuses=tuple(ACTIVE)), by=by)
+            return True
+
+    def step_parents(self, *, job_id: UUID) -> list[Upstream]:
+        with self._lock:
+            found = []
+            for parent, children in self._edges.items():
+                if job_id in children and (job := self._jobs.get(parent)) is not None:
+                    step = self._steps[parent]
+                    found.append(Upstream(parent, step.name, step.position, job.status,
+                                          job.result if job.status is Status.SUCCEEDED else None,
+                                          job.error_code or job.last_error_code))
+            return sorted(found, key=lambda u: (u.name, u.position or 0))

@@ -1,0 +1,48 @@
+-- Workflows (core/workflow.py): creating one in one transaction. Edges are
+-- resolved by the endings, through redrive_settle and redrive_unblock
+-- (migration 0027).
+
+-- name: workflow_insert
+INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at)
+VALUES (%(id)s, %(name)s, %(owner)s, %(key)s, %(graph)s, now())
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: workflow_by_key
+SELECT id FROM redrive_workflow WHERE coalesce(owner, '') = coalesce(%(owner)s, '') AND key = %(key)s;
+
+-- name: workflow_steps_insert
+-- The steps (jobs: pending where they have parents, queued otherwise), their
+-- places and counts, the edges between them and each job's first event.
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(steps)s) AS x(
+        id uuid, task text, queue text, args jsonb, kwargs jsonb, priority smallint,
+        max_attempts integer, owner text, stage text, dependencies jsonb,
+        name text, position integer, waiting integer)
+), inserted AS (
+    INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
+                             attempts, max_attempts, owner, created_at, updated_at, stage,
+                             dependencies, idempotency_key, version)
+    SELECT id, task, queue, coalesce(args, '[]'), coalesce(kwargs, '{}'),
+           CASE WHEN waiting > 0 THEN 'pending' ELSE 'queued' END,
+           coalesce(priority, 0), now(), 0, max_attempts, owner, now(), now(), stage,
+           coalesce(dependencies, '[]'), NULL, 1
+    FROM input
+    RETURNING id, status, queue
+), steps AS (
+    INSERT INTO redrive_step (job_id, workflow_id, name, position, waiting)
+    SELECT id, %(workflow)s, name, position, waiting FROM input
+), edges AS (
+    INSERT INTO redrive_edge (parent_id, child_id, policy)
+    SELECT parent_id, child_id, policy FROM jsonb_to_recordset(%(edges)s) AS e(parent_id uuid, child_id uuid, policy text)
+), events AS (
+    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+    SELECT id, now(), NULL, status, 0, '{}'::jsonb FROM inserted
+), wake AS (
+    SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS q
+)
+SELECT count(*) AS n, (SELECT count(*) FROM wake) AS woken FROM inserted;
+
+-- name: workflow_mark_cancelled
+UPDATE redrive_workflow SET cancelled_at = coalesce(cancelled_at, now()), cancelled_by = coalesce(cancelled_by, %(by)s)
+WHERE id = %(id)s RETURNING id;

@@ -1,0 +1,79 @@
+"""Workflows on PostgreSQL: a workflow, its steps and its edges in one
+transaction (the store's own or the caller's), its counts, its steps, its
+cancel, and what a running step reads of its parents. Edges are resolved in
+the endings' own statements (``sql/endings.sql``, migration 0027)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from redrive.core.states import ACTIVE, Status
+from redrive.core.workflow import NewWorkflow, Upstream, WorkflowCreated, WorkflowState
+from redrive.errors import ConfigError
+from redrive.store.postgres.codecs import _new_job_json
+from redrive.store.postgres.connection import _savepoint
+from redrive.store.postgres.listen import Listening
+
+
+class Workflows(Listening):
+    def workflow_insert(self, *, workflow: NewWorkflow, conn: Any = None) -> WorkflowCreated:
+        if conn is not None:
+            if not isinstance(conn, psycopg.Connection):
+                raise ConfigError("PostgresStore joins only a psycopg (3) Connection's transaction")
+            with self._errors(), _savepoint(conn):
+                return self._create(workflow, conn)
+        with self._errors(), self._connection() as pooled, pooled.transaction():
+            return self._create(workflow, pooled)
+
+    def _create(self, workflow: NewWorkflow, conn: psycopg.Connection) -> WorkflowCreated:
+        made = self._run("workflow_insert", {
+            "id": workflow.id, "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
+            "graph": Jsonb(workflow.graph)}, conn=conn)
+        if not made:  # its key is taken: the workflow that holds it
+            held = self._run("workflow_by_key", {"owner": workflow.owner, "key": workflow.key}, conn=conn)[0]["id"]
+            return WorkflowCreated(held, duplicate=True, steps=self._steps_of(held, conn))
+        parents = workflow.parents()
+        steps = [{**_new_job_json(step.job), "dependencies": list(step.job.dependencies), "name": step.name,
+                  "position": step.position, "waiting": parents.get(step.job.id, 0)} for step in workflow.steps]
+        edges = [{"parent_id": e.parent.hex, "child_id": e.child.hex, "policy": e.policy.value}
+                 for e in workflow.edges]
+        self._run("workflow_steps_insert", {"workflow": workflow.id, "steps": Jsonb(steps), "edges": Jsonb(edges)},
+                  conn=conn)
+        return WorkflowCreated(workflow.id, duplicate=False, steps=self._steps_of(workflow.id, conn))
+
+    def _steps_of(self, workflow_id: UUID, conn: Any = None) -> dict[str, tuple[UUID, ...]]:
+        named: dict[str, list[UUID]] = {}
+        for row in self._run("workflow_steps", {"id": workflow_id, "statuses": None}, conn=conn):
+            named.setdefault(row["name"], []).append(row["job_id"])
+        return {name: tuple(ids) for name, ids in named.items()}
+
+    def workflow_get(self, *, id: UUID) -> WorkflowState | None:
+        rows = self._run("workflow_read", {"id": id})
+        if not rows:
+            return None
+        row = rows[0]
+        graph = {name: [(p, policy) for p, policy in after] for name, after in row["graph"].items()}
+        counts: dict[str, dict[Status, int]] = {name: {} for name in graph}
+        for c in self._run("workflow_counts", {"id": id}):
+            counts.setdefault(c["name"], {})[Status(c["status"])] = c["n"]
+        return WorkflowState(row["id"], row["name"], row["owner"], row["key"], row["created_at"],
+                             row["cancelled_at"], row["cancelled_by"], graph, counts)
+
+    def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
+        wanted = [s.value for s in statuses] if statuses else None
+        return [row["job_id"] for row in self._run("workflow_steps", {"id": id, "statuses": wanted})]
+
+    def workflow_cancel(self, *, id: UUID, by: str) -> bool:
+        if not self._run("workflow_mark_cancelled", {"id": id, "by": by}):
+            return False
+        self.jobs_cancel(job_ids=self.workflow_jobs(id=id, statuses=tuple(ACTIVE)), by=by)
+        return True
+
+    def step_parents(self, *, job_id: UUID) -> list[Upstream]:
+        return [Upstream(row["parent_id"], row["name"], row["position"], Status(row["status"]), row["result"],
+                         row["error_code"]) for row in self._run("step_parents", {"id": job_id})]

@@ -1,0 +1,81 @@
+"""Workflows on SQLite: a workflow, its steps (jobs, with ``enqueue``'s
+insert) and its edges in one transaction, its counts, its steps, its cancel,
+and what a running step reads of its parents. Edges are resolved by the
+endings (``edges.py``)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from redrive.core.states import ACTIVE, Status
+from redrive.core.workflow import NewWorkflow, Upstream, WorkflowCreated, WorkflowState
+from redrive.store.sqlite.codecs import _time
+from redrive.store.sqlite.reads import Reading
+
+
+class Workflows(Reading):
+    def workflow_insert(self, *, workflow: NewWorkflow, conn: Any = None) -> WorkflowCreated:
+        def body(cur: Any, now: float) -> tuple[WorkflowCreated, set[str]]:
+            made = cur.execute(self._queries["workflow_insert"], {
+                "id": str(workflow.id), "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
+                "graph": json.dumps(workflow.graph), "now": now}).fetchone()
+            if made is None:  # its key is taken: the workflow that holds it
+                held = UUID(cur.execute(self._queries["workflow_by_key"], {
+                    "owner": workflow.owner, "key": workflow.key}).fetchone()["id"])
+                return WorkflowCreated(held, duplicate=True, steps=self._steps_of(cur, held)), set()
+            _, due = self._insert(cur, [step.job for step in workflow.steps], now)
+            parents = workflow.parents()
+            cur.executemany(self._queries["step_insert"], [{
+                "job_id": str(step.job.id), "workflow_id": str(workflow.id), "name": step.name,
+                "position": step.position, "waiting": parents.get(step.job.id, 0)} for step in workflow.steps])
+            cur.executemany(self._queries["edge_insert"], [{
+                "parent_id": str(e.parent), "child_id": str(e.child), "policy": e.policy.value}
+                for e in workflow.edges])
+            return WorkflowCreated(workflow.id, duplicate=False, steps=self._steps_of(cur, workflow.id)), due
+
+        if conn is not None:
+            return self._in_callers(conn, body)[0]
+        created, due = self._write(body)
+        self._wake(due)
+        return created
+
+    def _steps_of(self, cur: Any, workflow_id: UUID) -> dict[str, tuple[UUID, ...]]:
+        named: dict[str, list[UUID]] = {}
+        for row in cur.execute(self._queries["workflow_steps"], {"id": str(workflow_id), "statuses": None}):
+            named.setdefault(row["name"], []).append(UUID(row["job_id"]))
+        return {name: tuple(ids) for name, ids in named.items()}
+
+    def workflow_get(self, *, id: UUID) -> WorkflowState | None:
+        rows = self._read("workflow_read", {"id": str(id)})
+        if not rows:
+            return None
+        row = rows[0]
+        graph = {name: [(p, policy) for p, policy in after] for name, after in json.loads(row["graph"]).items()}
+        counts: dict[str, dict[Status, int]] = {name: {} for name in graph}
+        for c in self._read("workflow_counts", {"id": str(id)}):
+            counts.setdefault(c["name"], {})[Status(c["status"])] = c["n"]
+        return WorkflowState(UUID(row["id"]), row["name"], row["owner"], row["key"], _time(row["created_at"]),
+                             _time(row["cancelled_at"]), row["cancelled_by"], graph, counts)
+
+    def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
+        wanted = json.dumps([s.value for s in statuses]) if statuses else None
+        return [UUID(row["job_id"]) for row in self._read("workflow_steps", {"id": str(id), "statuses": wanted})]
+
+    def workflow_cancel(self, *, id: UUID, by: str) -> bool:
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            return conn.execute(self._queries["workflow_mark_cancelled"], {
+                "id": str(id), "by": by, "now": now}).fetchone() is not None
+
+        if not self._write(body):
+            return False
+        self.jobs_cancel(job_ids=self.workflow_jobs(id=id, statuses=tuple(ACTIVE)), by=by)
+        return True
+
+    def step_parents(self, *, job_id: UUID) -> list[Upstream]:
+        return [Upstream(UUID(row["parent_id"]), row["name"], row["position"], Status(row["status"]),
+                         None if row["result"] is None else json.loads(row["result"]), row["error_code"])
+                for row in self._read("step_parents", {"id": str(job_id)})]
