@@ -11,16 +11,11 @@ own work that a test cannot hit from outside by timing a kill.
 
 from __future__ import annotations
 
-import functools
 import os
-import signal
-from collections.abc import Callable
-from typing import Any
 
 from redrive import Transient, current_job
 from redrive.core.transitions import Completion, RetryLater
-from redrive.store.postgres.store import PostgresStore
-from redrive.store.sqlite.store import SQLiteStore
+from tests.apps.crash_hooks import crash as _crash
 from tests.apps.drain import _record, app
 
 POINT = os.environ.get("REDRIVE_TEST_CRASH_AT", "")
@@ -31,29 +26,6 @@ def fail_once(key: str) -> dict:
     if current_job().attempts == 1:
         raise Transient("the first attempt fails")
     return _record(key)
-
-
-def _die() -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _crash(method: str, *, before: bool = False, kind: type | None = None) -> None:
-    """Die in ``method``, before it or once it answered something; with
-    ``kind``, only when an ending of that kind is in the batch."""
-    for store in (SQLiteStore, PostgresStore):
-        real: Callable[..., Any] = getattr(store, method)
-
-        @functools.wraps(real)
-        def wrapped(self: Any, *args: Any, _real: Callable[..., Any] = real, **kwargs: Any) -> Any:
-            ours = kind is None or any(isinstance(item, kind) for item in args[0])
-            if before and ours:
-                _die()
-            answer = _real(self, *args, **kwargs)
-            if answer and ours:  # only where there was something to lose
-                _die()
-            return answer
-
-        setattr(store, method, wrapped)
 
 
 if POINT == "claimed":

@@ -1,0 +1,58 @@
+"""A worker SIGKILLed at each point of a workflow parent's ending: before its
+transaction, inside it, after its commit and before the worker hears back
+(tests/apps/workflow_crashing.py). The child is released exactly when the
+ending committed: right after the kill it is still pending unless the
+ending had committed; once a healthy worker has finished, it was released
+once and ended once."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from redrive import Actor, Admin, Client, Settings, Status, Workflow
+from redrive.core.states import TERMINAL
+from redrive.testing import wait_for
+from tests.apps.drain import app as drain_app
+from tests.apps.drain import record
+from tests.integration.processes import WorkerProcess, executions
+
+APP = "tests.apps.workflow_crashing:app"
+
+
+@pytest.mark.parametrize("point", ["before", "inside", "after"])
+def test_a_child_is_released_once_exactly_when_its_parents_ending_commits(
+    db_url: str, tmp_path, workers, point: str,
+) -> None:
+    client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
+    wf = Workflow("crash")
+    parent = wf.add(record.call("parent"))
+    wf.add(record.call("child"), after=parent)
+    created = client.create_workflow(wf)
+    parent_id, child_id = created.steps["record"][0], created.steps["record-2"][0]
+    dying = WorkerProcess(db_url, tmp_path, "--lease-ttl", "2s", "--poll-interval", "0.1", app=APP,
+                          env={"REDRIVE_TEST_CRASH_AT": point})
+    workers.append(dying)
+    try:
+        assert dying.process.wait(timeout=60) == -9, "the worker never reached the crash point"
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the worker never reached {point}")
+    with Admin.open(db_url, actor=Actor.operator("test")) as admin:
+        committed = point == "after"
+        child = admin.store.job_get(job_id=child_id)
+        # released (and maybe claimed by the dying worker in the instant left) only if committed
+        assert child is not None and (child.status is not Status.PENDING) is committed, child.status
+        workers.append(WorkerProcess(db_url, tmp_path, "--lease-ttl", "2s", "--poll-interval", "0.1", app=APP))
+        wait_for(lambda: admin.store.job_get(job_id=child_id).status is Status.SUCCEEDED, timeout=60,
+                 what="the child's success")
+        parent_events = admin.store.job_events_list(job_id=parent_id)
+        child_events = admin.store.job_events_list(job_id=child_id)
+    client.close()
+    assert sum(e.to_status in TERMINAL for e in parent_events) == 1
+    assert sum(e.to_status in TERMINAL for e in child_events) == 1
+    # released once (a run the dying worker began is taken back: running -> queued, not a release)
+    assert [(e.from_status, e.to_status) for e in child_events if e.from_status is Status.PENDING] == [
+        (Status.PENDING, Status.QUEUED)]
+    ran = executions(tmp_path)
+    assert ran["parent"] == (1 if committed else 2) and ran["child"] >= 1
