@@ -190,7 +190,8 @@ class Enqueuing(Generic[P]):
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Call:
         """A workflow's step of this task with these options (queue, priority, max_attempts)."""
         positional, named = self._call(args, kwargs)
-        if other := sorted(set(self._options) - STEP_OPTIONS):
+        chosen = {k for k, v in self._options.items() if not (k == "version" and v == 1)}  # 1: options()' default
+        if other := sorted(chosen - STEP_OPTIONS):
             raise ConfigError(f"a workflow's step cannot take {', '.join(other)}: "
                               f"a step chooses only {', '.join(sorted(STEP_OPTIONS))}")
         return Call(self._task, tuple(positional), named, dict(self._options))

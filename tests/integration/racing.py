@@ -29,3 +29,18 @@ def end_parents(url: str, queue: str, count: int, barrier: Any) -> None:
     finally:
         store.close()
 
+
+
+def create_keyed(url: str, key: str, barrier: Any, answers: Any) -> None:
+    """Create the workflow keyed ``key`` at the same instant as the others;
+    tell what the store answered."""
+    from redrive.testing.suite.workflows import flow
+
+    store = open_store(url)
+    try:
+        workflow, _ = flow({"a": [], "b": [("a", "succeeded")]}, key=key, owner="team")
+        barrier.wait(timeout=60)
+        created = store.workflow_insert(workflow=workflow)
+        answers.put((str(created.id), created.duplicate))
+    finally:
+        store.close()

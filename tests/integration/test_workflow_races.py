@@ -1,7 +1,8 @@
 """Two parents of one child ending at the same instant on two processes,
 1,000 times on each store: the child is released exactly once every time,
 never left waiting, never released twice (the child's step row serializes
-the two endings)."""
+the two endings). And one workflow key created by ten processes at once
+makes one workflow."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import pytest
 
 from redrive.core.states import Status
 from redrive.core.workflow import NewEdge, NewStep, NewWorkflow
+from redrive.store.reads import JobFilter
 from redrive.store.url import open_store
 from redrive.testing import new
 from tests.figures import record
-from tests.integration.racing import end_parents
+from tests.integration.racing import create_keyed, end_parents
 
 ROUNDS = 1000
 
@@ -54,3 +56,23 @@ def test_two_parents_ending_at_once_release_their_child_exactly_once(db_url: str
            f"{ROUNDS} of {ROUNDS}")
     assert statuses == {Status.QUEUED}
     assert releases.count(1) == ROUNDS, {n: releases.count(n) for n in set(releases)}
+
+
+def test_one_key_created_by_ten_processes_at_once_makes_one_workflow(db_url: str) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    barrier, answers = spawn.Barrier(10), spawn.Queue()
+    creators = [spawn.Process(target=create_keyed, args=(db_url, "daily-2026-11-29", barrier, answers))
+                for _ in range(10)]
+    for creator in creators:
+        creator.start()
+    got = [answers.get(timeout=120) for _ in creators]
+    for creator in creators:
+        creator.join(timeout=60)
+    assert [c.exitcode for c in creators] == [0] * 10
+    assert len({workflow_id for workflow_id, _ in got}) == 1
+    assert sorted(duplicate for _, duplicate in got) == [False] + [True] * 9
+    store = open_store(db_url)
+    try:
+        assert len(store.jobs_page(where=JobFilter(), limit=100).items) == 2  # one workflow's two steps
+    finally:
+        store.close()

@@ -3,8 +3,8 @@ and breakers, acting as one principal.
 
 Every authorization rule lives in ``actor`` (who may do what), so the CLI,
 the HTTP API and the dashboard cannot disagree; each subject is a module of
-its own (``jobs``, ``dead_letters``, ``controls``) and ``Admin`` is all of
-them. Every action records who did it (``Actor.name``) in the job's events,
+its own (``jobs``, ``workflows``, ``dead_letters``, ``controls``) and
+``Admin`` is all of them. Every action records who did it (``Actor.name``) in the job's events,
 the dead letter, the breaker's history or the audit trail.
 """
 
@@ -15,8 +15,8 @@ from types import TracebackType
 from redrive.admin.actor import Actor
 from redrive.admin.controls import Controls
 from redrive.admin.dead_letters import DeadLetterActions
-from redrive.admin.jobs import JobActions
 from redrive.admin.results import BULK_ACTIONS, BreakerStatus, Bulk, Replay, Resolve
+from redrive.admin.workflows import WorkflowActions
 from redrive.declarations import Registry
 from redrive.settings import Settings
 from redrive.store.url import open_store
@@ -24,7 +24,7 @@ from redrive.store.url import open_store
 __all__ = ["BULK_ACTIONS", "Actor", "Admin", "BreakerStatus", "Bulk", "Replay", "Resolve"]
 
 
-class Admin(JobActions, DeadLetterActions, Controls):
+class Admin(WorkflowActions, DeadLetterActions, Controls):
     """Operator actions on one store, as ``actor``. Works from a database
     alone (``Admin.open(url, actor=...)``); with the application's ``registry``
     it also knows declared dependencies not used yet and each task's first
