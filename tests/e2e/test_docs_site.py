@@ -62,6 +62,7 @@ INTERNAL = {
     "redrive.store": "the stores and their protocols are on reference/stores",
     "redrive.verify": "redrive verify, a command",
     "redrive.views": "the shapes every surface shows: the HTTP routes' schemas",
+    "redrive.workflows": "Workflow, After and StepRef are redrive's",
 }
 
 

@@ -1,6 +1,7 @@
 """A database with one of everything a page or a route can show, made
 through redrive's own calls: jobs in every status (with and without
-owners, with stages and a note of context), dead letters open, escalated,
+owners, with stages and a note of context; a workflow's pending and
+blocked steps), dead letters open, escalated,
 replayed and resolved, a plain worker and a supervisor with worker
 processes (one with an orphaned thread) and replacements, schedules (one
 paused, one no longer declared), breakers closed, open and half-open,
@@ -15,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from redrive import Actor, App, Dependency, JobRequest, Permanent
+from redrive import Actor, App, Dependency, JobRequest, Permanent, Workflow
 from redrive.core.breaker import Breaker, Call, State
 from redrive.core.job import StageDone
 from redrive.core.outbox import OutboxChange, OutboxStatus
@@ -57,6 +58,7 @@ class Populated:
 
     jobs: dict[str, UUID] = field(default_factory=dict)  # by what it shows: "succeeded", "alice's queued", ...
     letters: dict[str, int] = field(default_factory=dict)  # by state
+    workflows: dict[str, UUID] = field(default_factory=dict)  # by status
     breakers: tuple[str, ...] = tuple(BREAKERS)
 
 
@@ -111,6 +113,15 @@ def populate(app: App) -> Populated:
     made.letters["escalated"] = next(d.id for d in ops.dead_letters(limit=100)
                                      if d.job_id == made.jobs["escalated"] and d.escalated)
     ops.reveal(made.jobs["succeeded"])  # on the job's audit trail
+
+    # A workflow whose first step failed: the second blocked, the third pending behind it
+    step = app.registry.task("greet").options(queue="flow")
+    flow = app.create_workflow(Workflow.chain("flow", [step.call(n) for n in ("first", "blocked", "pending")],
+                                              owner="alice"))
+    made.workflows["blocked"] = flow.id
+    made.jobs["blocked"], made.jobs["pending"] = flow.steps["greet-2"][0], flow.steps["greet-3"][0]
+    (first,) = store.jobs_claim(queues=["flow"], limit=1, worker_id=WORKER, lease_ttl=ttl)
+    store.jobs_finish([FailNow(first.lease, "NOT_FOUND", "no such user", error_class="NOT_FOUND")])
 
     # Outbox rows: one sent and recorded, one that failed for good
     for key, change in (("mail:1", OutboxChange(OutboxStatus.SENT, provider_id="msg-1", notified=True)),

@@ -24,7 +24,7 @@ from tests.http.conftest import IN_PROCESS, SPECS, TOKENS, as_
 from tests.http.populated import CHILDREN, SUPERVISOR, WORKER, Populated, make_app, populate
 
 CHECKS = [status_code_conformance, content_type_conformance, response_schema_conformance]
-STATUSES = ("scheduled", "queued", "running", "succeeded", "failed", "cancelled")
+STATUSES = ("pending", "blocked", "scheduled", "queued", "running", "succeeded", "failed", "cancelled")
 LETTER_STATES = ("open", "replayed", "resolved", "escalated")
 
 

@@ -19,6 +19,7 @@ from redrive.core.job import Job, NewJob
 from redrive.core.states import Status
 from redrive.store.port import Store
 from redrive.testing import claim_one, count_jobs, fail, letter_of
+from redrive.testing.suite.workflows import flow as workflow_of
 
 ANN = Actor.acting_for("ann")
 BOB = Actor.acting_for("bob")
@@ -39,6 +40,7 @@ class World:
     failed: Job  # with an open dead letter
     waiting: Job  # scheduled, so it can be cancelled
     letter_id: int
+    flow: uuid.UUID  # a workflow of Ann's, its first step in queue "flows"
 
 
 @pytest.fixture
@@ -48,7 +50,9 @@ def world(store: Store) -> World:
     waiting = _enqueue(store, "ann", delay=timedelta(hours=1))
     store.breaker_update(name="gateway", change=lambda b, now: b)
     store.queue_pause(queue="reports", by="ops:dan")
-    return World(store, store.job_get(job_id=failed.id), waiting, letter_of(store, failed.id).id)
+    flow, _ = workflow_of({"a": [], "b": [("a", "succeeded")]}, owner="ann")
+    store.workflow_insert(workflow=flow)
+    return World(store, store.job_get(job_id=failed.id), waiting, letter_of(store, failed.id).id, flow.id)
 
 
 def _snapshot(w: World) -> Any:
@@ -76,6 +80,9 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "job_events": lambda a, w: a.job_events(w.failed.id),
     "retry": lambda a, w: a.retry(w.failed.id),
     "cancel": lambda a, w: a.cancel(w.waiting.id),
+    "workflow": lambda a, w: a.workflow(w.flow),
+    "cancel_workflow": lambda a, w: a.cancel_workflow(w.flow),
+    "retry_workflow": lambda a, w: a.retry_workflow(w.flow),
     "bulk": lambda a, w: a.bulk("cancel", owner="ann"),
     "delete": lambda a, w: a.delete(w.failed.id),
     "dead_letters": lambda a, w: a.dead_letters(),
@@ -107,7 +114,8 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "run_schedule": lambda a, w: Admin(a.store, actor=a.actor, registry=_scheduled().registry).run_schedule(
         "nightly", run="r1"),
 }
-OWNERS_MAY = {"job", "jobs", "job_events", "retry", "cancel", "bulk", "delete"}
+OWNERS_MAY = {"job", "jobs", "job_events", "retry", "cancel", "bulk", "delete", "workflow", "cancel_workflow",
+              "retry_workflow"}
 
 
 def test_every_operation_of_admin_has_a_rule_here() -> None:
@@ -137,7 +145,8 @@ def test_the_owner_may_do_what_owners_may_and_nothing_else(world: World, operati
 
 # What only reads: a read-only operator may do these, as an operator, and nothing else.
 READS = {"job", "jobs", "job_events", "dead_letters", "dead_letter", "dead_letter_facets", "queues",
-         "finished_per_minute", "charts", "audit_trail", "schedules", "workers", "breaker_history", "breakers", "outbox"}
+         "finished_per_minute", "charts", "audit_trail", "schedules", "workers", "breaker_history", "breakers", "outbox",
+         "workflow"}
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))

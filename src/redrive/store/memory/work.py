@@ -173,13 +173,15 @@ class Work(Endings):
         with self._lock:
             before = self._clock() - older_than
             held = {d.job_id for d in self._letters.values() if d.state == "open"}
+            held |= {parent for parent, children in self._edges.items()  # a step after it still waits
+                     if any((c := self._jobs.get(child)) is not None and c.status not in TERMINAL for child in children)}
             finished = [(j.finished_at, j) for j in self._jobs.values()
                         if j.status in TERMINAL and j.finished_at is not None and j.id not in held]
             doomed = [j for at, j in sorted(finished, key=lambda pair: pair[0]) if at < before][:limit]
             return len(self._forget({j.id for j in doomed}))
 
     def _forget(self, gone: set[UUID]) -> set[UUID]:
-        """Finished jobs gone, with their events, letters, keys and requests (the lock held)."""
+        """Finished jobs gone, with their events, letters, keys, requests and workflow places (the lock held)."""
         for job_id in gone:
             del self._jobs[job_id]
         self._events = [e for e in self._events if e.job_id not in gone]
@@ -187,6 +189,11 @@ class Work(Endings):
         self._keys = {name: key for name, key in self._keys.items() if key[1] not in gone}
         for job_id in gone:
             self._cancel_requests.pop(job_id, None)
+            self._steps.pop(job_id, None)
+            self._edges.pop(job_id, None)
+        for children in self._edges.values():
+            for job_id in gone & children.keys():
+                del children[job_id]
         return gone
 
     def control_read(self, *, job_ids: Sequence[UUID]) -> Control:

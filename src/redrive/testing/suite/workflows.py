@@ -222,3 +222,15 @@ def test_a_cancelled_workflow_starts_nothing_and_asks_its_running_steps_to_stop(
     assert not store.workflow_cancel(id=uuid.uuid4(), by="ops")
     for name in "abcd":
         assert_history(store, ids[name][0])
+
+
+def test_pruning_keeps_a_parent_while_a_step_after_it_waits(store: FullStore) -> None:
+    wf, ids = flow({"a": [], "b": [("a", "succeeded")]})
+    store.workflow_insert(workflow=wf)
+    run(store, ids["a"][0], "A")
+    assert store.jobs_prune(older_than=timedelta(0)) == 0  # b has not run: a's result is still needed
+    b = claim_one(store)
+    assert [p.result for p in store.step_parents(job_id=b.id)] == ["A"]
+    store.jobs_finish([Completion(b.lease, None)])
+    assert store.jobs_prune(older_than=timedelta(0)) == 2
+    assert store.job_get(job_id=ids["a"][0]) is None and store.workflow_jobs(id=wf.id) == []

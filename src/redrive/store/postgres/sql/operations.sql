@@ -4,7 +4,8 @@
 
 -- name: _cascade
 -- What goes with the finished jobs a statement deletes (its "jobs" step):
--- their events, letters, keys, cancel requests and permits.
+-- their events, letters, keys, cancel requests, permits, and their places
+-- and edges in a workflow.
 events AS (
     DELETE FROM redrive_job_event AS e USING jobs WHERE e.job_id = jobs.id
 ), letters AS (
@@ -15,16 +16,26 @@ events AS (
     DELETE FROM redrive_cancel_request AS c USING jobs WHERE c.job_id = jobs.id
 ), permits AS (
     DELETE FROM redrive_permit AS p USING jobs WHERE p.job_id = jobs.id
+), steps AS (
+    DELETE FROM redrive_step AS s USING jobs WHERE s.job_id = jobs.id
+), edges_out AS (
+    DELETE FROM redrive_edge AS e USING jobs WHERE e.parent_id = jobs.id
+), edges_in AS (
+    DELETE FROM redrive_edge AS e USING jobs WHERE e.child_id = jobs.id
 )
 
 -- name: jobs_prune
 -- Oldest history first, a batch at a time. A job whose dead letter is still
--- open waits for an operator; its letters and events go with it otherwise.
+-- open waits for an operator, and a workflow step's parent for the steps
+-- after it to end; its letters and events go with it otherwise.
 WITH doomed AS (
     SELECT d.id FROM redrive_job_done AS d
     WHERE d.finished_at < now() - %(older_than)s
       AND NOT EXISTS (SELECT 1 FROM redrive_dead_letter AS l
                       WHERE l.job_id = d.id AND l.replayed_at IS NULL AND l.resolved_at IS NULL)
+      -- a workflow step's parent stays while a step after it still waits (its result is read then)
+      AND NOT EXISTS (SELECT 1 FROM redrive_edge AS e JOIN redrive_job AS c ON c.id = e.child_id
+                      WHERE e.parent_id = d.id)
     ORDER BY d.finished_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

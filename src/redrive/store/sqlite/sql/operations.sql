@@ -3,11 +3,15 @@
 -- notes and resolutions, alerts, the audit trail, sessions.
 
 -- name: jobs_prunable
--- Oldest history first. A job whose dead letter is still open waits for an operator.
+-- Oldest history first. A job whose dead letter is still open waits for an
+-- operator, and a workflow step's parent for the steps after it to end.
 SELECT d.id FROM redrive_job_done AS d
 WHERE d.finished_at < :before
   AND NOT EXISTS (SELECT 1 FROM redrive_dead_letter AS l
                   WHERE l.job_id = d.id AND l.replayed_at IS NULL AND l.resolved_at IS NULL)
+  -- a workflow step's parent stays while a step after it still waits (its result is read then)
+  AND NOT EXISTS (SELECT 1 FROM redrive_edge AS e JOIN redrive_job AS c ON c.id = e.child_id
+                  WHERE e.parent_id = d.id)
 ORDER BY d.finished_at
 LIMIT :limit;
 
@@ -28,6 +32,13 @@ DELETE FROM redrive_job_key WHERE job_id IN (SELECT value FROM json_each(:ids));
 
 -- name: prune_permits
 DELETE FROM redrive_permit WHERE job_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_steps
+DELETE FROM redrive_step WHERE job_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_edges
+DELETE FROM redrive_edge
+WHERE parent_id IN (SELECT value FROM json_each(:ids)) OR child_id IN (SELECT value FROM json_each(:ids));
 
 -- name: prune_cancel_requests
 DELETE FROM redrive_cancel_request WHERE job_id IN (SELECT value FROM json_each(:ids));
