@@ -76,6 +76,9 @@ def _api_calls(made: Populated) -> list[tuple[str, str, dict[str, Any], dict[str
     calls += [("operator", path, {}, {}) for path in ("/api/v1/audit", "/api/v1/workers", "/api/v1/schedules")]
     calls += [("operator", "/api/v1/outbox", {}, {}), ("operator", "/api/v1/outbox", {}, {"status": "failed"})]
     calls += [("viewer", path, {}, {}) for path in ("/api/v1/queues", "/api/v1/workers", "/api/v1/schedules")]
+    calls += [(who, "/api/v1/workflows", {}, {}) for who in ("operator", "alice", "viewer")]
+    calls += [(who, "/api/v1/workflows/{workflow_id}", {"workflow_id": str(w)}, {})
+              for w in made.workflows.values() for who in ("operator", "alice")]
     return calls
 
 

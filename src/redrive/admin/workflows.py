@@ -12,6 +12,7 @@ from redrive.core.job import Job
 from redrive.core.states import Status
 from redrive.core.workflow import WorkflowState
 from redrive.errors import Forbidden, WorkflowNotFound
+from redrive.store.reads import page_size
 
 
 class WorkflowActions(JobActions):
@@ -23,6 +24,10 @@ class WorkflowActions(JobActions):
         if not self.actor.is_operator and found.owner != self.actor.owner:
             raise Forbidden(f"workflow {found.id} belongs to someone else; only its owner or an operator may act on it")
         return found
+
+    def workflows(self, *, limit: int = 50) -> list[WorkflowState]:
+        """The newest workflows, newest first: an owner sees their own."""
+        return self.store.workflows_list(owner=self.actor.owner, limit=page_size(limit))
 
     def cancel_workflow(self, workflow_id: UUID | str) -> WorkflowState:
         """Nothing in the workflow starts afterwards: its waiting steps end

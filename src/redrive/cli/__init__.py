@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dotenv import find_dotenv, load_dotenv
 
 from redrive import logs, signals
-from redrive.cli import dead, jobs, ops, run
+from redrive.cli import dead, jobs, ops, run, workflows
 from redrive.cli.load import load_app
 from redrive.cli.parsing import Commands, Version, common
 from redrive.core.redact import redact_text
@@ -26,7 +26,7 @@ from redrive.settings import Settings
 __all__ = ["EXIT_ERROR", "load_app", "main"]
 
 EXIT_ERROR = 2
-_GROUPS = (run, jobs, dead, ops)
+_GROUPS = (run, jobs, workflows, dead, ops)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

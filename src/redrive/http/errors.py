@@ -24,6 +24,7 @@ from redrive.errors import (
     StoreFull,
     UnknownDependency,
     UnknownTask,
+    WorkflowNotFound,
 )
 
 log = logging.getLogger("redrive.http")
@@ -45,6 +46,7 @@ _STATUS: tuple[tuple[type[RedriveError], int], ...] = (
     (BatchTooLarge, 400),
     (JobNotFound, 404),
     (DeadLetterNotFound, 404),
+    (WorkflowNotFound, 404),
     (Forbidden, 403),
     (IdempotencyKeyReused, 422),
     (UnknownDependency, 404),

@@ -173,6 +173,15 @@ class Schedules(Closed):
 
 
 OutboxRow = derived(shapes.OutboxShape, "OutboxRow")
+Workflow = derived(shapes.WorkflowShape)
+
+
+class Workflows(Closed):
+    items: list[Workflow]
+
+
+class Jobs(Closed):
+    items: list[Job]
 
 
 class Health(Closed):

@@ -156,3 +156,10 @@ JOIN (SELECT id, status, result, error_code, last_error_code FROM redrive_job
       UNION ALL SELECT id, status, result, error_code, last_error_code FROM redrive_job_done) AS j ON j.id = e.parent_id
 WHERE e.child_id = CAST(:id AS {uuid})
 ORDER BY s.name, s.position;
+
+-- name: workflows_recent
+-- The newest workflows (an owner's, when given), newest first.
+SELECT id FROM redrive_workflow
+WHERE CAST(:owner AS TEXT) IS NULL OR owner = :owner
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;

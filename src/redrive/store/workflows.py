@@ -24,6 +24,9 @@ class Workflows(Protocol):
     def workflow_get(self, *, id: UUID) -> WorkflowState | None:
         """The workflow and its steps' counts by step name and status."""
 
+    def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
+        """The newest ``limit`` workflows (``owner``'s only, when given), newest first."""
+
     def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
         """The ids of the workflow's steps (in ``statuses`` if given)."""
 

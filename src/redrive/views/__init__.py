@@ -22,6 +22,7 @@ from redrive.core.outbox import OutboxRow
 from redrive.core.redact import redact
 from redrive.core.rollups import Series, Window, quantile
 from redrive.core.schedule import Schedule, last_firing, next_firing
+from redrive.core.workflow import WorkflowState
 from redrive.store.port import WORKER_STALE_AFTER_S, BreakerEvent
 from redrive.store.reads import AuditEntry, DeadLetterFacets, MinuteCount, Page, QueueStats, ScheduleState, WorkerInfo
 from redrive.views.shapes import (
@@ -40,6 +41,7 @@ from redrive.views.shapes import (
     ScheduleShape,
     Timestamp,
     WorkerShape,
+    WorkflowShape,
 )
 
 T = TypeVar("T")
@@ -67,6 +69,16 @@ def job_view(job: Job, *, reveal: bool = False) -> JobShape:
         if not (reveal and name in ("args", "kwargs")):
             out[name] = redact(out[name])
     return out  # type: ignore[return-value]  # JOB_COLUMNS are JobShape's keys (tests/unit/test_views.py)
+
+
+def workflow_view(workflow: WorkflowState) -> WorkflowShape:
+    return {"id": str(workflow.id), "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
+            "status": workflow.status.value, "created_at": plain(workflow.created_at),
+            "cancelled_at": plain(workflow.cancelled_at), "cancelled_by": workflow.cancelled_by,
+            "counts": {status.value: n for status, n in workflow.totals.items() if n},
+            "steps": [{"name": name, "after": [{"step": p, "policy": policy} for p, policy in after],  # type: ignore[typeddict-item]
+                       "counts": {s.value: n for s, n in workflow.counts.get(name, {}).items() if n}}
+                      for name, after in workflow.graph.items()]}
 
 
 def audit_view(entry: AuditEntry) -> AuditShape:

@@ -237,3 +237,27 @@ class AuditShape(TypedDict):
     action: str
     job_id: str | None
     detail: dict[str, Any]
+
+
+class EdgeShape(TypedDict):
+    step: Annotated[str, "the parent step's name"]
+    policy: Annotated[Literal["succeeded", "not_failed", "ended"], "what the parent's ending must be for it to run"]
+
+
+class StepShape(TypedDict):
+    name: Annotated[str, "the step's name; a fan-out's members share it"]
+    after: list[EdgeShape]
+    counts: Annotated[dict[str, int], "its jobs by status"]
+
+
+class WorkflowShape(TypedDict):
+    id: str
+    name: str
+    owner: str | None
+    key: Annotated[str | None, "the key it was created under, once per owner"]
+    status: Literal["running", "blocked", "succeeded", "failed", "cancelled"]
+    created_at: Timestamp
+    cancelled_at: Timestamp | None
+    cancelled_by: str | None
+    counts: Annotated[dict[str, int], "every step's jobs by status"]
+    steps: Annotated[list[StepShape], "in the order declared"]

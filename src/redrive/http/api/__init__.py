@@ -9,12 +9,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from redrive.http import responses as out
-from redrive.http.api import breakers, dead_letters, health, jobs, outbox, queues, schedules, workers
+from redrive.http.api import breakers, dead_letters, health, jobs, outbox, queues, schedules, workers, workflows
 
 __all__ = ["health", "routes"]
 
 _RESOURCES = (jobs.router, dead_letters.router, breakers.router, queues.router, workers.audit_router,
-              workers.router, schedules.router, outbox.router)
+              workers.router, schedules.router, outbox.router, workflows.router)
 
 
 def routes(*, metrics: bool) -> APIRouter:

@@ -57,6 +57,12 @@ class Workflows(Reading):
             return WorkflowState(row.id, row.name, row.owner, row.key, row.created_at, row.cancelled_at,
                                  row.cancelled_by, {k: [(p[0], p[1]) for p in v] for k, v in row.graph.items()}, counts)
 
+    def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
+        with self._lock:
+            rows = sorted((r for r in self._workflows.values() if owner is None or r.owner == owner),
+                          key=lambda r: (r.created_at, r.id), reverse=True)[:limit]
+            return [found for r in rows if (found := self.workflow_get(id=r.id)) is not None]
+
     def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
         with self._lock:
             return [job_id for job_id, step in self._steps.items()

@@ -33,7 +33,7 @@ class Workflows(Listening):
     def _create(self, workflow: NewWorkflow, conn: psycopg.Connection) -> WorkflowCreated:
         made = self._run("workflow_insert", {
             "id": workflow.id, "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
-            "graph": Jsonb(workflow.graph)}, conn=conn)
+            "graph": Jsonb(list(workflow.graph.items()))}, conn=conn)
         if not made:  # its key is taken: the workflow that holds it
             held = self._run("workflow_by_key", {"owner": workflow.owner, "key": workflow.key}, conn=conn)[0]["id"]
             return WorkflowCreated(held, duplicate=True, steps=self._steps_of(held, conn))
@@ -57,12 +57,17 @@ class Workflows(Listening):
         if not rows:
             return None
         row = rows[0]
-        graph = {name: [(p, policy) for p, policy in after] for name, after in row["graph"].items()}
+        # a list of [name, parents]: JSON objects in jsonb do not keep the order steps were declared in
+        graph = {name: [(p, policy) for p, policy in after] for name, after in row["graph"]}
         counts: dict[str, dict[Status, int]] = {name: {} for name in graph}
         for c in self._run("workflow_counts", {"id": id}):
             counts.setdefault(c["name"], {})[Status(c["status"])] = c["n"]
         return WorkflowState(row["id"], row["name"], row["owner"], row["key"], row["created_at"],
                              row["cancelled_at"], row["cancelled_by"], graph, counts)
+
+    def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
+        rows = self._run("workflows_recent", {"owner": owner, "limit": limit})
+        return [found for row in rows if (found := self.workflow_get(id=row["id"])) is not None]
 
     def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
         wanted = [s.value for s in statuses] if statuses else None

@@ -22,7 +22,7 @@ class Workflows(Reading):
         def body(cur: Any, now: float) -> tuple[WorkflowCreated, set[str]]:
             made = cur.execute(self._queries["workflow_insert"], {
                 "id": str(workflow.id), "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
-                "graph": json.dumps(workflow.graph), "now": now}).fetchone()
+                "graph": json.dumps(list(workflow.graph.items())), "now": now}).fetchone()
             if made is None:  # its key is taken: the workflow that holds it
                 held = UUID(cur.execute(self._queries["workflow_by_key"], {
                     "owner": workflow.owner, "key": workflow.key}).fetchone()["id"])
@@ -54,12 +54,16 @@ class Workflows(Reading):
         if not rows:
             return None
         row = rows[0]
-        graph = {name: [(p, policy) for p, policy in after] for name, after in json.loads(row["graph"]).items()}
+        graph = {name: [(p, policy) for p, policy in after] for name, after in json.loads(row["graph"])}
         counts: dict[str, dict[Status, int]] = {name: {} for name in graph}
         for c in self._read("workflow_counts", {"id": str(id)}):
             counts.setdefault(c["name"], {})[Status(c["status"])] = c["n"]
         return WorkflowState(UUID(row["id"]), row["name"], row["owner"], row["key"], _time(row["created_at"]),
                              _time(row["cancelled_at"]), row["cancelled_by"], graph, counts)
+
+    def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
+        rows = self._read("workflows_recent", {"owner": owner, "limit": limit})
+        return [found for row in rows if (found := self.workflow_get(id=UUID(row["id"]))) is not None]
 
     def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
         wanted = json.dumps([s.value for s in statuses]) if statuses else None
