@@ -137,6 +137,8 @@ def _pages(made: Populated) -> list[tuple[str, str]]:
     pages += [("/dead-letters", f"/dead-letters?state={s}") for s in LETTER_STATES]
     pages += [("/dead-letters/{letter_id}", f"/dead-letters/{i}") for i in made.letters.values()]
     pages += [("/charts", f"/charts?window={w}&by={b}") for w in ("1h", "24h", "7d") for b in ("queue", "task")]
+    pages += [("/workflows", "/workflows")]
+    pages += [("/workflows/{workflow_id}", f"/workflows/{w}") for w in made.workflows.values()]
     return pages
 
 

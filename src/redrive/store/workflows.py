@@ -27,6 +27,9 @@ class Workflows(Protocol):
     def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
         """The newest ``limit`` workflows (``owner``'s only, when given), newest first."""
 
+    def workflow_steps(self, *, id: UUID) -> dict[str, tuple[UUID, ...]]:
+        """The job ids of each step by name, a fan-out's in the order declared."""
+
     def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
         """The ids of the workflow's steps (in ``statuses`` if given)."""
 

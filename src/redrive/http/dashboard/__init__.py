@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from redrive.http.dashboard import controls, dead_letters, jobs, login, overview
+from redrive.http.dashboard import controls, dead_letters, jobs, login, overview, workflows
 
 __all__ = ["pages"]
 
 pages = APIRouter(include_in_schema=False)
-for _module in (login, overview, jobs, dead_letters, controls):
+for _module in (login, overview, jobs, workflows, dead_letters, controls):
     pages.include_router(_module.router)

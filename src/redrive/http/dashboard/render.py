@@ -96,6 +96,8 @@ _DONE = {
     "not_paused": "That queue was not paused.",
     "schedule_ran": "Ran now: {n} job(s) queued.",
     "schedule_ran_already": "That run was sent already: nothing more queued.",
+    "workflow_cancelled": "Workflow cancelled: nothing in it starts any more; its running steps were asked to stop.",
+    "workflow_retried": "Retried {n} failed step(s): what they blocked runs after them.",
     "schedule_paused": "Schedule paused: its firings are skipped until it is resumed.",
     "schedule_paused_already": "That schedule was paused already.",
     "schedule_resumed": "Schedule resumed: it fires from its next time.",

@@ -44,6 +44,10 @@ class Workflows(Reading):
                 named.setdefault(step.name, []).append((step.position or 0, job_id))
         return {name: tuple(job_id for _, job_id in sorted(ids)) for name, ids in named.items()}
 
+    def workflow_steps(self, *, id: UUID) -> dict[str, tuple[UUID, ...]]:
+        with self._lock:
+            return self._step_ids(id)
+
     def workflow_get(self, *, id: UUID) -> WorkflowState | None:
         with self._lock:
             row = self._workflows.get(id)

@@ -52,6 +52,9 @@ class Workflows(Listening):
             named.setdefault(row["name"], []).append(row["job_id"])
         return {name: tuple(ids) for name, ids in named.items()}
 
+    def workflow_steps(self, *, id: UUID) -> dict[str, tuple[UUID, ...]]:
+        return self._steps_of(id)
+
     def workflow_get(self, *, id: UUID) -> WorkflowState | None:
         rows = self._run("workflow_read", {"id": id})
         if not rows:

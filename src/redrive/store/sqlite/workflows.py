@@ -49,6 +49,9 @@ class Workflows(Reading):
             named.setdefault(row["name"], []).append(UUID(row["job_id"]))
         return {name: tuple(ids) for name, ids in named.items()}
 
+    def workflow_steps(self, *, id: UUID) -> dict[str, tuple[UUID, ...]]:
+        return self._reading(lambda conn, _: self._steps_of(conn, id))
+
     def workflow_get(self, *, id: UUID) -> WorkflowState | None:
         rows = self._read("workflow_read", {"id": str(id)})
         if not rows:
