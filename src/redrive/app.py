@@ -159,7 +159,7 @@ class App:
         max_attempts: int | None = None, backoff: Backoff | None = None,
         classifier: Classifier | None = None, stages: Sequence[Stage | str] | None = None,
         dependencies: Sequence[str] = (), already_done: Callable[..., Any] | None = None,
-        timeout: timedelta | None = None, hard_timeout: timedelta | None = None,
+        timeout: timedelta | None = None, hard_timeout: timedelta | None = None, max_snoozes: int = 100,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -178,6 +178,7 @@ class App:
         already_done: Callable[..., Any] | None = None,
         timeout: timedelta | None = None,
         hard_timeout: timedelta | None = None,
+        max_snoozes: int = 100,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a sync or async function as a task: ``@app.task`` or ``@app.task(queue=...)``.
 
@@ -198,7 +199,9 @@ class App:
         and replaced (the attempt fails ``TIMEOUT``, the other jobs that
         process held go back to the queue, their attempts refunded); in a
         single process it abandons the run as ``timeout`` does
-        (``docs/processes.md``)."""
+        (``docs/processes.md``). ``max_snoozes``: how often one job may
+        ``raise redrive.Snooze(delay)`` (run again later, no attempt spent)
+        before it fails for good with ``SNOOZE_LIMIT``."""
         check_timeout(timeout, "a task")
         if hard_timeout is not None and (not isinstance(hard_timeout, timedelta) or hard_timeout <= timedelta(0)):
             raise ConfigError(f"a task: hard_timeout must be a timedelta longer than zero, not {hard_timeout!r}")
@@ -219,7 +222,7 @@ class App:
                 max_attempts=checks.max_attempts(max_attempts) or (sum(s.max_attempts for s in declared) or None),
                 backoff=backoff or FullJitter(), classifier=classifier, stages=declared,
                 dependencies=tuple(dependencies), already_done=already_done, timeout=timeout,
-                hard_timeout=hard_timeout,
+                hard_timeout=hard_timeout, max_snoozes=max_snoozes,
                 enqueuer=self,
             )
             self.registry.add_task(task)

@@ -81,6 +81,7 @@ class Task(Generic[P, R]):
     already_done: Callable[..., Any] | None = None  # the job's arguments -> its result if the work exists, else None
     timeout: timedelta | None = None  # one run; None: no limit
     hard_timeout: timedelta | None = None  # one run, enforced by killing its worker process (docs/processes.md)
+    max_snoozes: int = 100  # redrive.Snooze asked at most this often per job; then it fails SNOOZE_LIMIT
     # How task.enqueue reaches a client: set by the App that registered the task.
     enqueuer: Enqueuer | None = field(default=None, repr=False, compare=False)
     # Known once: asking inspect costs a few µs, and the worker asks for every job.
@@ -92,6 +93,8 @@ class Task(Generic[P, R]):
         checks.queue_name(self.queue)
         checks.priority(self.priority)
         checks.max_attempts(self.max_attempts)
+        if isinstance(self.max_snoozes, bool) or not isinstance(self.max_snoozes, int) or self.max_snoozes < 0:
+            raise ConfigError(f"max_snoozes must be a whole number of zero or more, not {self.max_snoozes!r}")
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
 
     @property

@@ -31,6 +31,7 @@ are chained as ``__cause__``, never shown to users.
         │   └── NotDelivered          an outbox send that certainly did not reach the provider
         ├── Permanent                 fail now with an error code, no retry
         ├── Cancelled                 end the job cancelled (when ``redrive.cancelled()`` says so)
+        ├── Snooze                    run again after a delay, no attempt spent
         └── CircuitOpen               a guarded call found its dependency's breaker open
 """
 
@@ -59,6 +60,7 @@ __all__ = [
     "ResultFailed",
     "ResultTimeout",
     "SchemaOutdated",
+    "Snooze",
     "StoreBusy",
     "StoreError",
     "StoreFull",
@@ -274,6 +276,24 @@ class Cancelled(JobError):
     it ends the job cancelled by the task itself."""
 
     code = "CANCELLED"
+
+
+class Snooze(JobError):
+    """Run this job again later, without spending an attempt.
+
+    After ``delay``: the work is not ready yet (a file still uploading, a
+    partner's report not out), which is not a failure. Snoozes are counted apart from attempts
+    (the job's history shows each, numbered) and a task allows at most
+    ``max_snoozes`` (``app.task(max_snoozes=...)``, 100 unless said): past
+    them the job fails for good with ``SNOOZE_LIMIT``."""
+
+    code = "SNOOZED"
+
+    def __init__(self, delay: timedelta = timedelta(0)) -> None:
+        if not isinstance(delay, timedelta) or delay < timedelta(0):
+            raise ConfigError(f"Snooze takes a timedelta of zero or more, not {delay!r}")
+        super().__init__()
+        self.delay = delay
 
 
 class CircuitOpen(JobError):

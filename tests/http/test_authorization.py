@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from redrive import Actor, App, Status
+from redrive import Actor, App, Status, Workflow
 from tests.figures import record
 from tests.http.conftest import Conformance, as_
 from tests.integration.test_worker_in_process import _run_until
@@ -57,6 +57,10 @@ RULES = {
     ("GET", "/api/v1/workers"): "operator",
     ("GET", "/api/v1/outbox"): "operator",
     ("GET", "/metrics"): "operator",
+    ("GET", "/api/v1/workflows"): "owner",
+    ("GET", "/api/v1/workflows/{workflow_id}"): "job",  # the workflow's owner and operators, as for a job
+    ("POST", "/api/v1/workflows/{workflow_id}/cancel"): "job",
+    ("POST", "/api/v1/workflows/{workflow_id}/retry"): "job",
 }
 BODIES = {
     "/api/v1/jobs": {"task": "greet", "args": ["x"]},
@@ -96,6 +100,9 @@ def _jobs_in_every_state(app: App) -> dict[str, list[tuple[str, str]]]:
 @pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_no_request_succeeds_that_its_rule_forbids(api, api_app: App) -> None:
     jobs = _jobs_in_every_state(api_app)
+    greet = api_app.registry.task("greet")
+    flows = {owner: [str(api_app.create_workflow(Workflow.chain("chain", [greet.call(CANARY), greet.call(CANARY)],
+                                                                owner=owner)).id)] for owner in OWNERS}
     letter = api_app.admin(Actor.operator("test")).dead_letters().items[0].id
     spec = as_(None, api).get("/api/v1/openapi.json").json()
     served = {(method.upper(), path) for path, item in spec["paths"].items() for method in item}
@@ -108,10 +115,12 @@ def test_no_request_succeeds_that_its_rule_forbids(api, api_app: App) -> None:
     # A delete goes last, and to each job its refused callers before the allowed ones: a
     # deleted job answers everyone 404 after.
     for (method, template), rule in sorted(RULES.items(), key=lambda kv: (kv[0][0] == "DELETE", kv[0])):
-        targets = ([(owner, job_id) for owner in OWNERS for job_id, _ in jobs[owner]]
-                   if "{job_id}" in template else [(None, None)])
+        targets = ([(owner, job_id) for owner in OWNERS for job_id, _ in jobs[owner]] if "{job_id}" in template
+                   else [(owner, flow) for owner in OWNERS for flow in flows[owner]] if "{workflow_id}" in template
+                   else [(None, None)])
         for job_owner, job_id in targets:
-            path = (template.replace("{job_id}", job_id or "").replace("{letter_id}", str(letter))
+            path = (template.replace("{job_id}", job_id or "").replace("{workflow_id}", job_id or "")
+                    .replace("{letter_id}", str(letter))
                     .replace("{name}", "mailer").replace("{queue}", "idle"))
             for caller in (sorted(callers, key=lambda c: c in (job_owner, "operator")) if method == "DELETE"
                            else callers):

@@ -34,7 +34,16 @@ class Stopped:
     reason: str | None = None
 
 
-Outcome = Succeeded | Retry | Failed | Stopped
+@dataclass(frozen=True, slots=True)
+class Snoozed:
+    """The task asked to run again after ``delay``: no attempt spent;
+    ``count`` is this job's snoozes with this one."""
+
+    delay: timedelta
+    count: int
+
+
+Outcome = Succeeded | Retry | Failed | Stopped | Snoozed
 
 
 @dataclass(frozen=True, slots=True)

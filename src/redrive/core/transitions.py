@@ -21,7 +21,7 @@ from typing import assert_never
 
 from redrive.core.classify import Classifier, Failure
 from redrive.core.job import JSON, Job, Lease
-from redrive.core.outcome import Execution, Failed, Retry, Stopped, Succeeded
+from redrive.core.outcome import Execution, Failed, Retry, Snoozed, Stopped, Succeeded
 from redrive.core.retry import after_failure
 from redrive.core.stages import Stage, resume_at
 from redrive.core.states import Status
@@ -42,6 +42,11 @@ WORKER_CRASHED_MESSAGE = "its worker process died while running it and no attemp
 # value from before the enqueue checks refused it, or written by hand): it
 # fails alone, its dead letter says why, and the rest of its batch runs.
 JOB_UNREADABLE = "JOB_UNREADABLE"
+
+# A task asked to run later (``redrive.Snooze``), and the code of a job that
+# asked more often than its task allows.
+SNOOZED = "snoozed"
+SNOOZE_LIMIT = "SNOOZE_LIMIT"
 
 # Why a job went back to the queue when nobody says otherwise.
 SHUTDOWN: Mapping[str, JSON] = {"reason": "shutdown"}
@@ -235,6 +240,10 @@ def finish_of(lease: Lease, execution: Execution, duration_ms: int, wait_ms: int
             if reason:
                 meta["reason"] = reason
             return Cancellation(lease=lease, by=by, meta=meta)
+        case Snoozed(delay=delay, count=count):
+            # back to the queue with the attempt given back: a snooze is no attempt
+            meta.update(reason=SNOOZED, snoozes=count, delay_ms=round(delay.total_seconds() * 1000))
+            return Requeue(lease, delay, meta, refund=True)
     assert_never(execution.outcome)
 
 

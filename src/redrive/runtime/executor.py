@@ -19,13 +19,14 @@ from redrive.core.backoff import FullJitter
 from redrive.core.checks import payload_problem
 from redrive.core.classify import Classifier, Failure, describe, one_line
 from redrive.core.job import JSON, Job
-from redrive.core.outcome import Execution, Failed, Retry, Stopped, Succeeded
+from redrive.core.outcome import Execution, Failed, Retry, Snoozed, Stopped, Succeeded
 from redrive.core.redact import redact, redact_text
 from redrive.core.retry import after_failure
 from redrive.core.stages import Stage
-from redrive.core.transitions import TIMEOUT
+from redrive.core.states import Status
+from redrive.core.transitions import SNOOZE_LIMIT, SNOOZED, TIMEOUT
 from redrive.declarations import Task
-from redrive.errors import Cancelled, CircuitOpen, LeaseLost, Permanent, Transient
+from redrive.errors import Cancelled, CircuitOpen, LeaseLost, Permanent, Snooze, Transient
 from redrive.events import EventStream
 from redrive.runtime.context import CURRENT_RUN, HandlerRun
 from redrive.runtime.interrupts import Interrupt
@@ -102,8 +103,7 @@ async def execute(
             interrupt.limit(limit.total_seconds(), f"task {task.name}")
         try:
             # A retry after a stalled status write may find the work done (the converter's rule: no second conversion).
-            found = (await _call(task.already_done, job, threads,
-                                 inspect.iscoroutinefunction(task.already_done))
+            found = (await _call(task.already_done, job, threads, inspect.iscoroutinefunction(task.already_done))
                      if task.already_done else None)
             if found is not None:
                 result = found
@@ -118,6 +118,9 @@ async def execute(
             ended = _stopped(exc, run, rng)
             _let_go(exc)
             return replace(ended, guarded=frozenset(run.guarded), told=_told(run))
+        except Snooze as exc:
+            _let_go(exc)
+            return replace(await _snoozed(exc, run, task, rng), guarded=frozenset(run.guarded), told=_told(run))
         except CircuitOpen as exc:
             _let_go(exc)
             return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
@@ -193,6 +196,36 @@ def _uncancel() -> None:
     task = asyncio.current_task()
     if task is not None:
         task.uncancel()
+
+
+async def _snoozed(exc: Snooze, run: HandlerRun, task: Task[Any, Any], rng: Random) -> Execution:
+    """Back to the queue after the delay asked, no attempt spent; past the
+    task's most snoozes, a failure for good (``SNOOZE_LIMIT``). The count is
+    read off the job's history (off the event loop): only a snoozing job pays."""
+    done = await asyncio.to_thread(_snoozes, run.store, run.job.id)
+    if done >= task.max_snoozes:
+        failure = Failure(code=SNOOZE_LIMIT, retryable=False,
+                          message=f"task {task.name} snoozed {done} times, the most it allows (max_snoozes)")
+        return _after(failure, run, rng, None)
+    return Execution(Snoozed(exc.delay, done + 1))
+
+
+def _snoozes(store: Store, job_id: Any) -> int:
+    """The job's snoozes so far: each numbers itself in its event, so the
+    latest among the newest events says, and only a history without one
+    there is read whole (a job that has not snoozed lately, or ever)."""
+    def counted(events: list[Any]) -> int | None:
+        return next((int(e.meta.get("snoozes", 0)) for e in reversed(events)
+                     if e.to_status is Status.QUEUED and e.meta.get("reason") == SNOOZED), None)
+
+    recent = store.job_events_list(job_id=job_id, newest=_RECENT)
+    found = counted(recent)
+    if found is None and len(recent) == _RECENT:
+        found = counted(store.job_events_list(job_id=job_id))
+    return found or 0
+
+
+_RECENT = 16
 
 
 def _stopped(exc: BaseException, run: HandlerRun, rng: Random) -> Execution:

@@ -216,8 +216,8 @@ class Store(Protocol):
         """What a running workflow step reads of its parents: each one's
         name, place in its fan-out, ending and result, by name and place."""
 
-    def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
-        """Oldest first."""
+    def job_events_list(self, *, job_id: UUID, newest: int | None = None) -> list[JobEvent]:
+        """Oldest first; with ``newest``, only that many of the latest."""
 
     def wakeups_subscribe(self, on_wake: Callable[[str], None]) -> Callable[[], None] | None:
         """Call ``on_wake(queue)`` when jobs may have become available (``ANY_QUEUE``

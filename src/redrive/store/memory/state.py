@@ -186,9 +186,10 @@ class Kept:
         with self._lock:
             return self._jobs.get(job_id)
 
-    def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
+    def job_events_list(self, *, job_id: UUID, newest: int | None = None) -> list[JobEvent]:
         with self._lock:
-            return [e for e in self._events if e.job_id == job_id]
+            found = [e for e in self._events if e.job_id == job_id]
+        return found if newest is None else found[-newest:] if newest > 0 else []
 
     def finishes_subscribe(self, *, job_id: UUID, on_finish: Callable[[], None]) -> Callable[[], None]:
         with self._lock:

@@ -157,12 +157,13 @@ class Work(Endings):
         rows = self._run("job_get", {"id": job_id})
         return _job(rows[0]) if rows else None
 
-    def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
+    def job_events_list(self, *, job_id: UUID, newest: int | None = None) -> list[JobEvent]:
         return [
             JobEvent(
                 id=row["id"], job_id=row["job_id"], at=row["at"],
                 from_status=Status(row["from_status"]) if row["from_status"] else None,
                 to_status=Status(row["to_status"]), attempt=row["attempt"], meta=row["meta"],
             )
-            for row in self._run("job_events_list", {"id": job_id})
+            for row in (self._run("job_events_list", {"id": job_id}) if newest is None
+                        else self._run("job_events_newest", {"id": job_id, "newest": newest}))
         ]

@@ -252,7 +252,7 @@ class Connected:
         rows = self._read("job_get", {"id": str(job_id)})
         return _job(rows[0]) if rows else None
 
-    def job_events_list(self, *, job_id: UUID) -> list[JobEvent]:
+    def job_events_list(self, *, job_id: UUID, newest: int | None = None) -> list[JobEvent]:
         return [
             JobEvent(
                 id=row["id"], job_id=UUID(row["job_id"]), at=_time(row["at"]),
@@ -260,5 +260,6 @@ class Connected:
                 to_status=Status(row["to_status"]), attempt=row["attempt"],
                 meta=json.loads(row["meta"]),
             )
-            for row in self._read("job_events_list", {"id": str(job_id)})
+            for row in (self._read("job_events_list", {"id": str(job_id)}) if newest is None
+                        else self._read("job_events_newest", {"id": str(job_id), "newest": newest}))
         ]
