@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from redrive import Actor, App, Status
+from redrive import Actor, App, Status, Workflow
 from redrive.testing import wait_for
 from tests.apps import dashboard
 from tests.browser.conftest import login
@@ -66,4 +66,10 @@ def test_an_owner_is_kept_to_their_own_jobs(browser, dash_app: App, dash_url: st
         assert bob.goto(f"{dash_url}{path}").status == 403, path
     bob.goto(f"{dash_url}/jobs")
     assert str(theirs.id) not in bob.content()
-    assert bob.locator("nav").inner_text().split() == ["Overview", "Jobs"]  # no operator page offered
+    # an owner's workflows are theirs, as their jobs are: listed, and another's refused
+    flaky = dash_app.registry.task("flaky")
+    alices = dash_app.create_workflow(Workflow.chain("alice's", [flaky.call("alice-private")], owner="alice"))
+    assert bob.goto(f"{dash_url}/workflows/{alices.id}").status == 403
+    bob.goto(f"{dash_url}/workflows")
+    assert str(alices.id) not in bob.content()
+    assert bob.locator("nav").inner_text().split() == ["Overview", "Jobs", "Workflows"]  # no operator page offered

@@ -25,9 +25,13 @@ class WorkflowActions(JobActions):
             raise Forbidden(f"workflow {found.id} belongs to someone else; only its owner or an operator may act on it")
         return found
 
-    def workflows(self, *, limit: int = 50) -> list[WorkflowState]:
-        """The newest workflows, newest first: an owner sees their own."""
-        return self.store.workflows_list(owner=self.actor.owner, limit=page_size(limit))
+    def workflows(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
+        """The newest workflows (``owner``'s, when given), newest first: an owner sees their own."""
+        if not self.actor.is_operator:
+            if owner is not None and owner != self.actor.owner:
+                raise Forbidden("an owner may list only their own workflows")
+            owner = self.actor.owner
+        return self.store.workflows_list(owner=owner, limit=page_size(limit))
 
     def cancel_workflow(self, workflow_id: UUID | str) -> WorkflowState:
         """Nothing in the workflow starts afterwards: its waiting steps end

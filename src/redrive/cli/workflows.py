@@ -34,7 +34,7 @@ def add_commands(cli: Commands) -> None:
 
 def _list(args: argparse.Namespace) -> int:
     with admin_of(args, owner=args.owner) as admin:
-        found = admin.workflows(limit=args.limit)
+        found = admin.workflows(owner=args.owner, limit=args.limit)
     if args.json:
         render.json_lines(views.workflow_view(w) for w in found)
         return 0
