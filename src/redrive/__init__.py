@@ -60,7 +60,7 @@ from redrive.errors import (
     UnknownTask,
     WorkflowNotFound,
 )
-from redrive.runtime.context import add_context, cancelled, current_job, guarded, parent_results, parents, stage
+from redrive.runtime.context import add_context, cancelled, current_job, guarded, parent_results, parents, spawn, stage
 from redrive.runtime.inprocess import InProcessRetry
 from redrive.runtime.outbox import Delivery, Intent, deliver
 from redrive.runtime.plugins import Beside, Plugin
@@ -192,6 +192,7 @@ __all__ = [
     "open_store",
     "parent_results",
     "parents",
+    "spawn",
     "stage",
     "write_phase",
 ]

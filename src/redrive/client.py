@@ -27,7 +27,7 @@ from redrive.core import checks, ids
 from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, JobKey, NewJob
 from redrive.core.schedule import Firing, Schedule
 from redrive.core.states import Status
-from redrive.core.workflow import WorkflowCreated, WorkflowState
+from redrive.core.workflow import NewWorkflow, WorkflowCreated, WorkflowState
 from redrive.declarations import Call, JobRequest, Registry, Task
 from redrive.errors import (
     ConfigError,
@@ -203,11 +203,20 @@ class Client:
         """Create ``workflow``'s steps and edges in one transaction (``conn``:
         the caller's, as for ``enqueue``); a key already taken creates nothing
         and answers the workflow that holds it (``duplicate``)."""
-        def step_job(call: Call) -> NewJob:
-            return self._new_job(JobRequest(call.task, call.args, call.kwargs, owner=workflow.owner, **call.options))
-
+        new = self.plan_workflow(workflow)
         conn = self._joining(conn)
-        return self.store.workflow_insert(workflow=build(workflow, _uuid7(), step_job), conn=conn)
+        return self.store.workflow_insert(workflow=new, conn=conn)
+
+    def plan_workflow(self, workflow: Workflow, spawned_by: Job | None = None) -> NewWorkflow:
+        """What creating ``workflow`` writes: its steps' jobs, checked as
+        ``enqueue`` checks them, and its edges. A workflow spawned by a running
+        job (``redrive.spawn``) belongs to that job's owner unless it names one."""
+        owner = workflow.owner if workflow.owner is not None or spawned_by is None else spawned_by.owner
+
+        def step_job(call: Call) -> NewJob:
+            return self._new_job(JobRequest(call.task, call.args, call.kwargs, owner=owner, **call.options))
+
+        return build(workflow, _uuid7(), step_job, owner=owner, spawned_by=None if spawned_by is None else spawned_by.id)
 
     def workflow(self, workflow_id: UUID | str) -> WorkflowState:
         """A workflow, its status and its steps' counts."""

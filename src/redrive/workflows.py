@@ -152,9 +152,11 @@ class Workflow:
                               "put a join step between two fan-outs")
 
 
-def build(workflow: Workflow, id: UUID, job_for: Callable[[Call], NewJob]) -> NewWorkflow:
+def build(workflow: Workflow, id: UUID, job_for: Callable[[Call], NewJob], *, owner: str | None = None,
+          spawned_by: UUID | None = None) -> NewWorkflow:
     """What the store is asked to create for ``workflow``: each call's job
-    (``job_for``; pending where it has parents), its steps and its edges."""
+    (``job_for``; pending where it has parents), its steps and its edges;
+    ``owner``: the workflow's (its own, else its spawner's)."""
     workflow.check()
     jobs: dict[str, list[NewJob]] = {}
     steps: list[NewStep] = []
@@ -168,4 +170,5 @@ def build(workflow: Workflow, id: UUID, job_for: Callable[[Call], NewJob]) -> Ne
             made.append(job)
             steps.append(NewStep(job, name, position if fan_out else None))
             edges += (NewEdge(parent.id, job.id, Policy(policy)) for p, policy in after for parent in jobs[p])
-    return NewWorkflow(id, workflow.name, tuple(steps), tuple(edges), workflow.graph, workflow.owner, workflow.key)
+    return NewWorkflow(id, workflow.name, tuple(steps), tuple(edges), workflow.graph, owner, workflow.key,
+                       spawned_by)

@@ -10,7 +10,7 @@ import resource
 import time
 from datetime import timedelta
 
-from redrive import App, Permanent, current_job
+from redrive import App, Permanent, Workflow, current_job, spawn
 
 app = App()  # REDRIVE_DATABASE_URL comes from the environment
 
@@ -26,6 +26,16 @@ def _record(key: str) -> dict:
 @app.task
 def record(key: str) -> dict:
     return _record(key)
+
+
+@app.task
+def split(key: str, parts: int) -> dict:
+    """Spawns ``parts`` children (``record``) and a join after them, created with its success."""
+    children = Workflow(f"parts of {key}")
+    fan = children.map((record.call(f"{key}-{n}") for n in range(parts)), name="parts")
+    children.add(record.call(f"{key}-join"), name="join", after=fan)
+    spawned = spawn(children)
+    return {**_record(key), "spawned": str(spawned)}
 
 
 @app.task

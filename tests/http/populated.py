@@ -122,6 +122,14 @@ def populate(app: App) -> Populated:
     made.jobs["blocked"], made.jobs["pending"] = flow.steps["greet-2"][0], flow.steps["greet-3"][0]
     (first,) = store.jobs_claim(queues=["flow"], limit=1, worker_id=WORKER, lease_ttl=ttl)
     store.jobs_finish([FailNow(first.lease, "NOT_FOUND", "no such user", error_class="NOT_FOUND")])
+    # A workflow a job's success spawned (redrive.spawn): its pages lead back to that job
+    app.registry.task("greet").options(queue="spawning", owner="alice").enqueue("spawner")
+    (spawner,) = store.jobs_claim(queues=["spawning"], limit=1, worker_id=WORKER, lease_ttl=ttl)
+    kids = Workflow("kids")
+    kids.map([step.call("x"), step.call("y")], name="greet")
+    store.jobs_finish([Completion(spawner.lease, None, {}, (app.client.plan_workflow(kids, spawner),))])
+    made.workflows["spawned"] = next(w.id for w in ops.workflows() if w.spawned_by == spawner.id)
+    made.jobs["spawner"] = spawner.id
 
     # Outbox rows: one sent and recorded, one that failed for good
     for key, change in (("mail:1", OutboxChange(OutboxStatus.SENT, provider_id="msg-1", notified=True)),

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from redrive import App, Workflow
+from redrive import App, Workflow, spawn
 from redrive.core.transitions import FailNow
 from redrive.testing import drain
 from tests.http.conftest import as_
@@ -53,3 +53,21 @@ def test_a_cancel_ends_the_workflow_and_a_wrong_id_is_a_404(api: Any, api_app: A
         missing = ops.get(f"/api/v1/workflows/{wrong}")
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "WORKFLOW_NOT_FOUND", missing.text
     assert as_("viewer", api).post(f"/api/v1/workflows/{flow}/retry").status_code == 403
+
+
+def test_a_spawned_workflow_names_the_job_that_spawned_it_and_its_page_links_there(api: Any, api_app: App) -> None:
+    greet = api_app.registry.task("greet")
+
+    @api_app.task
+    def fan_out() -> None:
+        kids = Workflow("kids")
+        kids.map([greet.call("x"), greet.call("y")], name="greet")
+        spawn(kids)
+
+    job = fan_out.options(owner="alice").enqueue().job
+    drain(api_app)
+    alice = as_("alice", api)
+    (listed,) = alice.get("/api/v1/workflows").json()["items"]
+    assert (listed["spawned_by"], listed["owner"], listed["status"]) == (str(job.id), "alice", "succeeded")
+    page = alice.get(f"/workflows/{listed['id']}")
+    assert page.status_code == 200 and f'href="/jobs/{job.id}" data-spawned-by' in page.text

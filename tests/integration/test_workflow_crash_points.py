@@ -3,7 +3,9 @@ transaction, inside it, after its commit and before the worker hears back
 (tests/apps/workflow_crashing.py). The child is released exactly when the
 ending committed: right after the kill it is still pending unless the
 ending had committed; once a healthy worker has finished, it was released
-once and ended once."""
+once and ended once. The same for a job that spawns children: they exist
+exactly when its success committed, and are created once however often it
+ran (tests/apps/spawn_crashing.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,11 @@ import subprocess
 
 import pytest
 
-from redrive import Actor, Admin, Client, Settings, Status, Workflow
+from redrive import Actor, Admin, Client, Settings, Status, Workflow, WorkflowStatus
 from redrive.core.states import TERMINAL
 from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
-from tests.apps.drain import record
+from tests.apps.drain import record, split
 from tests.integration.processes import WorkerProcess, executions
 
 APP = "tests.apps.workflow_crashing:app"
@@ -56,3 +58,36 @@ def test_a_child_is_released_once_exactly_when_its_parents_ending_commits(
         (Status.PENDING, Status.QUEUED)]
     ran = executions(tmp_path)
     assert ran["parent"] == (1 if committed else 2) and ran["child"] >= 1
+
+
+@pytest.mark.parametrize("point", ["before", "inside", "after"])
+def test_a_spawners_children_are_created_once_exactly_when_its_success_commits(
+    db_url: str, tmp_path, workers, point: str,
+) -> None:
+    client = Client(drain_app.registry, settings=Settings.load(database_url=db_url))
+    spawner = client.enqueue(split, args=["s", 3]).job
+    dying = WorkerProcess(db_url, tmp_path, "--lease-ttl", "2s", "--poll-interval", "0.1",
+                          app="tests.apps.spawn_crashing:app", env={"REDRIVE_TEST_CRASH_AT": point})
+    workers.append(dying)
+    try:
+        assert dying.process.wait(timeout=60) == -9, "the worker never reached the crash point"
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the worker never reached {point}")
+    committed = point == "after"
+    with Admin.open(db_url, actor=Actor.operator("test")) as admin:
+        assert len(admin.workflows()) == int(committed), "children exist exactly when the success committed"
+        workers.append(WorkerProcess(db_url, tmp_path, "--lease-ttl", "2s", "--poll-interval", "0.1", app=APP))
+
+        def spawned_and_done() -> bool:
+            found = admin.workflows()
+            return len(found) == 1 and found[0].status is WorkflowStatus.SUCCEEDED
+
+        wait_for(spawned_and_done, timeout=60, what="the spawned workflow's success")
+        (children,) = admin.workflows()
+        events = admin.store.job_events_list(job_id=spawner.id)
+    client.close()
+    assert children.spawned_by == spawner.id and children.counts["parts"] == {Status.SUCCEEDED: 3}
+    assert sum(e.to_status in TERMINAL for e in events) == 1
+    ran = executions(tmp_path)
+    assert ran["s"] == (1 if committed else 2)
+    assert ran["s-join"] == 1 and all(ran[f"s-{n}"] == 1 for n in range(3)), ran

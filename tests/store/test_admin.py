@@ -82,6 +82,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "cancel": lambda a, w: a.cancel(w.waiting.id),
     "workflow": lambda a, w: a.workflow(w.flow),
     "workflows": lambda a, w: a.workflows(owner="ann"),
+    "workflow_steps": lambda a, w: a.workflow_steps(w.flow),
     "cancel_workflow": lambda a, w: a.cancel_workflow(w.flow),
     "retry_workflow": lambda a, w: a.retry_workflow(w.flow),
     "bulk": lambda a, w: a.bulk("cancel", owner="ann"),
@@ -116,7 +117,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
         "nightly", run="r1"),
 }
 OWNERS_MAY = {"job", "jobs", "job_events", "retry", "cancel", "bulk", "delete", "workflow", "workflows",
-              "cancel_workflow", "retry_workflow"}
+              "workflow_steps", "cancel_workflow", "retry_workflow"}
 
 
 def test_every_operation_of_admin_has_a_rule_here() -> None:
@@ -147,7 +148,7 @@ def test_the_owner_may_do_what_owners_may_and_nothing_else(world: World, operati
 # What only reads: a read-only operator may do these, as an operator, and nothing else.
 READS = {"job", "jobs", "job_events", "dead_letters", "dead_letter", "dead_letter_facets", "queues",
          "finished_per_minute", "charts", "audit_trail", "schedules", "workers", "breaker_history", "breakers", "outbox",
-         "workflow", "workflows"}
+         "workflow", "workflows", "workflow_steps"}
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))

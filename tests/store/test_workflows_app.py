@@ -9,19 +9,23 @@ a declaration is a ``ConfigError`` before anything is written."""
 from __future__ import annotations
 
 import sqlite3
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
+import redrive
 from redrive import (
     Actor,
     After,
     App,
     ConfigError,
+    Fixed,
     Forbidden,
     Permanent,
     Status,
+    Transient,
     Workflow,
     WorkflowNotFound,
     WorkflowStatus,
@@ -164,4 +168,64 @@ def test_every_mistake_in_a_declaration_is_a_config_error_before_anything_is_wri
         with pytest.raises(ConfigError, match=message):
             make()
     assert app.store.jobs_page(where=JobFilter()).items == []
+    app.close()
+
+
+def test_a_job_spawns_children_and_a_join_created_once_with_its_success_however_often_it_ran(url: str) -> None:
+    app, ran, _ = _app(url)
+    step, join = app.registry.task("step"), app.registry.task("join")
+    runs: list[str] = []
+
+    @app.task(max_attempts=3, backoff=Fixed([timedelta(0)]))
+    def split(doc: str) -> dict:
+        children = Workflow(f"parts of {doc}")
+        parts = children.map((step.call(f"{doc}-{n}") for n in range(4)), name="parts")
+        children.add(join.call(), name="join", after=parts)
+        spawned = redrive.spawn(children)
+        runs.append(doc)
+        if len(runs) < 3:  # the first two runs spawn, then fail: nothing of theirs may be created
+            raise Transient("the splitter's store blinked")
+        return {"children": str(spawned)}
+
+    job = split.options(owner="alice").enqueue("doc").job
+    drain(app)
+    assert runs == ["doc", "doc", "doc"]
+    ops = app.admin(Actor.operator("ops"))
+    made = ops.workflows()
+    assert len(made) == 1, "a run that did not succeed created nothing"
+    (children,) = made
+    assert app.result(job.id, timeout=5) == {"children": str(children.id)}
+    assert children.spawned_by == job.id and children.owner == "alice"
+    assert children.status is WorkflowStatus.SUCCEEDED and children.counts["parts"] == {Status.SUCCEEDED: 4}
+    assert sorted(r for r in ran if r.startswith("doc-")) == [f"doc-{n}" for n in range(4)]
+    assert ran.count("join") == 1 and ran.index("join") > max(ran.index(f"doc-{n}") for n in range(4))
+    (join_id,) = app.admin(Actor.acting_for("alice")).workflow_steps(children.id)["join"]
+    assert app.result(join_id, timeout=5)["results"] == {"parts": ["DOC-0", "DOC-1", "DOC-2", "DOC-3"]}
+    app.close()
+
+
+def test_spawn_outside_a_run_or_of_a_non_workflow_is_a_clear_error(url: str) -> None:
+    app, _, _ = _app(url)
+    with pytest.raises(ConfigError, match="inside a running task"):
+        redrive.spawn(Workflow("x"))
+
+    @app.task
+    def wrong() -> None:
+        redrive.spawn("not a workflow")  # type: ignore[arg-type]
+
+    @app.task
+    def bad_args() -> None:
+        children = Workflow("kids")
+        children.add(app.registry.task("step").call(object()))  # not JSON: refused as enqueue refuses it
+        redrive.spawn(children)
+
+    wrong.enqueue()
+    bad_args.enqueue()
+    drained = drain(app)
+    assert sorted(f.status for f in drained.endings) == [Status.FAILED, Status.FAILED]
+    ops = app.admin(Actor.operator("ops"))
+    assert ops.workflows() == []
+    messages = sorted(j.error_message or "" for j in ops.jobs(status=Status.FAILED).items)
+    assert any("spawn() takes a redrive.Workflow" in m for m in messages), messages
+    assert any("JSON" in m for m in messages), messages
     app.close()

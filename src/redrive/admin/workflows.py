@@ -25,6 +25,10 @@ class WorkflowActions(JobActions):
             raise Forbidden(f"workflow {found.id} belongs to someone else; only its owner or an operator may act on it")
         return found
 
+    def workflow_steps(self, workflow_id: UUID | str) -> dict[str, tuple[UUID, ...]]:
+        """The job ids of each of the workflow's steps by name (a fan-out's in the order declared)."""
+        return self.store.workflow_steps(id=self.workflow(workflow_id).id)
+
     def workflows(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
         """The newest workflows (``owner``'s, when given), newest first: an owner sees their own."""
         if not self.actor.is_operator:

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from redrive.core.classify import Failure
 from redrive.core.job import JSON
+from redrive.core.workflow import NewWorkflow
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +60,4 @@ class Execution:
     guarded: frozenset[str] = frozenset()  # dependencies whose calls were wrapped
     skipped: bool = False  # the task's already_done found the result: the body did not run
     told: dict[str, JSON] = field(default_factory=dict)  # the task's add_context, redacted: on the ending's event
+    spawned: tuple[NewWorkflow, ...] = ()  # created with the success, never without it

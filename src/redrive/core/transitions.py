@@ -25,6 +25,7 @@ from redrive.core.outcome import Execution, Failed, Retry, Snoozed, Stopped, Suc
 from redrive.core.retry import after_failure
 from redrive.core.stages import Stage, resume_at
 from redrive.core.states import Status
+from redrive.core.workflow import NewWorkflow
 
 # The code and message of a job failed because its lease kept expiring
 # (its worker died or hung on its last allowed attempt).
@@ -56,11 +57,13 @@ SHUTDOWN: Mapping[str, JSON] = {"reason": "shutdown"}
 # one took 0.6 µs to make instead of 0.3. Nobody changes one.
 @dataclass(slots=True)
 class Completion:
-    """running -> succeeded with a result."""
+    """running -> succeeded with a result; the workflows the run spawned
+    (``redrive.spawn``) are created in the same transaction, or not at all."""
 
     lease: Lease
     result: JSON
     meta: Mapping[str, JSON] = field(default_factory=dict)
+    spawned: tuple[NewWorkflow, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +225,7 @@ def finish_of(lease: Lease, execution: Execution, duration_ms: int, wait_ms: int
         case Succeeded(result=result):
             if execution.skipped:
                 meta["skipped"] = "already_done"
-            return Completion(lease, result, meta)  # (positional: a worker builds one a job)
+            return Completion(lease, result, meta, execution.spawned)  # (positional: a worker builds one a job)
         case Retry(delay=delay, failure=failure):
             return RetryLater(
                 lease=lease, delay=delay, error_code=failure.code,

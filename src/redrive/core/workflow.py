@@ -90,6 +90,7 @@ class NewWorkflow:
     graph: Mapping[str, Sequence[tuple[str, str]]]
     owner: str | None = None
     key: str | None = None
+    spawned_by: UUID | None = None  # the job whose successful ending created it (``redrive.spawn``)
 
     def parents(self) -> dict[UUID, int]:
         """How many parents each step waits on (steps without any are left out)."""
@@ -165,6 +166,7 @@ class WorkflowState:
     cancelled_by: str | None
     graph: Mapping[str, Sequence[tuple[str, str]]]
     counts: Mapping[str, Mapping[Status, int]]
+    spawned_by: UUID | None = None
 
     @property
     def totals(self) -> dict[Status, int]:

@@ -17,17 +17,19 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 from redrive.core.checks import payload_problem
 from redrive.core.classify import Classifier
 from redrive.core.job import JSON, Job, StageDone
 from redrive.core.stages import Stage, next_after, resume_at
-from redrive.core.workflow import Upstream
+from redrive.core.workflow import NewWorkflow, Upstream
 from redrive.errors import CircuitOpen, ConfigError, LeaseLost
 from redrive.events import EventStream
 from redrive.runtime.breakers import BreakerGate
 from redrive.runtime.interrupts import Interrupt
 from redrive.store.port import Store
+from redrive.workflows import Workflow
 
 
 @dataclass(eq=False, slots=True)  # one a job: slots make it and read it faster
@@ -45,6 +47,8 @@ class HandlerRun:
     guarded: set[str] = field(default_factory=set)  # dependencies whose calls were wrapped
     events: EventStream = field(default_factory=EventStream)  # where the outbox sender announces
     interrupt: Interrupt | None = None  # how the worker stops this run
+    spawner: Callable[[Workflow, Job], NewWorkflow] | None = None  # Client.plan_workflow: checks and builds a spawn
+    spawned: list[NewWorkflow] | None = None  # created with the run's success (``spawn``)
 
     def declared(self, name: str) -> Stage:
         for stage in self.stages:
@@ -122,6 +126,26 @@ def parent_results() -> dict[str, JSON]:
         else:
             results.setdefault(parent.name, []).append(parent.result)
     return results
+
+
+def spawn(workflow: Workflow) -> UUID:
+    """Create ``workflow`` (a ``redrive.Workflow``: children, and steps to run
+    after them) when the running job succeeds, in the transaction that ends
+    it: a run that fails, retries or loses its lease creates nothing, so a
+    retry of this job never makes its children twice, and no worker slot
+    waits on them. Its steps are checked now (a bad argument raises here);
+    answers the id the workflow will have. It belongs to this job's owner
+    unless it names one."""
+    run = handler_run()
+    if not isinstance(workflow, Workflow):
+        raise ConfigError("spawn() takes a redrive.Workflow: its children and the steps after them")
+    if run.spawner is None:
+        raise ConfigError("spawn() needs a worker (or the testing kit's drain) to run the job")
+    new = run.spawner(workflow, run.job)
+    if run.spawned is None:
+        run.spawned = []
+    run.spawned.append(new)
+    return new.id
 
 
 def stage(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

@@ -25,6 +25,7 @@ from redrive.core.retry import after_failure
 from redrive.core.stages import Stage
 from redrive.core.states import Status
 from redrive.core.transitions import SNOOZE_LIMIT, SNOOZED, TIMEOUT
+from redrive.core.workflow import NewWorkflow
 from redrive.declarations import Task
 from redrive.errors import Cancelled, CircuitOpen, LeaseLost, Permanent, Snooze, Transient
 from redrive.events import EventStream
@@ -33,6 +34,7 @@ from redrive.runtime.interrupts import Interrupt
 from redrive.runtime.stacks import STACK_LIMIT, task_stack
 from redrive.runtime.threads import DaemonThreadPool
 from redrive.store.port import Store
+from redrive.workflows import Workflow
 
 log = logging.getLogger("redrive.worker")
 
@@ -74,9 +76,8 @@ async def execute(
     rng: Random,
     store: Store,
     interrupt: Interrupt,
-    gate: Any = None,
-    events: EventStream | None = None,
-    supervised: bool = False,
+    gate: Any = None, events: EventStream | None = None, supervised: bool = False,
+    spawner: Callable[[Workflow, Job], NewWorkflow] | None = None,
 ) -> Execution:
     """Whatever the task does, its ending becomes this job's outcome, and
     nothing more: not the worker's, not another job's."""
@@ -92,7 +93,8 @@ async def execute(
         # Every field, in order, none by keyword: keywords and default
         # factories made this 0.9 µs a job instead of 0.4.
         run = HandlerRun(job, stages_of(task, job), is_async, store, classifier, dict(job.checkpoint),
-                         dict(job.stage_attempts), None, {}, gate, set(), events or EventStream(), interrupt)
+                         dict(job.stage_attempts), None, {}, gate, set(), events or EventStream(), interrupt,
+                         spawner)
         token = CURRENT_RUN.set(run)
         interrupt.in_handler = True
         # A hard limit is the supervisor's to keep (it kills the process); a
@@ -165,9 +167,10 @@ def _returned(result: Any, skipped: bool, run: HandlerRun) -> Execution:
         failure = Failure(code=RESULT_NOT_JSON, retryable=False, message=one_line(problem))
         return Execution(Failed(failure), context=_context(run, failure), told=_told(run))
     # A run that finished its work succeeded, even if a cancel came too late to stop it.
-    if result is None and not skipped and not run.guarded and not run.context:
+    if result is None and not skipped and not run.guarded and not run.context and not run.spawned:
         return _RETURNED_NOTHING
-    return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=skipped, told=_told(run))
+    return Execution(Succeeded(result), guarded=frozenset(run.guarded), skipped=skipped, told=_told(run),
+                     spawned=tuple(run.spawned or ()))
 
 
 async def _call(fn: Callable[..., Any], job: Job, threads: DaemonThreadPool, is_async: bool) -> Any:

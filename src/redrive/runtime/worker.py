@@ -292,7 +292,7 @@ class Worker(Holding, Claiming):
                         task, job, classifier=self.registry.classifier,
                         threads=self._threads, rng=self._rng, store=self.store, interrupt=running.interrupt,
                         gate=self._gate if self._gate.active else None, events=self.events,
-                        supervised=self._link is not None,
+                        supervised=self._link is not None, spawner=self._client.plan_workflow,
                     )
                 finally:
                     if link is not None:

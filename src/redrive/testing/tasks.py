@@ -244,7 +244,7 @@ async def _drain(app: App, queues: Sequence[str] | None, clock: Any, until: date
         interrupt = Interrupt(loop) if task is None or task.is_async else _Unlimited(loop)
         execution = await execute(task, job, classifier=app.registry.classifier,
                                   threads=here, rng=rng, store=store,  # type: ignore[arg-type]
-                                  interrupt=interrupt, events=app.events)
+                                  interrupt=interrupt, events=app.events, spawner=app.client.plan_workflow)
         duration_s = time.perf_counter() - started
         for done in store.jobs_finish([finish_of(job.lease, execution, round(duration_s * 1000), round(wait_s * 1000))]):
             drained.endings.append(done)

@@ -75,6 +75,7 @@ def workflow_view(workflow: WorkflowState) -> WorkflowShape:
     return {"id": str(workflow.id), "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
             "status": workflow.status.value, "created_at": plain(workflow.created_at),
             "cancelled_at": plain(workflow.cancelled_at), "cancelled_by": workflow.cancelled_by,
+            "spawned_by": plain(workflow.spawned_by),
             "counts": {status.value: n for status, n in workflow.totals.items() if n},
             "steps": [{"name": name, "after": [{"step": p, "policy": policy} for p, policy in after],  # type: ignore[typeddict-item]
                        "counts": {s.value: n for s, n in workflow.counts.get(name, {}).items() if n}}

@@ -259,5 +259,6 @@ class WorkflowShape(TypedDict):
     created_at: Timestamp
     cancelled_at: Timestamp | None
     cancelled_by: str | None
+    spawned_by: Annotated[str | None, "the job whose success created it (redrive.spawn)"]
     counts: Annotated[dict[str, int], "every step's jobs by status"]
     steps: Annotated[list[StepShape], "in the order declared"]

@@ -32,7 +32,7 @@ def workflows(request: Request) -> Response:
 def workflow(request: Request) -> Response:
     def build(request: Request, admin: Admin) -> dict[str, Any]:
         found = admin.workflow(request.path_params["workflow_id"])
-        jobs = admin.store.workflow_steps(id=found.id)
+        jobs = admin.workflow_steps(found.id)
         shown = workflow_view(found)
         for step in shown["steps"]:
             ids = jobs.get(step["name"], ())

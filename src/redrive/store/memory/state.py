@@ -66,6 +66,7 @@ class WorkflowRow:
     created_at: datetime
     cancelled_at: datetime | None = None
     cancelled_by: str | None = None
+    spawned_by: UUID | None = None
 
 
 class Kept:

@@ -9,6 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from redrive.core.states import ACTIVE, Status
+from redrive.core.transitions import Completion, Finish, Finished
 from redrive.core.workflow import EdgeState, NewWorkflow, Upstream, WorkflowCreated, WorkflowState
 from redrive.errors import ConfigError
 from redrive.store.memory.reads import Reading
@@ -16,6 +17,17 @@ from redrive.store.memory.state import Step, WorkflowRow
 
 
 class Workflows(Reading):
+    def jobs_finish(self, items: Sequence[Finish]) -> list[Finished]:
+        # Under the one lock: the workflows a success spawned are created with
+        # it, and a write refused (its lease lost) creates none.
+        with self._lock:
+            written = super().jobs_finish(items)
+            for done in written:
+                if type(done.item) is Completion and done.item.spawned:
+                    for spawned in done.item.spawned:
+                        self.workflow_insert(workflow=spawned)
+            return written
+
     def workflow_insert(self, *, workflow: NewWorkflow, conn: Any = None) -> WorkflowCreated:
         if conn is not None:
             raise ConfigError("the memory store has no transactions to join")
@@ -34,7 +46,8 @@ class Workflows(Reading):
                 self._edges.setdefault(edge.parent, {})[edge.child] = [edge.policy.value, EdgeState.PENDING.value]
             self._workflows[workflow.id] = WorkflowRow(
                 workflow.id, workflow.name, workflow.owner, workflow.key,
-                {name: list(after) for name, after in workflow.graph.items()}, self._clock())
+                {name: list(after) for name, after in workflow.graph.items()}, self._clock(),
+                spawned_by=workflow.spawned_by)
             return WorkflowCreated(workflow.id, duplicate=False, steps=self._step_ids(workflow.id))
 
     def _step_ids(self, workflow_id: UUID) -> dict[str, tuple[UUID, ...]]:
@@ -59,7 +72,8 @@ class Workflows(Reading):
                     by_status = counts.setdefault(step.name, {})
                     by_status[job.status] = by_status.get(job.status, 0) + 1
             return WorkflowState(row.id, row.name, row.owner, row.key, row.created_at, row.cancelled_at,
-                                 row.cancelled_by, {k: [(p[0], p[1]) for p in v] for k, v in row.graph.items()}, counts)
+                                 row.cancelled_by, {k: [(p[0], p[1]) for p in v] for k, v in row.graph.items()}, counts,
+                                 row.spawned_by)
 
     def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
         with self._lock:

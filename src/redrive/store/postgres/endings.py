@@ -6,6 +6,7 @@ statement over a batch."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 from psycopg.rows import tuple_row
@@ -27,12 +28,35 @@ class Endings(Enqueue):
         for item in items:
             firsts.setdefault(item.lease, item)  # a job is ended once: the first of its lease wins
         once = list(firsts.values())
+        spawning = [item for item in once if type(item) is Completion and item.spawned]
+        if spawning:  # rare: each in a transaction of its own with what it spawned
+            plain = [item for item in once if not (type(item) is Completion and item.spawned)]
+            written = {f.item.lease: f for f in self._finish_batch(plain)}
+            for item in spawning:
+                written.update((f.item.lease, f) for f in self._finish_spawning(item))
+            return [written[item.lease] for item in once if item.lease in written]
+        return self._finish_batch(once)
+
+    def _finish_batch(self, once: list[Finish], conn: Any = None) -> list[Finished]:
+        """One statement (autocommit, or ``conn``'s transaction) for a batch, each lease once."""
+        if not once:
+            return []
         statement = "jobs_complete" if all(type(item) is Completion for item in once) else "jobs_finish"
         rows = self._run(statement, {"items": Jsonb([_finish_json(n, item) for n, item in enumerate(once)])},
-                         rows=tuple_row)
+                         rows=tuple_row, conn=conn)
         # rows come in the order of the items, each with its item's place
         return [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)
                 for n, task, queue, status, attempt, stage, dead_letter_id, escalated, by, _ in rows]
+
+    def _finish_spawning(self, item: Completion) -> list[Finished]:
+        """A success and the workflows its run spawned, in one transaction:
+        a success refused (its lease lost) creates none of them."""
+        with self._errors(), self._connection() as conn, conn.transaction():
+            written = self._finish_batch([item], conn)
+            if written:
+                for spawned in item.spawned:
+                    self._workflow_create(spawned, conn)
+            return written
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         return self._fenced("stages_save", [

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from itertools import chain, islice
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -16,6 +17,7 @@ from psycopg.types.json import Jsonb
 
 from redrive.core.job import EnqueueResult, NewJob, refuse_reuse
 from redrive.core.states import Status
+from redrive.core.workflow import NewWorkflow, WorkflowCreated
 from redrive.errors import ConfigError
 from redrive.store.postgres.codecs import _job, _new_job_json
 from redrive.store.postgres.connection import _INSERT_CHUNK, _STATUS, Connected, Created, _savepoint
@@ -207,3 +209,29 @@ class Enqueue(Connected):
                         self._queries["job_keys_get"], self._with_clock({"keys": Jsonb(names)}))
                     twins = await read.fetchall()
         return _results(created, found, twins)
+
+    def _workflow_create(self, workflow: NewWorkflow, conn: psycopg.Connection) -> WorkflowCreated:
+        """A workflow, its steps (jobs: a step with parents pending) and its
+        edges, in ``conn``'s transaction (``workflow_insert``'s, or the ending
+        of the job that spawned it). A key taken creates nothing and answers
+        the workflow that holds it."""
+        made = self._run("workflow_insert", {
+            "id": workflow.id, "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
+            "graph": Jsonb(list(workflow.graph.items())), "spawned_by": workflow.spawned_by}, conn=conn)
+        if not made:
+            held = self._run("workflow_by_key", {"owner": workflow.owner, "key": workflow.key}, conn=conn)[0]["id"]
+            return WorkflowCreated(held, duplicate=True, steps=self._steps_of(held, conn))
+        parents = workflow.parents()
+        steps = [{**_new_job_json(step.job), "dependencies": list(step.job.dependencies), "name": step.name,
+                  "position": step.position, "waiting": parents.get(step.job.id, 0)} for step in workflow.steps]
+        edges = [{"parent_id": e.parent.hex, "child_id": e.child.hex, "policy": e.policy.value}
+                 for e in workflow.edges]
+        self._run("workflow_steps_insert", {"workflow": workflow.id, "steps": Jsonb(steps), "edges": Jsonb(edges)},
+                  conn=conn)
+        return WorkflowCreated(workflow.id, duplicate=False, steps=self._steps_of(workflow.id, conn))
+
+    def _steps_of(self, workflow_id: UUID, conn: Any = None) -> dict[str, tuple[UUID, ...]]:
+        named: dict[str, list[UUID]] = {}
+        for row in self._run("workflow_steps", {"id": workflow_id, "statuses": None}, conn=conn):
+            named.setdefault(row["name"], []).append(row["job_id"])
+        return {name: tuple(ids) for name, ids in named.items()}

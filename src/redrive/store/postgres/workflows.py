@@ -10,12 +10,10 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from redrive.core.states import ACTIVE, Status
 from redrive.core.workflow import NewWorkflow, Upstream, WorkflowCreated, WorkflowState
 from redrive.errors import ConfigError
-from redrive.store.postgres.codecs import _new_job_json
 from redrive.store.postgres.connection import _savepoint
 from redrive.store.postgres.listen import Listening
 
@@ -26,31 +24,9 @@ class Workflows(Listening):
             if not isinstance(conn, psycopg.Connection):
                 raise ConfigError("PostgresStore joins only a psycopg (3) Connection's transaction")
             with self._errors(), _savepoint(conn):
-                return self._create(workflow, conn)
+                return self._workflow_create(workflow, conn)
         with self._errors(), self._connection() as pooled, pooled.transaction():
-            return self._create(workflow, pooled)
-
-    def _create(self, workflow: NewWorkflow, conn: psycopg.Connection) -> WorkflowCreated:
-        made = self._run("workflow_insert", {
-            "id": workflow.id, "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
-            "graph": Jsonb(list(workflow.graph.items()))}, conn=conn)
-        if not made:  # its key is taken: the workflow that holds it
-            held = self._run("workflow_by_key", {"owner": workflow.owner, "key": workflow.key}, conn=conn)[0]["id"]
-            return WorkflowCreated(held, duplicate=True, steps=self._steps_of(held, conn))
-        parents = workflow.parents()
-        steps = [{**_new_job_json(step.job), "dependencies": list(step.job.dependencies), "name": step.name,
-                  "position": step.position, "waiting": parents.get(step.job.id, 0)} for step in workflow.steps]
-        edges = [{"parent_id": e.parent.hex, "child_id": e.child.hex, "policy": e.policy.value}
-                 for e in workflow.edges]
-        self._run("workflow_steps_insert", {"workflow": workflow.id, "steps": Jsonb(steps), "edges": Jsonb(edges)},
-                  conn=conn)
-        return WorkflowCreated(workflow.id, duplicate=False, steps=self._steps_of(workflow.id, conn))
-
-    def _steps_of(self, workflow_id: UUID, conn: Any = None) -> dict[str, tuple[UUID, ...]]:
-        named: dict[str, list[UUID]] = {}
-        for row in self._run("workflow_steps", {"id": workflow_id, "statuses": None}, conn=conn):
-            named.setdefault(row["name"], []).append(row["job_id"])
-        return {name: tuple(ids) for name, ids in named.items()}
+            return self._workflow_create(workflow, pooled)
 
     def workflow_steps(self, *, id: UUID) -> dict[str, tuple[UUID, ...]]:
         return self._steps_of(id)
@@ -66,7 +42,7 @@ class Workflows(Listening):
         for c in self._run("workflow_counts", {"id": id}):
             counts.setdefault(c["name"], {})[Status(c["status"])] = c["n"]
         return WorkflowState(row["id"], row["name"], row["owner"], row["key"], row["created_at"],
-                             row["cancelled_at"], row["cancelled_by"], graph, counts)
+                             row["cancelled_at"], row["cancelled_by"], graph, counts, row["spawned_by"])
 
     def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
         rows = self._run("workflows_recent", {"owner": owner, "limit": limit})

@@ -1,20 +1,61 @@
-"""A workflow's edges resolved in the transaction that ends a parent
-(core/workflow.py): the endings call ``_settle`` with the jobs that reached a
-final ending, revivals call ``_unblock``. A plain job costs one probe per
-batch (it has no edges)."""
+"""A workflow's steps and edges, written in the transaction that creates it
+(``workflow_insert``, or the ending of the job that spawned it), and resolved
+in the transaction that ends a parent (core/workflow.py): the endings call
+``_settle`` with the jobs that reached a final ending, revivals call
+``_unblock``. A plain job costs one probe per batch (it has no edges)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from collections.abc import Iterable
+from typing import Any
+from uuid import UUID
 
 from redrive.core.states import Status
-from redrive.core.workflow import EdgeState, step_status
+from redrive.core.transitions import Completion, Finished
+from redrive.core.workflow import EdgeState, NewWorkflow, WorkflowCreated, step_status
 from redrive.store.sqlite.enqueue import Enqueue
 
 
 class Edges(Enqueue):
+    def _workflow_create(self, cur: Any, workflow: NewWorkflow, now: float) -> tuple[WorkflowCreated, set[str]]:
+        """The workflow, its steps (jobs, with ``enqueue``'s insert) and its
+        edges; answers it and the queues with a step due now. A key taken
+        creates nothing and answers the workflow that holds it."""
+        made = cur.execute(self._queries["workflow_insert"], {
+            "id": str(workflow.id), "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
+            "graph": json.dumps(list(workflow.graph.items())), "now": now,
+            "spawned_by": None if workflow.spawned_by is None else str(workflow.spawned_by)}).fetchone()
+        if made is None:
+            held = UUID(cur.execute(self._queries["workflow_by_key"], {
+                "owner": workflow.owner, "key": workflow.key}).fetchone()["id"])
+            return WorkflowCreated(held, duplicate=True, steps=self._steps_of(cur, held)), set()
+        _, due = self._insert(cur, [step.job for step in workflow.steps], now)
+        parents = workflow.parents()
+        cur.executemany(self._queries["step_insert"], [{
+            "job_id": str(step.job.id), "workflow_id": str(workflow.id), "name": step.name,
+            "position": step.position, "waiting": parents.get(step.job.id, 0)} for step in workflow.steps])
+        cur.executemany(self._queries["edge_insert"], [{
+            "parent_id": str(e.parent), "child_id": str(e.child), "policy": e.policy.value}
+            for e in workflow.edges])
+        return WorkflowCreated(workflow.id, duplicate=False, steps=self._steps_of(cur, workflow.id)), due
+
+    def _spawn(self, conn: sqlite3.Connection, written: Iterable[Finished], now: float) -> set[str]:
+        """The workflows each success written spawned (``redrive.spawn``), in its ending's transaction."""
+        due: set[str] = set()
+        for done in written:
+            if type(done.item) is Completion:
+                for spawned in done.item.spawned:
+                    due |= self._workflow_create(conn, spawned, now)[1]
+        return due
+
+    def _steps_of(self, cur: Any, workflow_id: UUID) -> dict[str, tuple[UUID, ...]]:
+        named: dict[str, list[UUID]] = {}
+        for row in cur.execute(self._queries["workflow_steps"], {"id": str(workflow_id), "statuses": None}):
+            named.setdefault(row["name"], []).append(UUID(row["job_id"]))
+        return {name: tuple(ids) for name, ids in named.items()}
+
     def _settle(self, conn: sqlite3.Connection, ended: Iterable[tuple[str, str]], now: float) -> set[str]:
         """Resolve the edges out of each (job id, final status) of ``ended``;
         answers the queues where a step was released."""

@@ -52,7 +52,7 @@ class Endings(Edges):
         def recorded(conn: sqlite3.Connection, now: float) -> tuple[dict[Lease, Finished], set[str]]:
             written = body(conn, now)
             self._roll(conn, written.values(), now)
-            return written, self._settle(conn, _ended(written.values()), now)
+            return written, self._settle(conn, _ended(written.values()), now) | self._spawn(conn, written.values(), now)
 
         written, woken = self._write(recorded)
         if woken:

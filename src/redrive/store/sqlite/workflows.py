@@ -19,35 +19,11 @@ from redrive.store.sqlite.reads import Reading
 
 class Workflows(Reading):
     def workflow_insert(self, *, workflow: NewWorkflow, conn: Any = None) -> WorkflowCreated:
-        def body(cur: Any, now: float) -> tuple[WorkflowCreated, set[str]]:
-            made = cur.execute(self._queries["workflow_insert"], {
-                "id": str(workflow.id), "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
-                "graph": json.dumps(list(workflow.graph.items())), "now": now}).fetchone()
-            if made is None:  # its key is taken: the workflow that holds it
-                held = UUID(cur.execute(self._queries["workflow_by_key"], {
-                    "owner": workflow.owner, "key": workflow.key}).fetchone()["id"])
-                return WorkflowCreated(held, duplicate=True, steps=self._steps_of(cur, held)), set()
-            _, due = self._insert(cur, [step.job for step in workflow.steps], now)
-            parents = workflow.parents()
-            cur.executemany(self._queries["step_insert"], [{
-                "job_id": str(step.job.id), "workflow_id": str(workflow.id), "name": step.name,
-                "position": step.position, "waiting": parents.get(step.job.id, 0)} for step in workflow.steps])
-            cur.executemany(self._queries["edge_insert"], [{
-                "parent_id": str(e.parent), "child_id": str(e.child), "policy": e.policy.value}
-                for e in workflow.edges])
-            return WorkflowCreated(workflow.id, duplicate=False, steps=self._steps_of(cur, workflow.id)), due
-
         if conn is not None:
-            return self._in_callers(conn, body)[0]
-        created, due = self._write(body)
+            return self._in_callers(conn, lambda cur, now: self._workflow_create(cur, workflow, now))[0]
+        created, due = self._write(lambda cur, now: self._workflow_create(cur, workflow, now))
         self._wake(due)
         return created
-
-    def _steps_of(self, cur: Any, workflow_id: UUID) -> dict[str, tuple[UUID, ...]]:
-        named: dict[str, list[UUID]] = {}
-        for row in cur.execute(self._queries["workflow_steps"], {"id": str(workflow_id), "statuses": None}):
-            named.setdefault(row["name"], []).append(UUID(row["job_id"]))
-        return {name: tuple(ids) for name, ids in named.items()}
 
     def workflow_steps(self, *, id: UUID) -> dict[str, tuple[UUID, ...]]:
         return self._reading(lambda conn, _: self._steps_of(conn, id))
@@ -62,7 +38,8 @@ class Workflows(Reading):
         for c in self._read("workflow_counts", {"id": str(id)}):
             counts.setdefault(c["name"], {})[Status(c["status"])] = c["n"]
         return WorkflowState(UUID(row["id"]), row["name"], row["owner"], row["key"], _time(row["created_at"]),
-                             _time(row["cancelled_at"]), row["cancelled_by"], graph, counts)
+                             _time(row["cancelled_at"]), row["cancelled_by"], graph, counts,
+                             None if row["spawned_by"] is None else UUID(row["spawned_by"]))
 
     def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
         rows = self._read("workflows_recent", {"owner": owner, "limit": limit})

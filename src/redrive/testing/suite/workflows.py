@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -234,3 +235,31 @@ def test_pruning_keeps_a_parent_while_a_step_after_it_waits(store: FullStore) ->
     store.jobs_finish([Completion(b.lease, None)])
     assert store.jobs_prune(older_than=timedelta(0)) == 2
     assert store.job_get(job_id=ids["a"][0]) is None and store.workflow_jobs(id=wf.id) == []
+
+
+def test_a_success_creates_what_its_run_spawned_in_its_own_ending_and_nothing_else_does(store: FullStore) -> None:
+    spawner = store.jobs_insert(jobs=[new(task="split")])[0].job.id
+    job = claim_one(store)
+    children, ids = flow({"part": [], "join": [("part", "succeeded")]}, fan={"part": 3})
+    children = replace(children, spawned_by=spawner)
+    # a retry, and a late success from a lost lease, create nothing
+    assert applied(store.jobs_finish([RetryLater(job.lease, timedelta(0), "UPSTREAM_5XX", "502")])) == {job.lease}
+    assert store.workflow_get(id=children.id) is None
+    again = claim_one(store)
+    assert applied(store.jobs_finish([Completion(job.lease, "late", {}, (children,))])) == set()
+    assert store.workflow_get(id=children.id) is None and store.job_get(job_id=ids["join"][0]) is None
+    # the success that holds the lease creates them, in a batch with a plain ending
+    other = store.jobs_insert(jobs=[new(task="plain")])[0].job.id
+    plain = claim_one(store)
+    assert plain.id == other
+    done = store.jobs_finish([Completion(again.lease, "split", {}, (children,)), Completion(plain.lease, None)])
+    assert [(f.lease.job_id, f.status) for f in done] == [(spawner, Status.SUCCEEDED), (other, Status.SUCCEEDED)]
+    made = store.workflow_get(id=children.id)
+    assert made is not None and made.spawned_by == spawner and made.status is WorkflowStatus.RUNNING
+    assert made.counts["part"] == {Status.QUEUED: 3} and made.counts["join"] == {Status.PENDING: 1}
+    # its steps run as any workflow's: the join once, after all three parts
+    for part in claim(store, 10):
+        applied(store.jobs_finish([Completion(part.lease, None)]))
+    run(store, ids["join"][0])
+    finished = store.workflow_get(id=children.id)
+    assert finished is not None and finished.status is WorkflowStatus.SUCCEEDED

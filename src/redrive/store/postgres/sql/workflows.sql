@@ -3,8 +3,8 @@
 -- (migration 0027).
 
 -- name: workflow_insert
-INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at)
-VALUES (%(id)s, %(name)s, %(owner)s, %(key)s, %(graph)s, now())
+INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at, spawned_by)
+VALUES (%(id)s, %(name)s, %(owner)s, %(key)s, %(graph)s, now(), %(spawned_by)s)
 ON CONFLICT DO NOTHING
 RETURNING id;
 

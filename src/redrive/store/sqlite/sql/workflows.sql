@@ -2,8 +2,8 @@
 -- the transaction that ends a parent (store/sqlite/edges.py).
 
 -- name: workflow_insert
-INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at)
-VALUES (:id, :name, :owner, :key, :graph, :now)
+INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at, spawned_by)
+VALUES (:id, :name, :owner, :key, :graph, :now, :spawned_by)
 ON CONFLICT DO NOTHING
 RETURNING id;
 
