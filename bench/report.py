@@ -212,13 +212,15 @@ class Report:
             m, users = self.matchmaking, p.matchmaking_users
             noop = self._cell("redrive-pg", "jobs/s 2 proc")
             drained = users / m["drain s"]
-            out += ["", f"Matchmaking's large batch: one 09:00 firing for {users:,} users in one time zone, "
-                    f"enqueued by the scheduler in {m['firing enqueue s']:.1f} s "
-                    f"({users / m['firing enqueue s']:,.0f} jobs/s; the same number of keyed jobs through "
-                    f"`enqueue_many` alone: {m['keyed enqueue_many floor s']:.1f} s, ratio "
-                    f"{m['firing enqueue s'] / m['keyed enqueue_many floor s']:.2f}), drained by 2 worker processes "
-                    f"running the example's job in {m['drain s']:.0f} s ({drained:,.0f} jobs/s"
-                    + (f"; no-op jobs, 2 processes: {noop:,.0f} jobs/s" if noop else "") + ")."]
+            out += ["", f"Matchmaking's large batch: one 09:00 firing for {users:,} users in one time zone. "
+                    f"Its job spawned the day's workflow ({users:,} user steps and the summary after them), "
+                    f"written with its ending: run and ending {m['spawn run and ending s']:.1f} s "
+                    f"(the same number of keyed jobs through `enqueue_many` in batches of 500: "
+                    f"{m['keyed enqueue_many floor s']:.1f} s, ratio "
+                    f"{m['spawn run and ending s'] / m['keyed enqueue_many floor s']:.2f}); drained by 2 worker "
+                    f"processes running the example's job in {m['drain s']:.0f} s ({drained:,.0f} jobs/s"
+                    + (f"; no-op jobs, 2 processes: {noop:,.0f} jobs/s" if noop else "") + "); "
+                    f"from the last user's ending to the summary's start: {m['last user to summary s']:.3f} s."]
         out += self._samples()
         out += ["", "Versions: " + ", ".join(f"{n} {_version(n)}" for n in PACKAGES if _version(n)) + "."]
         return "\n".join(out) + "\n"

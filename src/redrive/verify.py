@@ -8,7 +8,11 @@ Scenarios:
   SIGKILL and replaced; every job must reach exactly one ending, through legal
   transitions only, and every succeeded job must have run;
 - **stale writes**: a lease that expired and was taken over must not be able
-  to write: every such write is refused.
+  to write: every such write is refused;
+- **workflows**, in the same storm: fan-outs created with their joins, and
+  jobs that spawn a fan-out and its join with their success; every join must
+  be released exactly once (never twice, never not at all), and every
+  spawner's children created once.
 
 Every run also checks its checkers: each bug below is planted in a copy of
 what the run saw, and the figure it is aimed at must fire ("planted bugs
@@ -42,12 +46,16 @@ from redrive.core.job import Job, JobEvent, Lease, NewJob
 from redrive.core.states import TERMINAL, Status, is_legal
 from redrive.core.transitions import Completion
 from redrive.errors import ConfigError
+from redrive.runtime.context import spawn
 from redrive.settings import Settings
 from redrive.store.url import open_store
+from redrive.workflows import Workflow
 
 # Each planted bug, and the figure that must fire on it.
 PLANTS = {"lost": "lost", "double_terminal": "more than one ending",
-          "stale_write": "stale writes accepted", "never_ran": "succeeded without running"}
+          "stale_write": "stale writes accepted", "never_ran": "succeeded without running",
+          "join_twice": "joins released more than once", "join_never": "joins never released",
+          "spawned_twice": "children spawned more than once"}
 
 
 @dataclass(frozen=True)
@@ -56,10 +64,13 @@ class Profile:
     workers: int
     kills: int
     stale_tries: int
+    workflows: int  # fan-outs of FAN jobs and their joins, created up front
+    spawners: int  # jobs that spawn a fan-out of FAN and its join
 
 
-PROFILES = {"quick": Profile(jobs=600, workers=3, kills=20, stale_tries=20),
-            "full": Profile(jobs=3000, workers=3, kills=60, stale_tries=100)}
+FAN = 5
+PROFILES = {"quick": Profile(jobs=600, workers=3, kills=20, stale_tries=20, workflows=20, spawners=10),
+            "full": Profile(jobs=3000, workers=3, kills=60, stale_tries=100, workflows=100, spawners=50)}
 
 # The jobs of the kill storm: each run is recorded in a file of its process,
 # so the checker can tell a success that never ran from one that did.
@@ -73,6 +84,16 @@ def record(key: str) -> str:
     with open(os.path.join(os.environ["REDRIVE_VERIFY_DIR"], f"runs-{os.getpid()}.log"), "a") as log:
         log.write(f"{key}\n")
     return key
+
+
+@app.task
+def split(key: str) -> str:
+    """A fan-out and its join, spawned with this job's success."""
+    children = Workflow(f"verify {key}")
+    parts = children.map((record.call(f"{key}-{n}") for n in range(FAN)), name="parts")
+    children.add(record.call(f"{key}-join"), name="join", after=parts)
+    spawn(children)
+    return record(key)
 
 
 @dataclass
@@ -150,6 +171,8 @@ class Storm:
     histories: dict[uuid.UUID, list[JobEvent]]
     runs: Counter[str]
     kills: int
+    joins: list[uuid.UUID]  # every workflow's join (in keys, jobs and histories too)
+    spawned: Counter[uuid.UUID]  # each spawner's workflows
 
 
 def _kill_storm(url: str, work: Path, profile: Profile) -> Storm:
@@ -158,6 +181,14 @@ def _kill_storm(url: str, work: Path, profile: Profile) -> Storm:
     client = Client(app.registry, settings=Settings.load(database_url=url))
     keys = [f"k{n}" for n in range(profile.jobs)]
     ids = [r.job.id for r in client.enqueue_many([JobRequest("record", args=[key]) for key in keys])]
+    spawners = [f"s{n}" for n in range(profile.spawners)]
+    keys += spawners
+    ids += [r.job.id for r in client.enqueue_many([JobRequest("split", args=[key]) for key in spawners])]
+    for n in range(profile.workflows):
+        fan = Workflow(f"verify w{n}")
+        parts = fan.map((record.call(f"w{n}-{m}") for m in range(FAN)), name="parts")
+        fan.add(record.call(f"w{n}-join"), name="join", after=parts)
+        client.create_workflow(fan)
     client.close()
     env = {**os.environ, "REDRIVE_DATABASE_URL": url, "REDRIVE_VERIFY_DIR": str(work)}
     command = [sys.executable, "-m", "redrive", "worker", "redrive.verify:app", "--lease-ttl", "2s",
@@ -197,9 +228,19 @@ def _kill_storm(url: str, work: Path, profile: Profile) -> Storm:
     for log in work.glob("runs-*.log"):
         runs.update(log.read_text().split())
     with Admin.open(url, actor=Actor.operator("verify")) as admin:
-        histories = {job_id: admin.store.job_events_list(job_id=job_id) for job_id in ids}
-        jobs = {job_id: admin.store.job_get(job_id=job_id) for job_id in ids}
-    return Storm(dict(zip(ids, keys, strict=True)), jobs, histories, runs, killed)
+        made = admin.store.workflows_list(limit=profile.workflows + 2 * profile.spawners + 10)
+        joins: list[uuid.UUID] = []
+        spawned = Counter(w.spawned_by for w in made if w.spawned_by is not None)
+        named = dict(zip(ids, keys, strict=True))
+        for workflow in made:
+            steps = admin.store.workflow_steps(id=workflow.id)
+            joins += steps["join"]
+            prefix = workflow.name.removeprefix("verify ")
+            named |= {job_id: f"{prefix}-{m}" for m, job_id in enumerate(steps["parts"])}
+            named[steps["join"][0]] = f"{prefix}-join"
+        histories = {job_id: admin.store.job_events_list(job_id=job_id) for job_id in named}
+        jobs = {job_id: admin.store.job_get(job_id=job_id) for job_id in named}
+    return Storm(named, jobs, histories, runs, killed, joins, spawned)
 
 
 def _holding(admin: Admin) -> set[int]:
@@ -216,6 +257,14 @@ def planted(storm: Storm, plant: str | None) -> Storm:
     if plant == "double_terminal":
         return replace(storm, histories={**storm.histories, first: [*storm.histories[first],
                                                                      storm.histories[first][-1]]})
+    if plant in ("join_twice", "join_never"):
+        join = storm.joins[0]
+        released = [e for e in storm.histories[join] if e.from_status is Status.PENDING]
+        kept = [e for e in storm.histories[join] if e not in released]
+        return replace(storm, histories={**storm.histories, join: kept + released * (2 if plant == "join_twice" else 0)})
+    if plant == "spawned_twice":
+        spawner = next(iter(storm.spawned))
+        return replace(storm, spawned=Counter({**storm.spawned, spawner: storm.spawned[spawner] + 1}))
     if plant == "never_ran":
         succeeded = next(i for i, job in storm.jobs.items() if job is not None and job.status is Status.SUCCEEDED)
         return replace(storm, runs=Counter({k: n for k, n in storm.runs.items() if k != storm.keys[succeeded]}))
@@ -224,7 +273,8 @@ def planted(storm: Storm, plant: str | None) -> Storm:
 
 def _storm_figures(storm: Storm) -> list[Figure]:
     jobs, histories, runs = storm.jobs, storm.histories, storm.runs
-    lost = sum(1 for job in jobs.values() if job is None or job.status not in TERMINAL)
+    # a step its parent's failure blocked is accounted for, as that parent is
+    lost = sum(1 for job in jobs.values() if job is None or job.status not in (*TERMINAL, Status.BLOCKED))
     endings = sum(1 for h in histories.values() if sum(e.to_status in TERMINAL for e in h) > 1)
     illegal = sum(1 for h in histories.values() for e in h if not is_legal(e.from_status, e.to_status))
     succeeded = [i for i, job in jobs.items() if job is not None and job.status is Status.SUCCEEDED]
@@ -239,7 +289,16 @@ def _storm_figures(storm: Storm) -> list[Figure]:
         # record never fails, so a second dispatch means a kill interrupted the first
         Figure("taken back from a killed worker", sum(1 for j in jobs.values() if j and j.attempts > 1), None),
         Figure("ran more than once (at-least-once, after a kill)", sum(1 for n in runs.values() if n > 1), None),
+        Figure("workflows (fan-outs and their joins)", len(storm.joins), None),
+        Figure("joins released more than once", sum(1 for j in storm.joins if _released(histories[j]) > 1), 0),
+        Figure("joins never released", sum(1 for j in storm.joins if _released(histories[j]) == 0), 0),
+        Figure("children spawned more than once", sum(1 for n in storm.spawned.values() if n > 1), 0),
     ]
+
+
+def _released(history: list[JobEvent]) -> int:
+    """How often a step was released: left pending (for queued, or blocked)."""
+    return sum(1 for e in history if e.from_status is Status.PENDING)
 
 
 def _stale_writes(url: str, tries: int, plant: str | None) -> Figure:

@@ -24,15 +24,15 @@ __all__ = ["app"]
 
 def _inside() -> None:
     # In this worker the only workflows created are the ones a success spawned.
-    for store in (SQLiteStore, PostgresStore):
-        real: Callable[..., Any] = store._workflow_create
+    for store, method in ((SQLiteStore, "_workflow_create"), (PostgresStore, "_workflow_write")):
+        real: Callable[..., Any] = getattr(store, method)
 
         @functools.wraps(real)
         def created(self: Any, *args: Any, _real: Callable[..., Any] = real) -> Any:
             _real(self, *args)
             _die()  # the children are written in the ending's transaction: it never commits
 
-        store._workflow_create = created  # type: ignore[method-assign]
+        setattr(store, method, created)
 
 
 if POINT == "before":

@@ -78,5 +78,6 @@ def test_the_smoke_profile_runs_every_redrive_measurement(pg_template, tmp_path)
                           ("redrive-pg jobs/s 1 proc", "floor: redrive's store alone (PostgreSQL)")):
         assert re.search(rf"\| {re.escape(figure)} \| [\d,.]+ \| {re.escape(floor)} [\d,.]+ \| \d+\.\d\d \|",
                          report), (figure, floor)
-    assert re.search(r"one 09:00 firing for 300 users in one time zone, enqueued by the scheduler in [\d.]+ s "
-                     r".*drained by 2 worker processes running the example's job in \d+ s", report)
+    assert re.search(r"one 09:00 firing for 300 users in one time zone\. Its job spawned the day's workflow .*"
+                     r"run and ending [\d.]+ s .*drained by 2 worker processes running the example's job in \d+ s"
+                     r".*from the last user's ending to the summary's start: [\d.]+ s\.", report)

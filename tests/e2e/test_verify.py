@@ -28,8 +28,11 @@ def test_verify_passes_on_a_sound_store_and_leaves_no_trace(kind: str, request, 
     assert result.returncode == 0, result.stdout + result.stderr
     rows = {line.rsplit(None, 2)[0].strip(): line.split()[-1] for line in result.stdout.splitlines()[1:]}
     for figure in ("lost", "more than one ending", "illegal transitions", "succeeded without running",
-                   "stale writes accepted", "planted bugs missed by the checks"):
+                   "stale writes accepted", "joins released more than once", "joins never released",
+                   "children spawned more than once", "planted bugs missed by the checks"):
         assert rows[figure] == "ok", result.stdout
+    values = {line.rsplit(None, 2)[0].strip(): int(line.split()[-2]) for line in result.stdout.splitlines()[1:]}
+    assert values["workflows (fan-outs and their joins)"] == 30  # 20 created, 10 spawned under the kills
     for line in result.stdout.splitlines()[1:]:
         name, value, verdict = line.rsplit(None, 2)
         record(f"redrive verify --profile quick ({kind})", name.strip(), value, "0" if verdict == "ok" else "-")
@@ -42,9 +45,11 @@ def test_verify_passes_on_a_sound_store_and_leaves_no_trace(kind: str, request, 
         assert left == []
 
 
-def test_a_planted_bug_fails_verify_naming_its_figure(tmp_path) -> None:
+@pytest.mark.parametrize(("plant", "figure"), [("stale_write", "stale writes accepted"),
+                                               ("join_twice", "joins released more than once")])
+def test_a_planted_bug_fails_verify_naming_its_figure(tmp_path, plant: str, figure: str) -> None:
     url = f"sqlite:///{tmp_path / 'theirs.db'}"
-    result = redrive_process("verify", "--database-url", url, "--plant", "stale_write", timeout=240)
+    result = redrive_process("verify", "--database-url", url, "--plant", plant, timeout=240)
     assert result.returncode == 1
-    assert result.stderr.strip() == "redrive: verify failed: stale writes accepted"
+    assert result.stderr.strip() == f"redrive: verify failed: {figure}"
     assert "FAILED (must be at most 0)" in result.stdout

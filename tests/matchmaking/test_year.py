@@ -1,8 +1,8 @@
 """A simulated year of 09:00-local firings over every time zone of the
 example (30- and 45-minute offsets, DST gaps at midnight, both sides of the
 date line), with two schedulers and workers restarted all along: zero
-duplicate offers, exactly one offer batch per user per local day, and the
-same offers when a day is run again."""
+duplicate offers, exactly one offer batch per user per local day, one
+summary per zone and day, and the same offers when a day is run again."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from matchmaking.db import Db
 from matchmaking.settings import Settings
-from matchmaking.tasks import TASK, create_tables, make_app
+from matchmaking.tasks import RUN, SUMMARY, TASK, create_tables, make_app
 from matchmaking.users import ZONES, spread
 
 from redrive import Actor, Scheduler
@@ -103,7 +103,7 @@ def test_a_simulated_year_gives_one_batch_per_user_and_local_day(tmp_path, examp
             scheduler.tick(END)
         assert restarts >= 3 and kills >= 3
         admin = app.admin(Actor.operator("test"))
-        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1),
+        wait_for(lambda: not _busy(admin),
                  timeout=600, what="the year's jobs draining")
         assert not admin.jobs(task=TASK, status="failed", limit=1)
 
@@ -116,13 +116,16 @@ def test_a_simulated_year_gives_one_batch_per_user_and_local_day(tmp_path, examp
         assert set(per_day) == expected and set(per_day.values()) == {3}  # zero duplicate offers
         jobs = sum(1 for _ in _all_jobs(admin))
         assert jobs == len(expected)  # one job per firing and user, however many schedulers ticked
+        summaries = list(_all_jobs(admin, SUMMARY))
+        firings = {(j.kwargs["date"], j.kwargs["timezone"]) for j in _all_jobs(admin, RUN)}
+        assert len(summaries) == len(firings) and all(j.status == "succeeded" for j in summaries)
 
         # The same offers when a day is run again: as it is, and after wiping it.
         day, zone = _dst_day(users)
         people = sorted(u for u, tz in users.items() if tz == zone)
         before = _offers_of(example_db, day, people)
         assert example.run("rerun", day, zone).returncode == 0
-        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1),
+        wait_for(lambda: not _busy(admin),
                  timeout=30, what="the re-run")
         assert _offers_of(example_db, day, people) == before
         with Db(example_db) as db:
@@ -130,7 +133,7 @@ def test_a_simulated_year_gives_one_batch_per_user_and_local_day(tmp_path, examp
                 db.run("DELETE FROM offers WHERE date = %s AND user_id = %s", day, user)
                 db.run("DELETE FROM matchmaking_jobs WHERE date = %s AND user_id = %s", day, user)
         assert example.run("rerun", day, zone).returncode == 0
-        wait_for(lambda: not admin.jobs(task=TASK, status=["queued", "running"], limit=1),
+        wait_for(lambda: not _busy(admin),
                  timeout=30, what="the second re-run")
         assert _offers_of(example_db, day, people) == before
         admin.close()
@@ -139,10 +142,15 @@ def test_a_simulated_year_gives_one_batch_per_user_and_local_day(tmp_path, examp
         app.close()
 
 
-def _all_jobs(admin):
+def _busy(admin) -> bool:
+    """A job of any of the day's tasks not ended: a firing's, a user's, a summary's (or waiting on them)."""
+    return bool(admin.jobs(status=["scheduled", "queued", "running", "pending"], limit=1))
+
+
+def _all_jobs(admin, task: str = TASK):
     after = None
     while True:
-        page = admin.jobs(task=TASK, after=after, limit=1000)
+        page = admin.jobs(task=task, after=after, limit=1000)
         yield from page
         if not page.more:
             return

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"matchmaking: {exc}", file=sys.stderr)
         return 2
     from matchmaking.db import Db
-    from matchmaking.tasks import SCHEDULE, TASK, create_tables, make_app
+    from matchmaking.tasks import SCHEDULE, create_tables, day_of, make_app
 
     create_tables(settings)
     with make_app(settings) as app, Db(settings.database_url) as db:
@@ -61,14 +61,11 @@ def main(argv: list[str] | None = None) -> int:
             if not firings:
                 print(f"matchmaking: no firing on {args.date} in {args.timezone}", file=sys.stderr)
                 return 2
-            firing = firings[0]
             people = [r["id"] for r in db.rows("SELECT id FROM users WHERE timezone = %s ORDER BY id", args.timezone)]
-            run = uuid.uuid4().hex[:12]  # each re-run its own jobs (each job is idempotent anyway)
-            for user in people:
-                app.enqueue(TASK, kwargs={"date": args.date, "timezone": args.timezone, "user_id": user,
-                                          "at": firing.at.isoformat()},
-                            idempotency_key=f"rerun:{run}:{firing.for_entity(user).key}")
-            print(f"{len(people)} jobs queued for {args.date} in {args.timezone}")
+            run = uuid.uuid4().hex[:12]  # each re-run its own workflow (each job is idempotent anyway)
+            made = app.create_workflow(day_of(app, people, args.date, args.timezone, firings[0].at.isoformat(),
+                                              key=f"rerun:{run}:{SCHEDULE}:{args.date}:{args.timezone}"))
+            print(f"{len(people)} jobs queued for {args.date} in {args.timezone} (workflow {made.id})")
         else:
             for row in db.rows("SELECT * FROM offers WHERE user_id = %s ORDER BY date, score DESC", args.user_id):
                 print(json.dumps(row, default=str))
@@ -76,14 +73,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _work(app: App, settings: Settings, *, alerts: bool) -> int:
+    from matchmaking.tasks import ON_CALL
     from redrive import Plugin, Worker
     from redrive.alerts import AlertEvaluator
     from redrive.logs import configure, log_events
-    from redrive.notify import Notifications
 
     configure(level=settings.log_level, fmt="json")
     log_events(app)
-    notifications = Notifications.from_env(app)  # on-call hears of dead letters and alerts
+    notifications = ON_CALL.get(app)  # on-call hears of dead letters, alerts and runs over the threshold
     plugins: list[Plugin] = [notifications] if notifications else []
     if alerts:
         plugins.append(AlertEvaluator(app, notifications=notifications))

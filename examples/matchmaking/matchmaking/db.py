@@ -1,6 +1,6 @@
 """The application's tables, in the database redrive uses, on SQLite or
 PostgreSQL: users, the job records of the design (``UNIQUE(date,
-user_id)``), and the offers. SQL is written once with ``%s`` placeholders."""
+user_id)``), the offers, and each day's run as its summary recorded it. SQL is written once with ``%s`` placeholders."""
 
 from __future__ import annotations
 
@@ -44,6 +44,21 @@ SCHEMA = (
         expires_at text NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS offers_user ON offers (user_id, date)",
+    # One row per run of a zone's day (the scheduled one, and each re-run),
+    # written by the run's summary step once every user's job has ended.
+    """CREATE TABLE IF NOT EXISTS matchmaking_runs (
+        run text PRIMARY KEY,
+        date text NOT NULL,
+        timezone text NOT NULL,
+        users integer NOT NULL,
+        offers integer NOT NULL,
+        failures integer NOT NULL,
+        failure_rate real NOT NULL,
+        fired_at text NOT NULL,
+        summarized_at text NOT NULL,
+        duration_s real NOT NULL,
+        alerted integer NOT NULL
+    )""",
 )
 
 
@@ -52,8 +67,10 @@ class Db:
 
     def __init__(self, url: str, lock_timeout_ms: int = 5000) -> None:
         if url.startswith("sqlite:///"):
+            # One thread uses it at a time (``connection`` keeps one a thread), but
+            # the collector may close a dropped one from any thread.
             self.conn: Any = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=lock_timeout_ms / 1000,
-                                             isolation_level=None)
+                                             isolation_level=None, check_same_thread=False)
             self.sqlite = True
         else:
             import psycopg

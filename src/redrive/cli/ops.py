@@ -51,7 +51,8 @@ def add_commands(cli: Commands) -> None:
                         "never your jobs. Prints a table; exits 1 if a figure fails.")
     check.add_argument("--profile", choices=["quick", "full"], default="quick",
                        help="quick: 600 jobs, 20 kills (under a minute); full: 3,000 jobs, 60 kills")
-    check.add_argument("--plant", choices=["lost", "double_terminal", "stale_write", "never_ran"],
+    check.add_argument("--plant", choices=["lost", "double_terminal", "stale_write", "never_ran", "join_twice",
+                                           "join_never", "spawned_twice"],
                        help="plant one bug before the checks, to see its checker fire")
 
 

@@ -230,10 +230,14 @@ async def _drain(app: App, queues: Sequence[str] | None, clock: Any, until: date
     rng = Random()
     store = app.store
     loop = asyncio.get_running_loop()
+    names = list(queues) if queues is not None else _queues(app)
     while len(drained.endings) < max_attempts:
-        names = list(queues) if queues is not None else _queues(app)
         claimed = store.jobs_claim(queues=names, limit=1, worker_id=_WORKER, lease_ttl=_LEASE) if names else []
         if not claimed:
+            # the queues are read again only when nothing is due: a job may have made a queue of its own
+            if queues is None and (fresh := _queues(app)) != names:
+                names = fresh
+                continue
             if clock is None or not _move_to_next(app, clock, names, until):
                 return drained
             continue

@@ -55,7 +55,7 @@ class Endings(Enqueue):
             written = self._finish_batch([item], conn)
             if written:
                 for spawned in item.spawned:
-                    self._workflow_create(spawned, conn)
+                    self._workflow_write(spawned, conn)
             return written
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:

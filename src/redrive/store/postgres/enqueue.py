@@ -211,24 +211,29 @@ class Enqueue(Connected):
         return _results(created, found, twins)
 
     def _workflow_create(self, workflow: NewWorkflow, conn: psycopg.Connection) -> WorkflowCreated:
-        """A workflow, its steps (jobs: a step with parents pending) and its
-        edges, in ``conn``'s transaction (``workflow_insert``'s, or the ending
-        of the job that spawned it). A key taken creates nothing and answers
-        the workflow that holds it."""
-        made = self._run("workflow_insert", {
-            "id": workflow.id, "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
-            "graph": Jsonb(list(workflow.graph.items())), "spawned_by": workflow.spawned_by}, conn=conn)
-        if not made:
+        """The workflow written (``_workflow_write``) and answered: its steps'
+        job ids, or the workflow that holds its key."""
+        if not self._workflow_write(workflow, conn):
             held = self._run("workflow_by_key", {"owner": workflow.owner, "key": workflow.key}, conn=conn)[0]["id"]
             return WorkflowCreated(held, duplicate=True, steps=self._steps_of(held, conn))
+        return WorkflowCreated(workflow.id, duplicate=False, steps=self._steps_of(workflow.id, conn))
+
+    def _workflow_write(self, workflow: NewWorkflow, conn: psycopg.Connection) -> bool:
+        """A workflow, its steps (jobs: a step with parents pending) and its
+        edges, in one statement in ``conn``'s transaction (``workflow_insert``'s,
+        or the ending of the job that spawned it). False when its key is taken:
+        nothing was written."""
         parents = workflow.parents()
         steps = [{**_new_job_json(step.job), "dependencies": list(step.job.dependencies), "name": step.name,
                   "position": step.position, "waiting": parents.get(step.job.id, 0)} for step in workflow.steps]
         edges = [{"parent_id": e.parent.hex, "child_id": e.child.hex, "policy": e.policy.value}
                  for e in workflow.edges]
-        self._run("workflow_steps_insert", {"workflow": workflow.id, "steps": Jsonb(steps), "edges": Jsonb(edges)},
-                  conn=conn)
-        return WorkflowCreated(workflow.id, duplicate=False, steps=self._steps_of(workflow.id, conn))
+        lead = workflow.steps[0].job.created_meta if workflow.steps else {}
+        (made,) = self._run("workflow_create", {
+            "id": workflow.id, "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
+            "graph": Jsonb(list(workflow.graph.items())), "spawned_by": workflow.spawned_by,
+            "steps": Jsonb(steps), "edges": Jsonb(edges), "meta": Jsonb(lead)}, conn=conn)
+        return bool(made["made"])
 
     def _steps_of(self, workflow_id: UUID, conn: Any = None) -> dict[str, tuple[UUID, ...]]:
         named: dict[str, list[UUID]] = {}

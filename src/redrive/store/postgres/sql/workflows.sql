@@ -2,23 +2,22 @@
 -- resolved by the endings, through redrive_settle and redrive_unblock
 -- (migration 0027).
 
--- name: workflow_insert
-INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at, spawned_by)
-VALUES (%(id)s, %(name)s, %(owner)s, %(key)s, %(graph)s, now(), %(spawned_by)s)
-ON CONFLICT DO NOTHING
-RETURNING id;
-
--- name: workflow_by_key
-SELECT id FROM redrive_workflow WHERE coalesce(owner, '') = coalesce(%(owner)s, '') AND key = %(key)s;
-
--- name: workflow_steps_insert
--- The steps (jobs: pending where they have parents, queued otherwise), their
--- places and counts, the edges between them and each job's first event.
-WITH input AS (
+-- name: workflow_create
+-- The workflow, and unless its key is taken (``made`` is then 0 and nothing
+-- else is written): its steps (jobs: pending where they have parents, queued
+-- otherwise), their places and counts, the edges between them and each
+-- job's first event. One statement: it is also part of a spawner's ending.
+WITH made AS (
+    INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at, spawned_by)
+    VALUES (%(id)s, %(name)s, %(owner)s, %(key)s, %(graph)s, now(), %(spawned_by)s)
+    ON CONFLICT DO NOTHING
+    RETURNING id
+), input AS (
     SELECT * FROM jsonb_to_recordset(%(steps)s) AS x(
         id uuid, task text, queue text, args jsonb, kwargs jsonb, priority smallint,
         max_attempts integer, owner text, stage text, dependencies jsonb,
         name text, position integer, waiting integer)
+    WHERE EXISTS (SELECT 1 FROM made)
 ), inserted AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
@@ -31,17 +30,21 @@ WITH input AS (
     RETURNING id, status, queue
 ), steps AS (
     INSERT INTO redrive_step (job_id, workflow_id, name, position, waiting)
-    SELECT id, %(workflow)s, name, position, waiting FROM input
+    SELECT id, %(id)s, name, position, waiting FROM input
 ), edges AS (
     INSERT INTO redrive_edge (parent_id, child_id, policy)
     SELECT parent_id, child_id, policy FROM jsonb_to_recordset(%(edges)s) AS e(parent_id uuid, child_id uuid, policy text)
+    WHERE EXISTS (SELECT 1 FROM made)
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), NULL, status, 0, '{}'::jsonb FROM inserted
+    SELECT id, now(), NULL, status, 0, %(meta)s FROM inserted
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS q
 )
-SELECT count(*) AS n, (SELECT count(*) FROM wake) AS woken FROM inserted;
+SELECT (SELECT count(*) FROM made) AS made, count(*) AS n, (SELECT count(*) FROM wake) AS woken FROM inserted;
+
+-- name: workflow_by_key
+SELECT id FROM redrive_workflow WHERE coalesce(owner, '') = coalesce(%(owner)s, '') AND key = %(key)s;
 
 -- name: workflow_mark_cancelled
 UPDATE redrive_workflow SET cancelled_at = coalesce(cancelled_at, now()), cancelled_by = coalesce(cancelled_by, %(by)s)
