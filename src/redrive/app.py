@@ -26,9 +26,9 @@ from redrive.core.stages import Stage, check_timeout, pipeline
 from redrive.core.workflow import WorkflowCreated, WorkflowState
 from redrive.declarations import Dependency, P, R, Registry, Task
 from redrive.errors import ConfigError
-from redrive.events import EventStream
 from redrive.settings import Settings
 from redrive.store.operations import FullStore
+from redrive.stream import EventStream
 from redrive.workflows import Workflow
 
 

@@ -38,11 +38,11 @@ from redrive.errors import (
     StoreTimeout,
     WorkflowNotFound,
 )
-from redrive.events import EventStream
 from redrive.settings import Settings
 from redrive.store.operations import FullStore
 from redrive.store.reads import JobFilter, Page
 from redrive.store.url import open_store
+from redrive.stream import EventStream
 from redrive.transactions import driver_connection, driver_connection_async
 from redrive.workflows import Workflow, build
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from redrive.errors import ConfigError
-from redrive.events import CATALOGUE, EVENTS, BreakerChanged, EventStream, JobFailed, JobSucceeded
+from redrive.events import CATALOGUE, EVENTS, BreakerChanged, JobFailed, JobSucceeded
+from redrive.stream import EventStream
 
 
 def test_each_kind_is_a_class_whose_fields_are_its_payload() -> None:

@@ -15,6 +15,7 @@ LAYERS = {
     "redrive.core": 1,
     "redrive.settings": 1,
     "redrive.events": 1,
+    "redrive.stream": 1,
     "redrive.tracing": 1,
     "redrive.signals": 1,
     "redrive.store": 2,

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from redrive.core.job import Job
 from redrive.declarations import Registry
 from redrive.errors import ConfigError, Forbidden
-from redrive.events import EventStream
 from redrive.store.operations import FullStore
+from redrive.stream import EventStream
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ keys are the catalogue's (``redrive.events.CATALOGUE``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from redrive.core.states import Status
@@ -25,6 +26,9 @@ def announcements(done: Finished, *, duration_s: float | None = None, wait_s: fl
     ``wanted(name)`` (optional) says whether anyone listens to an event, so
     no payload is built for nobody."""
     item = done.item
+    if done.workflows:  # a step's ending that ended or blocked its workflow: rare, told after the job's own
+        return [*announcements(replace(done, workflows=()), duration_s=duration_s, wait_s=wait_s, wanted=wanted),
+                *_workflow_told(done, wanted)]
     if type(item) is Completion:  # one a job: its payload made in one go
         if wanted is not None and not wanted("job.succeeded"):
             return []
@@ -63,4 +67,17 @@ def announcements(done: Finished, *, duration_s: float | None = None, wait_s: fl
                 told.append(("job.escalated", letter))
         case Completion() | Cancellation() | Requeue():
             pass  # told above; a requeue is no ending (a reclaim's is told above)
+    return told
+
+
+def _workflow_told(done: Finished, wanted: Callable[[str], bool] | None) -> list[Announcement]:
+    told: list[Announcement] = []
+    for change in done.workflows:
+        name = f"workflow.{change.became}"
+        if wanted is None or wanted(name):
+            payload: dict[str, Any] = {"workflow_id": str(change.workflow_id), "workflow": change.name,
+                                       "job_id": str(done.lease.job_id)}
+            if change.became == "blocked":
+                payload["blocked"] = change.blocked
+            told.append((name, payload))
     return told

@@ -25,7 +25,7 @@ from redrive.core.outcome import Execution, Failed, Retry, Snoozed, Stopped, Suc
 from redrive.core.retry import after_failure
 from redrive.core.stages import Stage, resume_at
 from redrive.core.states import Status
-from redrive.core.workflow import NewWorkflow
+from redrive.core.workflow import NewWorkflow, WorkflowChange
 
 # The code and message of a job failed because its lease kept expiring
 # (its worker died or hung on its last allowed attempt).
@@ -130,8 +130,9 @@ class Finished:
     """What the store wrote for one ``Finish`` whose lease still held: the
     item it applied (for a reclaim, the one the store made), the job's status
     after it, the attempt that ended, the job's stage, and what the store
-    decided on its own — the dead letter (and whether it escalated), or the
-    cancel request that ended the job instead of its retry."""
+    decided on its own — the dead letter (and whether it escalated), the
+    cancel request that ended the job instead of its retry, and what the
+    ending did to the job's workflow."""
 
     item: Finish
     task: str
@@ -142,6 +143,7 @@ class Finished:
     dead_letter_id: int | None = None
     escalated: bool = False
     cancelled_by: str | None = None  # a cancel ended the job: who asked
+    workflows: tuple[WorkflowChange, ...] = ()  # what this ending did to its workflow, told once
 
     @property
     def lease(self) -> Lease:

@@ -122,6 +122,35 @@ class Upstream:
     error_code: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class WorkflowChange:
+    """What a step's ending did to its workflow, decided in that ending's
+    transaction and so told once: ``became`` succeeded, failed or cancelled
+    (the last step not ended has ended) or blocked (the ending blocked
+    ``blocked`` steps of it, which wait until it is retried)."""
+
+    workflow_id: UUID
+    name: str
+    became: str
+    blocked: int = 0
+
+    def __post_init__(self) -> None:
+        if self.became not in WORKFLOW_CHANGES:
+            raise ConfigError(f"a workflow becomes one of {', '.join(WORKFLOW_CHANGES)}, not {self.became!r}")
+
+
+WORKFLOW_CHANGES = ("succeeded", "failed", "cancelled", "blocked")
+
+
+def ended_as(statuses: Sequence[Status | str], *, cancelled: bool) -> str:
+    """How a workflow whose every step has ended ended: failed if one failed,
+    cancelled if it was cancelled or one was, else succeeded (``workflow_status``)."""
+    seen = {Status(s) for s in statuses}
+    if Status.FAILED in seen:
+        return "failed"
+    return "cancelled" if cancelled or Status.CANCELLED in seen else "succeeded"
+
+
 # The order a workflow's statuses are shown in, and its own statuses.
 STEP_ORDER: tuple[Status, ...] = (Status.PENDING, Status.BLOCKED, Status.SCHEDULED, Status.QUEUED,
                                   Status.RUNNING, Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)

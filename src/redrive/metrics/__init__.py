@@ -74,6 +74,10 @@ class Metrics:
             "breaker.changed": lambda e: inc("redrive_breaker_transitions", (e.dependency, e.to_state)),
             "notification.undelivered": self._undelivered,
             "schedule.fired": lambda e: inc("redrive_schedule_firings", (e.schedule,), e.firings),
+            "workflow.blocked": lambda e: inc("redrive_workflow_steps_blocked", (), e.blocked),
+            "workflow.succeeded": lambda e: inc("redrive_workflows_ended", ("succeeded",)),
+            "workflow.failed": lambda e: inc("redrive_workflows_ended", ("failed",)),
+            "workflow.cancelled": lambda e: inc("redrive_workflows_ended", ("cancelled",)),
         }
         # An attempt's end goes straight to the tally: a worker has one a job.
         self._stops = [app.events.subscribe(self._on_event, names=self._handlers),

@@ -62,6 +62,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
                                           "retry time.", ("channel", "about")),
     "redrive_breaker_transitions": ("Breaker state changes.", ("dependency", "to_state")),
     "redrive_schedule_firings": ("Schedule firings enqueued.", ("schedule",)),
+    "redrive_workflows_ended": ("Workflows whose last step ended, by how the workflow ended "
+                                "(succeeded, failed, cancelled).", ("outcome",)),
+    "redrive_workflow_steps_blocked": ("Workflow steps blocked by a parent that failed for good or was "
+                                       "cancelled: they wait until it is retried.", ()),
 }
 # An attempt's end, by its event: the outcome its duration is labelled with,
 # and its counter. The event carries its queue wait (as Oban's job-stop event

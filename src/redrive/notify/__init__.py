@@ -1,6 +1,7 @@
 """Notifications: Slack and email when a job fails for good, a replay
 escalates, a breaker opens or closes, an outbox row is found marked sent
-without the provider's id, or an alert rule fires or resolves.
+without the provider's id, a workflow fails or is blocked, or an alert rule
+fires or resolves.
 
     from redrive.notify import Email, Notifications, Slack
     notifications = Notifications(app, [Slack(webhook_url)], base_url="https://ops.example.com/redrive")
@@ -41,8 +42,17 @@ from redrive.core.backoff import ProportionalJitter
 from redrive.core.job import DeadLetter
 from redrive.core.outbox import OutboxStatus
 from redrive.core.redact import redact_text
+from redrive.core.states import Status
 from redrive.errors import ConfigError, RedriveError
-from redrive.events import BreakerChanged, Event, JobDeadLettered, NotificationUndelivered, OutboxUnconfirmed
+from redrive.events import (
+    BreakerChanged,
+    Event,
+    JobDeadLettered,
+    NotificationUndelivered,
+    OutboxUnconfirmed,
+    WorkflowBlocked,
+    WorkflowFailed,
+)
 from redrive.notify.channels import CannotAsk, Channel, Email, Message, Slack
 from redrive.runtime.context import current_job
 from redrive.runtime.outbox import Intent, deliver
@@ -105,7 +115,8 @@ class Notifications(Plugin):
         self.retry_for = retry_for
         app.task(name=TASK, queue=QUEUE, max_attempts=attempts_for(retry_for), backoff=RETRY_BACKOFF,
                  timeout=NOTIFY_TIMEOUT_MAX * len(channels) + timedelta(seconds=30))(self._send)
-        app.events.subscribe(self._heard, names=[JobDeadLettered, BreakerChanged, OutboxUnconfirmed])
+        app.events.subscribe(self._heard, names=[JobDeadLettered, BreakerChanged, OutboxUnconfirmed, WorkflowFailed,
+                                                 WorkflowBlocked])
 
     @classmethod
     def from_env(cls, app: App, environ: Mapping[str, str] | None = None) -> Notifications | None:
@@ -195,6 +206,10 @@ class Notifications(Plugin):
                              f"breaker:{event.dependency}:{event.to_state}:{event.at:.3f}")
             case OutboxUnconfirmed():
                 self._notify(["outbox", event.task, event.job_id, event.key], f"outbox:{event.job_id}:{event.key}")
+            case WorkflowFailed() | WorkflowBlocked():
+                became = "failed" if isinstance(event, WorkflowFailed) else "blocked"
+                self._notify(["workflow", event.workflow, event.workflow_id, became, event.job_id],
+                             f"workflow:{event.workflow_id}:{became}:{event.job_id}:{event.at:.3f}")
 
     def _undelivered(self, job_id: str) -> None:
         """A notification failed for good: loud in the log and the metrics,
@@ -270,6 +285,8 @@ class Notifications(Plugin):
             lines = [f"redrive tried for {self.retry_for} and gave up (job {job_id}).",
                      *([f"It said: {told.subject}", told.body] if told else [])]
             return _clean(f"A notification was not delivered on {', '.join(failed)}", lines)
+        if kind == "workflow":
+            return self._workflow(subject, *rest)
         if kind == "alert":
             state, detail = rest
             verb = "firing" if state == "firing" else "resolved"
@@ -305,6 +322,23 @@ class Notifications(Plugin):
                          f"{letter.error_message} (attempts: {letter.attempts})")
         lines.append(self._link(f"/dead-letters?task={task}"))
         return _clean(f"{count} jobs of {task} failed for good", lines)
+
+    def _workflow(self, name: str, workflow_id: str, became: str, job_id: str) -> Message:
+        """A workflow that failed, or whose step's failure blocks steps after it."""
+        state = self._admin.workflow(workflow_id)
+        counts = ", ".join(f"{n} {status.value}" for status, n in sorted(state.totals.items()) if n)
+        step = self._admin.job(job_id)
+        if step.status is not Status.FAILED:  # the last step to end: tell of one that failed
+            failed = self._admin.store.workflow_jobs(id=state.id, statuses=(Status.FAILED,))
+            step = self._admin.job(failed[0]) if failed else step
+        failure = f"{step.task} ({step.id}): {step.error_code}: {step.error_message}"
+        if became == "failed":
+            return _clean(f"Workflow {name} failed", [f"Every step has ended; a step failed for good: {failure}.",
+                                                       f"Steps: {counts}.", self._link(f"/workflows/{workflow_id}")])
+        return _clean(f"Workflow {name} is blocked",
+                      [f"A step failed for good: {failure}.", "The steps after it wait until it is retried "
+                       f"(redrive workflows retry {workflow_id}) or its dead letter replayed.", f"Steps: {counts}.",
+                       self._link(f"/workflows/{workflow_id}")])
 
     def _job_lines(self, letter: DeadLetter) -> list[str]:
         return [f"Job: {letter.job_id}", f"Owner: {letter.owner or '-'}", f"Task: {letter.task}",

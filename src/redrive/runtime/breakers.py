@@ -37,9 +37,9 @@ from redrive.core.job import Job
 from redrive.core.outcome import Failed, Retry, Succeeded
 from redrive.declarations import Dependency
 from redrive.errors import StoreError, UnknownDependency
-from redrive.events import EventStream
 from redrive.runtime.offload import Offload
 from redrive.store.port import Store
+from redrive.stream import EventStream
 
 log = logging.getLogger("redrive.breakers")
 

@@ -14,9 +14,9 @@ from redrive.core.job import Job, JobEvent, Lease
 from redrive.core.states import Status
 from redrive.core.transitions import Cancellation, Completion, FailNow, Finish, Finished, Requeue, RetryLater
 from redrive.errors import StoreError
-from redrive.events import EventStream
 from redrive.runtime.offload import Offload
 from redrive.store.port import Store
+from redrive.stream import EventStream
 
 log = logging.getLogger("redrive.worker")
 

@@ -25,10 +25,10 @@ from redrive.core.job import JSON, Job, StageDone
 from redrive.core.stages import Stage, next_after, resume_at
 from redrive.core.workflow import NewWorkflow, Upstream
 from redrive.errors import CircuitOpen, ConfigError, LeaseLost
-from redrive.events import EventStream
 from redrive.runtime.breakers import BreakerGate
 from redrive.runtime.interrupts import Interrupt
 from redrive.store.port import Store
+from redrive.stream import EventStream
 from redrive.workflows import Workflow
 
 

@@ -28,12 +28,12 @@ from redrive.core.transitions import SNOOZE_LIMIT, SNOOZED, TIMEOUT
 from redrive.core.workflow import NewWorkflow
 from redrive.declarations import Task
 from redrive.errors import Cancelled, CircuitOpen, LeaseLost, Permanent, Snooze, Transient
-from redrive.events import EventStream
 from redrive.runtime.context import CURRENT_RUN, HandlerRun
 from redrive.runtime.interrupts import Interrupt
 from redrive.runtime.stacks import STACK_LIMIT, task_stack
 from redrive.runtime.threads import DaemonThreadPool
 from redrive.store.port import Store
+from redrive.stream import EventStream
 from redrive.workflows import Workflow
 
 log = logging.getLogger("redrive.worker")

@@ -17,11 +17,11 @@ from typing import Any
 from redrive.core.transitions import Requeue
 from redrive.declarations import Registry
 from redrive.errors import StoreError
-from redrive.events import EventStream
 from redrive.runtime.completer import Completer
 from redrive.runtime.running import Running
 from redrive.runtime.watchdog import Watchdog
 from redrive.store.port import Store
+from redrive.stream import EventStream
 
 log = logging.getLogger("redrive.worker")
 

@@ -26,9 +26,9 @@ from random import Random
 from types import MappingProxyType
 
 from redrive.client import Client
-from redrive.events import EventStream
 from redrive.runtime.offload import Offload
 from redrive.store.port import Store
+from redrive.stream import EventStream
 
 
 @dataclass(frozen=True, slots=True)

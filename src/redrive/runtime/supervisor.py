@@ -49,12 +49,12 @@ from redrive.core.states import Status
 from redrive.core.transitions import Finished, finish_of, overran
 from redrive.declarations import Registry
 from redrive.errors import StoreError
-from redrive.events import EventStream
 from redrive.runtime.completer import announce
 from redrive.runtime.executor import stages_of
 from redrive.runtime.link import ENV, Inbox
 from redrive.runtime.presence import installed_version, memory_bytes
 from redrive.store.port import WORKER_REPORT_INTERVAL_S, Store, WorkerReport
+from redrive.stream import EventStream
 
 log = logging.getLogger("redrive.supervisor")
 

@@ -50,18 +50,21 @@ from redrive.core.outbox import OutboxChange
 from redrive.core.states import Status, is_legal
 from redrive.core.transitions import Cancellation, Completion, FailNow, Finished, Requeue, RetryLater
 from redrive.errors import IllegalTransition, JobNotFound
-from redrive.events import Event, EventStream
+from redrive.events import Event
 from redrive.store.operations import FullStore, Operations
 from redrive.store.port import Store
 from redrive.store.reads import JobFilter, Reads
+from redrive.stream import EventStream
 from redrive.testing.tasks import Drained, assert_enqueued, drain, enqueued_jobs, isolated
+from redrive.testing.workflows import assert_workflow, workflow_jobs, workflows_created
 
 __all__ = [
     "TTL", "Cancellation", "Clock", "Completion", "DeadLetterFilter", "FailNow", "Finished", "FullStore", "JobFilter",
     "JobKey", "Lease", "NewJob", "Operations", "OutboxChange", "Reads", "Requeue", "RetryLater", "Revival", "RevivePlan", "StageDone", "Store",
     "applied", "assert_history", "assert_invariants", "cancel", "claim", "claim_one", "count_jobs", "fail", "letter_of", "new",
     "reclaim", "revive", "wait_for", "wait_for_async",
-    "Drained", "assert_enqueued", "drain", "enqueued_jobs", "isolated",
+    "Drained", "assert_enqueued", "assert_workflow", "drain", "enqueued_jobs", "isolated", "workflow_jobs",
+    "workflows_created",
 ]
 
 T = TypeVar("T")

@@ -31,9 +31,13 @@ class Endings(Kept):
         with self._lock:
             now = self._clock()
             written = []
+            self._changes = {}
             for item in items:
                 if job := self._live(item.lease):
-                    written.append(self._finish(job, item, now))
+                    finished = self._finish(job, item, now)
+                    if self._changes:  # what the ending did to its workflow, told with it
+                        finished.workflows = tuple(self._changes.pop(job.id, ()))
+                    written.append(finished)
             rolled = self._rolled(written, now)
         self._tell_woken()
         return rolled
@@ -136,9 +140,14 @@ class Endings(Kept):
                 if j.status is Status.RUNNING and (j.lease_owner == worker_id if worker_id is not None else
                                                    j.lease_expires_at is not None and j.lease_expires_at <= now)
             ][:limit]
-            rolled = self._rolled([self._finish(job, taken_back(
-                job.lease, job.lease_owner, last=job.attempts >= job.max_attempts, crashed=worker_id is not None,
-                bystander=bystanders), now) for job in taken], now)
+            self._changes = {}
+            written = []
+            for job in taken:
+                finished = self._finish(job, taken_back(job.lease, job.lease_owner, last=job.attempts >= job.max_attempts,
+                                                        crashed=worker_id is not None, bystander=bystanders), now)
+                finished.workflows = tuple(self._changes.pop(job.id, ()))
+                written.append(finished)
+            rolled = self._rolled(written, now)
         self._tell_woken()
         return rolled
 

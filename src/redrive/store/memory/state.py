@@ -15,7 +15,7 @@ from redrive.core.breaker import Breaker
 from redrive.core.job import DeadLetter, Job, JobEvent, Lease
 from redrive.core.outbox import OutboxRow
 from redrive.core.states import TERMINAL, Status, check_transition
-from redrive.core.workflow import EdgeState, edge_state, step_status
+from redrive.core.workflow import EdgeState, WorkflowChange, edge_state, ended_as, step_status
 from redrive.errors import ConfigError
 from redrive.store.port import BreakerEvent
 from redrive.store.reads import AuditEntry, WorkerInfo
@@ -67,6 +67,7 @@ class WorkflowRow:
     cancelled_at: datetime | None = None
     cancelled_by: str | None = None
     spawned_by: UUID | None = None
+    open_steps: int = 0  # steps not ended: the ending of the last says how it ended
 
 
 class Kept:
@@ -98,6 +99,7 @@ class Kept:
         self._permits: list[tuple[str, UUID, UUID, datetime]] = []  # key, job, lease, started
         self._alerts: dict[str, str] = {}  # alert rule firing -> its incident
         self._woken: set[str] = set()  # queues where a step was released, told after the lock
+        self._changes: dict[UUID, list[WorkflowChange]] = {}  # by the ended job they are told on
         self._rollups: dict[tuple[int, str, str, str, int], int] = {}  # (at, queue, task, kind, bucket): n
         self._workflows: dict[UUID, WorkflowRow] = {}
         self._steps: dict[UUID, Step] = {}  # job id -> its place in a workflow
@@ -122,16 +124,31 @@ class Kept:
         if to in TERMINAL:
             for on_finish in list(self._finish_listeners.get(job.id, ())):
                 on_finish()
+            if job.id in self._steps:
+                self._step_ended(job.id, to)
             if job.id in self._edges:
                 self._settle(job.id, to, now)
-        elif job.status is Status.FAILED and job.id in self._edges:
-            self._unblock(job.id, now)
+        elif job.status is Status.FAILED and job.id in self._steps:
+            self._workflows[self._steps[job.id].workflow_id].open_steps += 1
+            if job.id in self._edges:
+                self._unblock(job.id, now)
         return new
+
+    def _step_ended(self, job_id: UUID, ending: Status) -> None:
+        """One step fewer open in its workflow; the last one says how it ended."""
+        workflow = self._workflows[self._steps[job_id].workflow_id]
+        workflow.open_steps -= 1
+        if workflow.open_steps == 0:
+            statuses = [j.status for i, step in self._steps.items()
+                        if step.workflow_id == workflow.id and (j := self._jobs.get(i)) is not None]
+            became = ended_as([*statuses, ending], cancelled=workflow.cancelled_at is not None)
+            self._changes.setdefault(job_id, []).append(WorkflowChange(workflow.id, workflow.name, became))
 
     def _settle(self, parent: UUID, ending: Status, now: datetime) -> None:
         """The edges out of a job that just ended, resolved as every store
         resolves them (core/workflow.py): the ending that leaves a child no
         parent to wait on releases it, one its edge refuses blocks it."""
+        blocked = 0
         for child, edge in self._edges[parent].items():
             if edge[1] != EdgeState.PENDING:
                 continue
@@ -139,7 +156,10 @@ class Kept:
             step = self._steps[child]
             step.waiting -= 1
             step.blocking += edge[1] == EdgeState.BLOCKING
-            self._step_moved(child, now)
+            blocked += self._step_moved(child, now) is Status.BLOCKED
+        if blocked:
+            workflow = self._workflows[self._steps[parent].workflow_id]
+            self._changes.setdefault(parent, []).append(WorkflowChange(workflow.id, workflow.name, "blocked", blocked))
 
     def _unblock(self, parent: UUID, now: datetime) -> None:
         """A failed parent revived: the edges it blocked wait on it again."""
@@ -160,15 +180,18 @@ class Kept:
             for on_wake in listeners:
                 on_wake(queue)
 
-    def _step_moved(self, child: UUID, now: datetime) -> None:
+    def _step_moved(self, child: UUID, now: datetime) -> Status | None:
+        """The step's status from its counts, if that moved it (None if not)."""
         job, step = self._jobs.get(child), self._steps[child]
         if job is None or job.status not in (Status.PENDING, Status.BLOCKED):
-            return
+            return None
         to = step_status(step.waiting, step.blocking)
-        if to is not job.status:
-            self._move(job, to, now, run_at=now if to is Status.QUEUED else job.run_at)
-            if to is Status.QUEUED:
-                self._woken.add(job.queue)
+        if to is job.status:
+            return None
+        self._move(job, to, now, run_at=now if to is Status.QUEUED else job.run_at)
+        if to is Status.QUEUED:
+            self._woken.add(job.queue)
+        return to
 
     def _event(self, job: Job, before: Status | None, meta: dict, now: datetime) -> None:
         self._events.append(

@@ -47,7 +47,7 @@ class Workflows(Reading):
             self._workflows[workflow.id] = WorkflowRow(
                 workflow.id, workflow.name, workflow.owner, workflow.key,
                 {name: list(after) for name, after in workflow.graph.items()}, self._clock(),
-                spawned_by=workflow.spawned_by)
+                spawned_by=workflow.spawned_by, open_steps=len(workflow.steps))
             return WorkflowCreated(workflow.id, duplicate=False, steps=self._step_ids(workflow.id))
 
     def _step_ids(self, workflow_id: UUID) -> dict[str, tuple[UUID, ...]]:

@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 from redrive.core.dead_letters import Revival, distinct_jobs
 from redrive.core.job import Job, Lease, StageDone
 from redrive.core.transitions import Completion, Finish, Finished, taken_back
+from redrive.core.workflow import WorkflowChange
 from redrive.store.postgres.codecs import _applied, _finish_json, _job, _lease_json
 from redrive.store.postgres.connection import _STATUS
 from redrive.store.postgres.enqueue import Enqueue
@@ -45,8 +46,11 @@ class Endings(Enqueue):
         rows = self._run(statement, {"items": Jsonb([_finish_json(n, item) for n, item in enumerate(once)])},
                          rows=tuple_row, conn=conn)
         # rows come in the order of the items, each with its item's place
-        return [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)
-                for n, task, queue, status, attempt, stage, dead_letter_id, escalated, by, _ in rows]
+        written = [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)
+                   for n, task, queue, status, attempt, stage, dead_letter_id, escalated, by, _, _ in rows]
+        if rows and rows[0][-1]:  # the batch ended steps of a workflow that changed (the same on every row)
+            _tell_changes(written, rows[0][-1])
+        return written
 
     def _finish_spawning(self, item: Completion) -> list[Finished]:
         """A success and the workflows its run spawned, in one transaction:
@@ -98,3 +102,14 @@ class Endings(Enqueue):
         } for r in revivals])})
         revived = {row["id"]: _job(row) for row in rows}
         return [revived.get(r.job_id) for r in revivals]
+
+
+def _tell_changes(written: list[Finished], changes: list[dict[str, Any]]) -> None:
+    """Each workflow change on the ending (of a job of that workflow) that made it."""
+    by_job: dict[UUID, list[WorkflowChange]] = {}
+    for change in changes:
+        by_job.setdefault(UUID(change["job"]), []).append(
+            WorkflowChange(UUID(change["id"]), change["name"], change["became"], change.get("blocked") or 0))
+    for finished in written:
+        if found := by_job.get(finished.lease.job_id):
+            finished.workflows = tuple(found)

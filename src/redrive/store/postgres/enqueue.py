@@ -232,7 +232,7 @@ class Enqueue(Connected):
         (made,) = self._run("workflow_create", {
             "id": workflow.id, "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
             "graph": Jsonb(list(workflow.graph.items())), "spawned_by": workflow.spawned_by,
-            "steps": Jsonb(steps), "edges": Jsonb(edges), "meta": Jsonb(lead)}, conn=conn)
+            "steps": Jsonb(steps), "edges": Jsonb(edges), "meta": Jsonb(lead), "open": len(steps)}, conn=conn)
         return bool(made["made"])
 
     def _steps_of(self, workflow_id: UUID, conn: Any = None) -> dict[str, tuple[UUID, ...]]:

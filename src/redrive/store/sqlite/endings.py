@@ -26,6 +26,7 @@ from redrive.core.transitions import (
     ends_as,
     taken_back,
 )
+from redrive.core.workflow import WorkflowChange
 from redrive.store.sqlite.codecs import _NO_LEASE, _epoch, _job, _lease
 from redrive.store.sqlite.edges import Edges
 
@@ -33,6 +34,14 @@ from redrive.store.sqlite.edges import Edges
 def _ended(written: Iterable[Finished]) -> list[tuple[str, str]]:
     """The jobs a batch gave a final ending, and how they ended: their edges resolve now."""
     return [(str(f.lease.job_id), f.status.value) for f in written if f.status in TERMINAL]
+
+
+def _tell(written: Iterable[Finished], changes: dict[str, list[WorkflowChange]]) -> None:
+    """Each workflow change on the ending that made it."""
+    if changes:
+        for finished in written:
+            if found := changes.get(str(finished.lease.job_id)):
+                finished.workflows = tuple(found)
 
 
 class Endings(Edges):
@@ -52,7 +61,9 @@ class Endings(Edges):
         def recorded(conn: sqlite3.Connection, now: float) -> tuple[dict[Lease, Finished], set[str]]:
             written = body(conn, now)
             self._roll(conn, written.values(), now)
-            return written, self._settle(conn, _ended(written.values()), now) | self._spawn(conn, written.values(), now)
+            woken, changes = self._settle(conn, _ended(written.values()), now)
+            _tell(written.values(), changes)
+            return written, woken | self._spawn(conn, written.values(), now)
 
         written, woken = self._write(recorded)
         if woken:
@@ -217,7 +228,9 @@ class Endings(Edges):
                 if (finished := self._finish_one(conn, ending, now)) is not None:
                     written.append(finished)
             self._roll(conn, written, now)
-            return written, self._settle(conn, _ended(written), now)
+            woken, changes = self._settle(conn, _ended(written), now)
+            _tell(written, changes)
+            return written, woken
 
         written, woken = self._write(body)
         self._wake(woken)
@@ -232,7 +245,7 @@ class Endings(Edges):
                     ended.add(job_id)
                 else:
                     conn.execute(self._queries["cancel_request_add"], {"id": str(job_id), "by": by, "now": now})
-            return ended, self._settle(conn, ((str(job_id), Status.CANCELLED.value) for job_id in ended), now)
+            return ended, self._settle(conn, ((str(job_id), Status.CANCELLED.value) for job_id in ended), now)[0]
 
         ended, woken = self._write(body) if job_ids else (set(), set())
         self._wake(woken)

@@ -16,7 +16,7 @@ import pytest
 
 from redrive.core.job import Job
 from redrive.core.states import Status
-from redrive.core.transitions import Cancellation, Completion, FailNow, RetryLater
+from redrive.core.transitions import Cancellation, Completion, FailNow, Finished, RetryLater
 from redrive.core.workflow import (
     EdgeState,
     NewEdge,
@@ -263,3 +263,41 @@ def test_a_success_creates_what_its_run_spawned_in_its_own_ending_and_nothing_el
     run(store, ids["join"][0])
     finished = store.workflow_get(id=children.id)
     assert finished is not None and finished.status is WorkflowStatus.SUCCEEDED
+
+
+def _changes(done: Sequence[Finished]) -> list[tuple[str, int]]:
+    return [(c.became, c.blocked) for f in done for c in f.workflows]
+
+
+def test_the_ending_that_ends_or_blocks_a_workflow_says_so_once(store: FullStore) -> None:
+    wf, ids = flow({"a": [], "b": [("a", "succeeded")], "c": [("a", "ended")]})
+    store.workflow_insert(workflow=wf)
+    (a,) = claim(store)
+    failed = store.jobs_finish([FailNow(a.lease, "BAD_INPUT", "no")])
+    # b is blocked (told on a's ending, with the workflow's id and name); c, a finally step, runs
+    assert [(c.workflow_id, c.name, c.became, c.blocked) for f in failed for c in f.workflows] == [
+        (wf.id, "wf", "blocked", 1)]
+    (c,) = claim(store)
+    assert c.id == ids["c"][0]
+    assert _changes(store.jobs_finish([Completion(c.lease, None)])) == [], "b is open: the workflow goes on"
+    assert revive(store, ids["a"][0], "manual_retry", "ops") is not None  # b waits on a again
+    (again,) = claim(store)
+    assert _changes(store.jobs_finish([Completion(again.lease, None)])) == []
+    (b,) = claim(store)
+    assert _changes(store.jobs_finish([Completion(b.lease, None)])) == [("succeeded", 0)]
+
+
+@pytest.mark.parametrize(("ending", "became"), [("fail", "failed"), ("cancel", "cancelled")])
+def test_a_fan_in_ended_in_one_batch_tells_how_its_workflow_ended_once(store: FullStore, ending: str,
+                                                                          became: str) -> None:
+    wf, ids = flow({"part": [], "last": [("part", "ended")]}, fan={"part": 4})
+    store.workflow_insert(workflow=wf)
+    parts = claim(store, 10)
+    end = FailNow(parts[0].lease, "BAD_INPUT", "no") if ending == "fail" else Cancellation(parts[0].lease, by="ops")
+    done = store.jobs_finish([end, *(Completion(p.lease, None) for p in parts[1:])])
+    assert _changes(done) == []  # the finally step is open: nothing ended yet
+    (last,) = claim(store)
+    told = store.jobs_finish([Completion(last.lease, None)])
+    assert [(f.lease.job_id, c.became) for f in told for c in f.workflows] == [(ids["last"][0], became)]
+    state = store.workflow_get(id=wf.id)
+    assert state is not None and state.status.value == became

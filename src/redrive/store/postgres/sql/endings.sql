@@ -137,16 +137,17 @@ WITH asked AS (
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM retried WHERE kind = 'requeue') AS q
 ), settled AS (
-    -- the workflow edges out of the jobs that ended (migration 0027): a plain job has none
-    SELECT redrive_settle(array_agg(m.id), array_agg(m.new_status)) FROM moved AS m
-    WHERE EXISTS (SELECT 1 FROM redrive_edge AS e WHERE e.parent_id = m.id) HAVING count(*) > 0
+    -- the workflow steps among the jobs that ended (migrations 0027, 0029): a plain job is none
+    SELECT redrive_settle(array_agg(m.id), array_agg(m.new_status)) AS changes FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = m.id) HAVING count(*) > 0
 )
 SELECT m.n, m.task, m.queue, m.new_status AS status, m.attempts AS attempt, m.new_stage AS stage,
     l.id AS dead_letter_id, coalesce(l.escalated, false) AS escalated, m.cancelled_by,
-    (SELECT count(*) FROM told) + (SELECT count(*) FROM wake) + (SELECT count(*) FROM settled) AS signals
+    (SELECT count(*) FROM told) + (SELECT count(*) FROM wake) AS signals, (SELECT changes FROM settled) AS workflows
 FROM moved AS m LEFT JOIN letters AS l ON l.job_id = m.id
 UNION ALL
-SELECT r.n, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, false, NULL, 0
+SELECT r.n, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, false, NULL, 0,
+    (SELECT changes FROM settled)
 FROM retried AS r
 ORDER BY 1;
 
@@ -196,12 +197,12 @@ WITH moved AS (
     SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
     WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
 ), settled AS (
-    SELECT redrive_settle(array_agg(m.id), array_agg('succeeded'::text)) FROM moved AS m
-    WHERE EXISTS (SELECT 1 FROM redrive_edge AS e WHERE e.parent_id = m.id) HAVING count(*) > 0
+    SELECT redrive_settle(array_agg(m.id), array_agg('succeeded'::text)) AS changes FROM moved AS m
+    WHERE EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = m.id) HAVING count(*) > 0
 )
 SELECT n, task, queue, 'succeeded' AS status, attempts AS attempt, stage,
     NULL::bigint AS dead_letter_id, false AS escalated, NULL::text AS cancelled_by,
-    (SELECT count(*) FROM told) + (SELECT count(*) FROM settled) AS signals
+    (SELECT count(*) FROM told) AS signals, (SELECT changes FROM settled) AS workflows
 FROM moved ORDER BY 1;
 
 -- name: stages_save
@@ -255,7 +256,7 @@ WITH moved AS (
     WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
 ), settled AS (
     SELECT redrive_settle(array_agg(m.id), array_agg('cancelled'::text)) FROM moved AS m
-    WHERE EXISTS (SELECT 1 FROM redrive_edge AS e WHERE e.parent_id = m.id) HAVING count(*) > 0
+    WHERE EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = m.id) HAVING count(*) > 0
 )
 -- (told and settled are read, or PostgreSQL would not run them: only CTEs that write always run)
 SELECT * FROM done WHERE (SELECT count(*) FROM told) + (SELECT count(*) FROM settled) >= 0
@@ -315,6 +316,6 @@ WITH input AS (
 ), unblocked AS (
     -- the workflow steps this job's failure held wait on it again (migration 0027)
     SELECT redrive_unblock(array_agg(r.id)) FROM revived AS r
-    WHERE EXISTS (SELECT 1 FROM redrive_edge AS e WHERE e.parent_id = r.id) HAVING count(*) > 0
+    WHERE EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = r.id) HAVING count(*) > 0
 )
 SELECT revived.*, (SELECT count(*) FROM wake) + (SELECT count(*) FROM unblocked) AS woken FROM revived;

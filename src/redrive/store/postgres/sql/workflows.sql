@@ -8,8 +8,8 @@
 -- otherwise), their places and counts, the edges between them and each
 -- job's first event. One statement: it is also part of a spawner's ending.
 WITH made AS (
-    INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at, spawned_by)
-    VALUES (%(id)s, %(name)s, %(owner)s, %(key)s, %(graph)s, now(), %(spawned_by)s)
+    INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at, spawned_by, open_steps)
+    VALUES (%(id)s, %(name)s, %(owner)s, %(key)s, %(graph)s, now(), %(spawned_by)s, %(open)s)
     ON CONFLICT DO NOTHING
     RETURNING id
 ), input AS (

@@ -2,8 +2,8 @@
 -- the transaction that ends a parent (store/sqlite/edges.py).
 
 -- name: workflow_insert
-INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at, spawned_by)
-VALUES (:id, :name, :owner, :key, :graph, :now, :spawned_by)
+INSERT INTO redrive_workflow (id, name, owner, key, graph, created_at, spawned_by, open_steps)
+VALUES (:id, :name, :owner, :key, :graph, :now, :spawned_by, :open)
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -16,9 +16,25 @@ INSERT INTO redrive_step (job_id, workflow_id, name, position, waiting) VALUES (
 -- name: edge_insert
 INSERT INTO redrive_edge (parent_id, child_id, policy) VALUES (:parent_id, :child_id, :policy);
 
--- name: edges_parents
--- Which of the jobs that just ended (:ids, JSON) have edges: a plain job has none.
-SELECT DISTINCT parent_id FROM redrive_edge WHERE parent_id IN (SELECT value FROM json_each(:ids));
+-- name: steps_of
+-- Which of the jobs that just ended (:ids, JSON) are steps, and of which workflow: a plain job is none.
+SELECT s.job_id, s.workflow_id, w.name AS workflow_name
+FROM redrive_step AS s JOIN redrive_workflow AS w ON w.id = s.workflow_id
+WHERE s.job_id IN (SELECT value FROM json_each(:ids))
+ORDER BY s.job_id;
+
+-- name: workflow_steps_ended
+UPDATE redrive_workflow SET open_steps = open_steps - :n WHERE id = :id
+RETURNING open_steps, name, cancelled_at;
+
+-- name: workflow_endings
+-- A workflow's steps that ended other than succeeded, once its last step ended.
+SELECT j.status FROM redrive_step AS s JOIN redrive_job_done AS j ON j.id = s.job_id
+WHERE s.workflow_id = :id AND j.status IN ('failed', 'cancelled');
+
+-- name: workflow_step_reopened
+UPDATE redrive_workflow SET open_steps = open_steps + 1
+WHERE id = (SELECT workflow_id FROM redrive_step WHERE job_id = :id);
 
 -- name: edges_resolve
 -- core/workflow.py's edge_state, for the pending edges out of one parent that ended as :status.
