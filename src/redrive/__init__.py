@@ -23,6 +23,7 @@ from redrive.core.ids import job_id_for
 from redrive.core.job import DeadLetter, EnqueueResult, Job, JobEvent
 from redrive.core.limits import Rate
 from redrive.core.outbox import OutboxRow, OutboxStatus
+from redrive.core.progress import Progress
 from redrive.core.schedule import Firing, Schedule
 from redrive.core.stages import Stage
 from redrive.core.states import Status
@@ -60,7 +61,17 @@ from redrive.errors import (
     UnknownTask,
     WorkflowNotFound,
 )
-from redrive.runtime.context import add_context, cancelled, current_job, guarded, parent_results, parents, spawn, stage
+from redrive.runtime.context import (
+    add_context,
+    cancelled,
+    current_job,
+    guarded,
+    parent_results,
+    parents,
+    progress,
+    spawn,
+    stage,
+)
 from redrive.runtime.inprocess import InProcessRetry
 from redrive.runtime.outbox import Delivery, Intent, deliver
 from redrive.runtime.plugins import Beside, Plugin
@@ -147,6 +158,7 @@ __all__ = [
     "Plugin",
     "Policy",
     "PostgresStore",
+    "Progress",
     "ProportionalJitter",
     "Rate",
     "RedriveError",
@@ -192,6 +204,7 @@ __all__ = [
     "open_store",
     "parent_results",
     "parents",
+    "progress",
     "spawn",
     "stage",
     "write_phase",

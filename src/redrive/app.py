@@ -21,6 +21,7 @@ from redrive.core.backoff import Backoff, FullJitter
 from redrive.core.classify import DEFAULT_CLASSIFIER, Classifier
 from redrive.core.job import JSON, EnqueueResult
 from redrive.core.limits import Rate
+from redrive.core.progress import Progress
 from redrive.core.schedule import Firing, Schedule
 from redrive.core.stages import Stage, check_timeout, pipeline
 from redrive.core.workflow import WorkflowCreated, WorkflowState
@@ -118,6 +119,10 @@ class App:
     def workflow(self, workflow_id: Any) -> WorkflowState:
         """A shortcut to ``app.client.workflow``."""
         return self.client.workflow(workflow_id)
+
+    def progress(self, job_id: Any) -> Progress | None:
+        """A shortcut to ``app.client.progress``."""
+        return self.client.progress(job_id)
 
     def result(self, job_id: Any, *, timeout: Any = None) -> Any:
         """A shortcut to ``app.client.result``: wait for a job's result."""

@@ -25,6 +25,7 @@ import uuid_utils
 from redrive import tracing
 from redrive.core import checks, ids
 from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, JobKey, NewJob
+from redrive.core.progress import Progress
 from redrive.core.schedule import Firing, Schedule
 from redrive.core.states import Status
 from redrive.core.workflow import NewWorkflow, WorkflowCreated, WorkflowState
@@ -200,17 +201,14 @@ class Client:
         return conn
 
     def create_workflow(self, workflow: Workflow, *, conn: Any = None) -> WorkflowCreated:
-        """Create ``workflow``'s steps and edges in one transaction (``conn``:
-        the caller's, as for ``enqueue``); a key already taken creates nothing
-        and answers the workflow that holds it (``duplicate``)."""
+        """Create ``workflow``'s steps and edges in one transaction (``conn``: the caller's, as for
+        ``enqueue``); a key already taken creates nothing and answers the workflow holding it (``duplicate``)."""
         new = self.plan_workflow(workflow)
-        conn = self._joining(conn)
-        return self.store.workflow_insert(workflow=new, conn=conn)
+        return self.store.workflow_insert(workflow=new, conn=self._joining(conn))
 
     def plan_workflow(self, workflow: Workflow, spawned_by: Job | None = None) -> NewWorkflow:
-        """What creating ``workflow`` writes: its steps' jobs, checked as
-        ``enqueue`` checks them, and its edges. A workflow spawned by a running
-        job (``redrive.spawn``) belongs to that job's owner unless it names one."""
+        """What creating ``workflow`` writes (its steps' jobs checked as ``enqueue``'s, its edges); one a
+        running job spawned (``redrive.spawn``) belongs to that job's owner unless it names one."""
         owner = workflow.owner if workflow.owner is not None or spawned_by is None else spawned_by.owner
 
         def step_job(call: Call) -> NewJob:
@@ -218,10 +216,13 @@ class Client:
 
         return build(workflow, _uuid7(), step_job, owner=owner, spawned_by=None if spawned_by is None else spawned_by.id)
 
+    def progress(self, job_id: UUID | str) -> Progress | None:
+        """The job's latest progress (``redrive.progress``), None if it said none."""
+        return self.store.progress_read(job_ids=[job_id := read_job(self.store, job_id).id]).get(job_id)
+
     def workflow(self, workflow_id: UUID | str) -> WorkflowState:
         """A workflow, its status and its steps' counts."""
-        found = self.store.workflow_get(id=checks.workflow_uuid(workflow_id))
-        if found is None:
+        if (found := self.store.workflow_get(id=checks.workflow_uuid(workflow_id))) is None:
             raise WorkflowNotFound(f"no workflow has id {workflow_id}")
         return found
 

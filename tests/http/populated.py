@@ -17,6 +17,7 @@ from typing import Any
 from uuid import UUID
 
 from redrive import Actor, App, Dependency, JobRequest, Permanent, Workflow
+from redrive.core.progress import progress
 from redrive.core.breaker import Breaker, Call, State
 from redrive.core.job import StageDone
 from redrive.core.outbox import OutboxChange, OutboxStatus
@@ -130,6 +131,9 @@ def populate(app: App) -> Populated:
     store.jobs_finish([Completion(spawner.lease, None, {}, (app.client.plan_workflow(kids, spawner),))])
     made.workflows["spawned"] = next(w.id for w in ops.workflows() if w.spawned_by == spawner.id)
     made.jobs["spawner"] = spawner.id
+
+    # The running job says how far it got
+    assert store.progress_save(lease=held["running"].lease, progress=progress(done=3, total=10, note="page 3"))
 
     # Outbox rows: one sent and recorded, one that failed for good
     for key, change in (("mail:1", OutboxChange(OutboxStatus.SENT, provider_id="msg-1", notified=True)),

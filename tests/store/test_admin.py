@@ -78,6 +78,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "job": lambda a, w: a.job(w.failed.id),
     "jobs": lambda a, w: a.jobs(owner="ann"),
     "job_events": lambda a, w: a.job_events(w.failed.id),
+    "progress": lambda a, w: a.progress(w.failed.id),
     "retry": lambda a, w: a.retry(w.failed.id),
     "cancel": lambda a, w: a.cancel(w.waiting.id),
     "workflow": lambda a, w: a.workflow(w.flow),
@@ -116,7 +117,7 @@ OPERATIONS: dict[str, Callable[[Admin, World], Any]] = {
     "run_schedule": lambda a, w: Admin(a.store, actor=a.actor, registry=_scheduled().registry).run_schedule(
         "nightly", run="r1"),
 }
-OWNERS_MAY = {"job", "jobs", "job_events", "retry", "cancel", "bulk", "delete", "workflow", "workflows",
+OWNERS_MAY = {"job", "jobs", "job_events", "progress", "retry", "cancel", "bulk", "delete", "workflow", "workflows",
               "workflow_steps", "cancel_workflow", "retry_workflow"}
 
 
@@ -146,7 +147,7 @@ def test_the_owner_may_do_what_owners_may_and_nothing_else(world: World, operati
 
 
 # What only reads: a read-only operator may do these, as an operator, and nothing else.
-READS = {"job", "jobs", "job_events", "dead_letters", "dead_letter", "dead_letter_facets", "queues",
+READS = {"job", "jobs", "job_events", "progress", "dead_letters", "dead_letter", "dead_letter_facets", "queues",
          "finished_per_minute", "charts", "audit_trail", "schedules", "workers", "breaker_history", "breakers", "outbox",
          "workflow", "workflows", "workflow_steps"}
 

@@ -14,6 +14,7 @@ from redrive.admin.results import BULK_ACTIONS, Bulk
 from redrive.client import job_filter, read_job
 from redrive.core.dead_letters import MANUAL_RETRY, Revival, revive_plan
 from redrive.core.job import Job, JobEvent
+from redrive.core.progress import Progress
 from redrive.core.states import Status
 from redrive.errors import ConfigError, Forbidden, IllegalTransition, JobNotFound
 from redrive.store.reads import AuditEntry, Page
@@ -68,6 +69,11 @@ class JobActions(Acting):
         """The job's history, oldest first: one event per state change."""
         job = self.job(job_id)
         return self.store.job_events_list(job_id=job.id)
+
+    def progress(self, job_id: UUID | str) -> Progress | None:
+        """The job's latest progress (``redrive.progress``), None if it said none."""
+        job = self.job(job_id)
+        return self.store.progress_read(job_ids=[job.id]).get(job.id)
 
     def retry(self, job_id: UUID | str) -> Job:
         """Manual retry of a failed job: queued again with fresh attempts, at the

@@ -113,12 +113,18 @@ def _show(args: argparse.Namespace) -> int:
         job = admin.reveal(args.job_id) if args.reveal else admin.job(args.job_id)
         events = admin.job_events(job.id)
         audit = admin.audit_trail(job.id)
+        progress = views.progress_view(admin.progress(job.id))
     shown = views.job_view(job, reveal=args.reveal)
     if args.json:
-        print(json.dumps({**shown, "events": [views.event_view(e) for e in events],
+        print(json.dumps({**shown, "progress": progress, "events": [views.event_view(e) for e in events],
                           "audit": [views.audit_view(a) for a in audit]}))
         return 0
     render.record(shown)
+    if progress is not None:
+        said = [f"{progress['fraction']:.0%}" if progress["fraction"] is not None else "",
+                f"{progress['done']} of {progress['total']}" if progress["total"] is not None else "",
+                progress["note"] or ""]
+        print(f"progress: {', '.join(p for p in said if p)} (at {progress['at']})")
     print("events:")
     for e in events:
         meta = f" {json.dumps(e.meta)}" if e.meta else ""

@@ -209,6 +209,14 @@ class WorkflowState:
     def status(self) -> WorkflowStatus:
         return workflow_status(self.totals, cancelled=self.cancelled_at is not None)
 
+    @property
+    def progress(self) -> float:
+        """Its steps' progress: the share of them that have ended (1.0 for none)."""
+        totals = self.totals
+        steps = sum(totals.values())
+        ended = sum(totals.get(s, 0) for s in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED))
+        return ended / steps if steps else 1.0
+
 
 def check_graph(graph: Mapping[str, Sequence[tuple[str, str]]]) -> None:
     """Every parent named is a step, and no step waits on itself through any path."""

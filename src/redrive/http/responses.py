@@ -87,7 +87,12 @@ Job = derived(shapes.JobShape)
 Event = derived(shapes.EventShape)
 
 
+Progress = derived(shapes.ProgressShape)
+
+
 class JobWithEvents(Job):
+    progress: Progress | None = Field(description="what the running task last said of how far it got "
+                                                  "(redrive.progress); null if it said nothing")
     events: list[Event] = Field(description="oldest first")
 
 

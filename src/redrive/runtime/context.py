@@ -22,6 +22,8 @@ from uuid import UUID
 from redrive.core.checks import payload_problem
 from redrive.core.classify import Classifier
 from redrive.core.job import JSON, Job, StageDone
+from redrive.core.progress import EVERY_S
+from redrive.core.progress import progress as checked_progress
 from redrive.core.stages import Stage, next_after, resume_at
 from redrive.core.workflow import NewWorkflow, Upstream
 from redrive.errors import CircuitOpen, ConfigError, LeaseLost
@@ -49,6 +51,7 @@ class HandlerRun:
     interrupt: Interrupt | None = None  # how the worker stops this run
     spawner: Callable[[Workflow, Job], NewWorkflow] | None = None  # Client.plan_workflow: checks and builds a spawn
     spawned: list[NewWorkflow] | None = None  # created with the run's success (``spawn``)
+    progress_at: float = 0.0  # when this run last wrote its progress (monotonic)
 
     def declared(self, name: str) -> Stage:
         for stage in self.stages:
@@ -126,6 +129,24 @@ def parent_results() -> dict[str, JSON]:
         else:
             results.setdefault(parent.name, []).append(parent.result)
     return results
+
+
+def progress(fraction: float | None = None, *, done: int | None = None, total: int | None = None,
+             note: str | None = None) -> bool:
+    """Say how far the running job got: a ``fraction`` from 0 to 1, or
+    ``done`` out of ``total``, and a short ``note``. The store keeps the
+    latest, written at most once a second per job: a call within a second of
+    the last write is checked and dropped (answers False), so a loop may
+    call it for every item. ``app.progress(job_id)``, the API, the CLI and
+    the job's page read it. In an async task, call it through
+    ``await asyncio.to_thread(redrive.progress, ...)``: a write blocks."""
+    run = handler_run()
+    value = checked_progress(fraction, done=done, total=total, note=note)
+    now = time.monotonic()
+    if now - run.progress_at < EVERY_S:
+        return False
+    run.progress_at = now
+    return run.store.progress_save(lease=run.job.lease, progress=value)
 
 
 def spawn(workflow: Workflow) -> UUID:

@@ -33,6 +33,7 @@ from redrive.core.breaker import Breaker
 from redrive.core.job import JSON, EnqueueResult, Job, JobEvent, Lease, NewJob, StageDone
 from redrive.core.limits import Limits
 from redrive.core.outbox import OutboxChange, OutboxRow
+from redrive.core.progress import Progress
 from redrive.core.transitions import Finish, Finished
 from redrive.core.workflow import Upstream
 
@@ -148,6 +149,11 @@ class Store(Protocol):
         Each ending written adds to its minute's rollups in the same
         transaction (``core/rollups.rollup_tally``). The answer says what was
         written, in the order of ``items``."""
+
+    def progress_save(self, *, lease: Lease, progress: Progress) -> bool:
+        """Keep ``progress`` as the running job's latest (fenced on ``lease``:
+        False, nothing kept, once the lease is gone). The worker calls it at
+        most once a second per job (``core/progress.py``)."""
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         """Record finished stages' output and counts on running jobs (fenced)."""

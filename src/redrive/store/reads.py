@@ -23,6 +23,7 @@ from uuid import UUID
 
 from redrive.core.job import JSON, DeadLetter, DeadLetterFilter, Job
 from redrive.core.outbox import OutboxRow, OutboxStatus
+from redrive.core.progress import Progress
 from redrive.core.states import ACTIVE, Status
 from redrive.errors import ConfigError
 from redrive.store.port import WORKER_DETAIL, BreakerEvent
@@ -315,6 +316,9 @@ class Reads(Protocol):
         1,000, oldest first."""
 
     def dead_letter_get(self, *, id: int) -> DeadLetter | None: ...
+
+    def progress_read(self, *, job_ids: Sequence[UUID]) -> dict[UUID, Progress]:
+        """The latest progress each job reported (``Store.progress_save``); a job that said none is left out."""
 
     def breaker_events_list(self, *, name: str) -> list[BreakerEvent]: ...
 

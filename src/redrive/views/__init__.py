@@ -19,6 +19,7 @@ from uuid import UUID
 from redrive.core.breaker import failure_percent, time_open
 from redrive.core.job import DEAD_LETTER_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, DeadLetter, Job, JobEvent
 from redrive.core.outbox import OutboxRow
+from redrive.core.progress import Progress
 from redrive.core.redact import redact
 from redrive.core.rollups import Series, Window, quantile
 from redrive.core.schedule import Schedule, last_firing, next_firing
@@ -36,6 +37,7 @@ from redrive.views.shapes import (
     JobShape,
     MinuteShape,
     OutboxShape,
+    ProgressShape,
     QueueShape,
     ReplacedShape,
     ScheduleShape,
@@ -71,12 +73,20 @@ def job_view(job: Job, *, reveal: bool = False) -> JobShape:
     return out  # type: ignore[return-value]  # JOB_COLUMNS are JobShape's keys (tests/unit/test_views.py)
 
 
+def progress_view(progress: Progress | None) -> ProgressShape | None:
+    if progress is None:
+        return None
+    return {"fraction": progress.share, "done": progress.done, "total": progress.total, "note": progress.note,
+            "at": plain(progress.at)}
+
+
 def workflow_view(workflow: WorkflowState) -> WorkflowShape:
     return {"id": str(workflow.id), "name": workflow.name, "owner": workflow.owner, "key": workflow.key,
             "status": workflow.status.value, "created_at": plain(workflow.created_at),
             "cancelled_at": plain(workflow.cancelled_at), "cancelled_by": workflow.cancelled_by,
             "spawned_by": plain(workflow.spawned_by),
             "counts": {status.value: n for status, n in workflow.totals.items() if n},
+            "progress": round(workflow.progress, 4),
             "steps": [{"name": name, "after": [{"step": p, "policy": policy} for p, policy in after],  # type: ignore[typeddict-item]
                        "counts": {s.value: n for s, n in workflow.counts.get(name, {}).items() if n}}
                       for name, after in workflow.graph.items()]}

@@ -64,6 +64,14 @@ class EventShape(TypedDict):
     meta: Annotated[dict[str, Any], "redacted: stage, duration, error code, who acted"]
 
 
+class ProgressShape(TypedDict):
+    fraction: Annotated[float | None, "from 0 to 1: what the task said, else done out of total"]
+    done: int | None
+    total: int | None
+    note: Annotated[str | None, "redacted, one line"]
+    at: Annotated[Timestamp | None, "when it was written (at most once a second a job)"]
+
+
 class DeadLetterShape(TypedDict):
     id: int
     job_id: str
@@ -261,4 +269,5 @@ class WorkflowShape(TypedDict):
     cancelled_by: str | None
     spawned_by: Annotated[str | None, "the job whose success created it (redrive.spawn)"]
     counts: Annotated[dict[str, int], "every step's jobs by status"]
+    progress: Annotated[float, "its steps' progress: the share of them that have ended, 0 to 1"]
     steps: Annotated[list[StepShape], "in the order declared"]

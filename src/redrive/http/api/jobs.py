@@ -17,7 +17,7 @@ from redrive.http.errors import BatchTooLarge
 from redrive.http.models import MAX_BATCH, BatchBody, BulkBody, EnqueueBody, Strict
 from redrive.http.surface import surface
 from redrive.store.reads import page_size
-from redrive.views import event_view, job_view, page_view
+from redrive.views import event_view, job_view, page_view, progress_view
 
 router = resource("jobs")
 
@@ -79,7 +79,8 @@ def jobs(
 def job(job_id: str, ops: Acting) -> Answer:
     """The job and its events, oldest first."""
     found = ops.job(job_id)
-    return {**job_view(found), "events": [event_view(e) for e in ops.job_events(found.id)]}
+    return {**job_view(found), "progress": progress_view(ops.progress(found.id)),
+            "events": [event_view(e) for e in ops.job_events(found.id)]}
 
 
 @router.post("/jobs/{job_id}/retry", response_model=out.Job)

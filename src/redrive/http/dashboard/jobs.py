@@ -15,7 +15,7 @@ from redrive.errors import ConfigError, RedriveError
 from redrive.http.dashboard.base import BULK_MAX, action, back_to, matching, number, page, when
 from redrive.http.dashboard.render import SECURITY_HEADERS, Done, base_of
 from redrive.store.reads import page_size
-from redrive.views import dead_letter_view, event_view, job_view
+from redrive.views import dead_letter_view, event_view, job_view, progress_view
 
 router = APIRouter(include_in_schema=False)
 
@@ -59,6 +59,7 @@ def _job(request: Request, admin: Admin) -> dict[str, Any]:
             "letter": dead_letter_view(letters[0]) if letters else None,
             "args": json.dumps({"args": shown["args"], "kwargs": shown["kwargs"]}, indent=2),
             "result": json.dumps(shown["result"], indent=2),
+            "progress": progress_view(admin.progress(found.id)),
             "events": [event_view(e) for e in admin.job_events(found.id)]}
 
 

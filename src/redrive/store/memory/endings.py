@@ -10,6 +10,7 @@ from uuid import UUID
 
 from redrive.core.dead_letters import Revival, cancel_meta, distinct_jobs, escalates, fail_meta, retry_meta
 from redrive.core.job import DeadLetter, Job, Lease, StageDone
+from redrive.core.progress import Progress
 from redrive.core.rollups import rollup_tally
 from redrive.core.states import TERMINAL, Status
 from redrive.core.transitions import (
@@ -116,6 +117,13 @@ class Endings(Kept):
             **self._NO_LEASE,
         )
         return letter
+
+    def progress_save(self, *, lease: Lease, progress: Progress) -> bool:
+        with self._lock:
+            if self._live(lease) is None:
+                return False
+            self._progress[lease.job_id] = replace(progress, at=self._clock())
+            return True
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         with self._lock:

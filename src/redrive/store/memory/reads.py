@@ -5,12 +5,14 @@ and the alerts firing."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from redrive.core.job import DeadLetter, DeadLetterFilter, Job
 from redrive.core.outbox import OutboxRow, OutboxStatus
+from redrive.core.progress import Progress
 from redrive.core.rollups import UNTIMED, WAIT, rollup_range
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.store.memory.operations import Operations
@@ -88,6 +90,10 @@ class Reading(Operations):
     def dead_letter_get(self, *, id: int) -> DeadLetter | None:
         with self._lock:
             return self._letters.get(id)
+
+    def progress_read(self, *, job_ids: Sequence[UUID]) -> dict[UUID, Progress]:
+        with self._lock:
+            return {i: self._progress[i] for i in job_ids if i in self._progress}
 
     def _letters_matching(self, where: DeadLetterFilter) -> list[DeadLetter]:
         """Newest first."""

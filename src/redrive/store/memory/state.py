@@ -14,6 +14,7 @@ from uuid import UUID
 from redrive.core.breaker import Breaker
 from redrive.core.job import DeadLetter, Job, JobEvent, Lease
 from redrive.core.outbox import OutboxRow
+from redrive.core.progress import Progress
 from redrive.core.states import TERMINAL, Status, check_transition
 from redrive.core.workflow import EdgeState, WorkflowChange, edge_state, ended_as, step_status
 from redrive.errors import ConfigError
@@ -100,6 +101,7 @@ class Kept:
         self._alerts: dict[str, str] = {}  # alert rule firing -> its incident
         self._woken: set[str] = set()  # queues where a step was released, told after the lock
         self._changes: dict[UUID, list[WorkflowChange]] = {}  # by the ended job they are told on
+        self._progress: dict[UUID, Progress] = {}
         self._rollups: dict[tuple[int, str, str, str, int], int] = {}  # (at, queue, task, kind, bucket): n
         self._workflows: dict[UUID, WorkflowRow] = {}
         self._steps: dict[UUID, Step] = {}  # job id -> its place in a workflow

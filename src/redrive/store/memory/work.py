@@ -189,6 +189,7 @@ class Work(Endings):
         self._keys = {name: key for name, key in self._keys.items() if key[1] not in gone}
         for job_id in gone:
             self._cancel_requests.pop(job_id, None)
+            self._progress.pop(job_id, None)
             self._steps.pop(job_id, None)
             self._edges.pop(job_id, None)
         for children in self._edges.values():

@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from redrive.core.dead_letters import Revival, distinct_jobs
 from redrive.core.job import Job, Lease, StageDone
+from redrive.core.progress import Progress
 from redrive.core.transitions import Completion, Finish, Finished, taken_back
 from redrive.core.workflow import WorkflowChange
 from redrive.store.postgres.codecs import _applied, _finish_json, _job, _lease_json
@@ -61,6 +62,10 @@ class Endings(Enqueue):
                 for spawned in item.spawned:
                     self._workflow_write(spawned, conn)
             return written
+
+    def progress_save(self, *, lease: Lease, progress: Progress) -> bool:
+        return bool(self._run("progress_save", {"id": lease.job_id, "token": lease.token,
+                                                "value": Jsonb(progress.stored())}))
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         return self._fenced("stages_save", [

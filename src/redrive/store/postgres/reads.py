@@ -5,6 +5,7 @@ the audit trail, breakers' history and the alerts firing."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from psycopg.rows import tuple_row
 
 from redrive.core.job import DeadLetter, DeadLetterFilter, Job
 from redrive.core.outbox import OutboxRow, OutboxStatus
+from redrive.core.progress import Progress, loaded
 from redrive.core.rollups import rollup_range
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.store.port import BreakerEvent
@@ -131,6 +133,10 @@ class Reading(Operations):
     def dead_letter_get(self, *, id: int) -> DeadLetter | None:
         rows = self._run("dead_letter_get", {"id": id})
         return _dead_letter(rows[0]) if rows else None
+
+    def progress_read(self, *, job_ids: Sequence[UUID]) -> dict[UUID, Progress]:
+        rows = self._run("progress_read", {"ids": list(job_ids)}) if job_ids else []
+        return {r["job_id"]: loaded(r["value"], r["at"]) for r in rows}
 
     def dead_letters_page(
         self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,

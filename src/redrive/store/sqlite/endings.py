@@ -12,6 +12,7 @@ from uuid import UUID
 
 from redrive.core.dead_letters import Revival, cancel_meta, distinct_jobs, escalates, fail_meta, retry_meta
 from redrive.core.job import Job, Lease, StageDone
+from redrive.core.progress import Progress
 from redrive.core.rollups import rollup_tally
 from redrive.core.states import TERMINAL, Status
 from redrive.core.transitions import (
@@ -206,6 +207,10 @@ class Endings(Edges):
     def _cancel_waiting(self, conn: sqlite3.Connection, job_id: str, by: str, now: float) -> bool:
         taken = conn.execute(self._queries["job_take_waiting"], {"id": job_id}).fetchone()
         return self._finish(conn, taken, "cancelled", now, {"by": by})
+
+    def progress_save(self, *, lease: Lease, progress: Progress) -> bool:
+        return self._write(lambda conn, now: conn.execute(self._queries["progress_save"], {
+            **_lease(lease), "now": now, "value": json.dumps(progress.stored())}).fetchone() is not None)
 
     def stages_save(self, *, items: Sequence[StageDone]) -> set[Lease]:
         if not items:

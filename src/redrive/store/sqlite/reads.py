@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from uuid import UUID
 
 from redrive.core.job import DeadLetter, DeadLetterFilter, Job
 from redrive.core.outbox import OutboxRow, OutboxStatus
+from redrive.core.progress import Progress, loaded
 from redrive.core.rollups import rollup_range
 from redrive.core.states import ACTIVE_ORDER, Status
 from redrive.store.port import BreakerEvent
@@ -84,6 +86,10 @@ class Reading(Operations):
     def dead_letter_get(self, *, id: int) -> DeadLetter | None:
         rows = self._read("dead_letter_get", {"id": id})
         return _dead_letter(rows[0]) if rows else None
+
+    def progress_read(self, *, job_ids: Sequence[UUID]) -> dict[UUID, Progress]:
+        rows = self._read("progress_read", {"ids": json.dumps([str(i) for i in job_ids])}) if job_ids else []
+        return {UUID(r["job_id"]): loaded(json.loads(r["value"]), _time(r["at"])) for r in rows}
 
     def dead_letters_page(
         self, *, where: DeadLetterFilter, after: str | None = None, limit: int = 50,

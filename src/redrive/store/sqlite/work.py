@@ -182,10 +182,10 @@ class Work(Endings):
         return self._write(body)
 
     def _forget(self, conn: sqlite3.Connection, ids: list[str]) -> None:
-        """Finished jobs gone, with their events, letters, keys, requests, permits and workflow places."""
+        """Finished jobs gone, with their events, letters, keys, requests, permits, progress and workflow places."""
         doomed = json.dumps(ids)
         for name in ("prune_events", "prune_letters", "prune_keys", "prune_cancel_requests", "prune_permits",
-                     "prune_steps", "prune_edges", "prune_jobs"):
+                     "prune_progress", "prune_steps", "prune_edges", "prune_jobs"):
             conn.execute(self._queries[name], {"ids": doomed})
 
     def rollups_compact(self) -> int:

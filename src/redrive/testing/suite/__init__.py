@@ -20,6 +20,7 @@ store author provides are listed in ``redrive.testing``'s docstring.
 | ``workers`` | the worker registry |
 | ``alerts`` | the endings alert rules read, and which rules fire |
 | ``workflows`` | steps waiting on their parents, edges resolved once, policies, blocked steps revived |
+| ``progress`` | a running job's latest progress, fenced on its lease, pruned with it |
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from redrive.testing.suite import (
     limits,
     operations,
     outbox_and_schedules,
+    progress,
     reads,
     retention,
     rollups,
@@ -47,7 +49,7 @@ from redrive.testing.suite import (
 
 MODULES: tuple[ModuleType, ...] = (
     jobs, operations, endings, limits, dead_letters, idempotency, breakers, outbox_and_schedules, reads, clock,
-    retention, rollups, workers, alerts, workflows,
+    retention, rollups, workers, alerts, workflows, progress,
 )
 
 

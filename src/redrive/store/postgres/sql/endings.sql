@@ -219,6 +219,13 @@ FROM input AS i
 WHERE j.id = i.id AND j.lease_token = i.token AND j.lease_expires_at > now()
 RETURNING j.id, j.lease_token;
 
+-- name: progress_save
+INSERT INTO redrive_progress (job_id, at, value)
+SELECT id, now(), %(value)s FROM redrive_job
+WHERE id = %(id)s AND lease_token = %(token)s AND status = 'running' AND lease_expires_at > now()
+ON CONFLICT (job_id) DO UPDATE SET at = excluded.at, value = excluded.value
+RETURNING job_id;
+
 -- name: jobs_cancel
 -- Each waiting job of :ids ends now; a running one gets a request its worker
 -- acts on (the first asker's is kept). Answers each as it now is: the

@@ -4,8 +4,8 @@
 
 -- name: _cascade
 -- What goes with the finished jobs a statement deletes (its "jobs" step):
--- their events, letters, keys, cancel requests, permits, and their places
--- and edges in a workflow.
+-- their events, letters, keys, cancel requests, permits, progress, and their
+-- places and edges in a workflow.
 events AS (
     DELETE FROM redrive_job_event AS e USING jobs WHERE e.job_id = jobs.id
 ), letters AS (
@@ -22,6 +22,8 @@ events AS (
     DELETE FROM redrive_edge AS e USING jobs WHERE e.parent_id = jobs.id
 ), edges_in AS (
     DELETE FROM redrive_edge AS e USING jobs WHERE e.child_id = jobs.id
+), progress AS (
+    DELETE FROM redrive_progress AS p USING jobs WHERE p.job_id = jobs.id
 )
 
 -- name: jobs_prune

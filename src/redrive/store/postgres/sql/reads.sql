@@ -86,3 +86,6 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s) AND (%(job_id)s::uuid IS
   AND (%(after_at)s::timestamptz IS NULL OR (created_at, key) > (%(after_at)s::timestamptz, %(after_key)s::text))
 ORDER BY created_at, key
 LIMIT %(limit)s;
+
+-- name: progress_read
+SELECT job_id, at, value FROM redrive_progress WHERE job_id = ANY(%(ids)s::uuid[]);

@@ -93,6 +93,13 @@ SET checkpoint = json_set(checkpoint, '$.' || json_quote(:stage), json(:output))
 WHERE id = :id AND lease_token = :token AND lease_expires_at > :now
 RETURNING id;
 
+-- name: progress_save
+INSERT INTO redrive_progress (job_id, at, value)
+SELECT id, :now, :value FROM redrive_job
+WHERE id = :id AND lease_token = :token AND status = 'running' AND lease_expires_at > :now
+ON CONFLICT (job_id) DO UPDATE SET at = excluded.at, value = excluded.value
+RETURNING job_id;
+
 -- name: dead_letter_previous
 SELECT id, error_class, replayed_at FROM redrive_dead_letter
 WHERE job_id = :job_id ORDER BY id DESC LIMIT 1;

@@ -40,6 +40,9 @@ DELETE FROM redrive_step WHERE job_id IN (SELECT value FROM json_each(:ids));
 DELETE FROM redrive_edge
 WHERE parent_id IN (SELECT value FROM json_each(:ids)) OR child_id IN (SELECT value FROM json_each(:ids));
 
+-- name: prune_progress
+DELETE FROM redrive_progress WHERE job_id IN (SELECT value FROM json_each(:ids));
+
 -- name: prune_cancel_requests
 DELETE FROM redrive_cancel_request WHERE job_id IN (SELECT value FROM json_each(:ids));
 

@@ -45,3 +45,6 @@ WHERE (:status IS NULL OR status = :status) AND (:job_id IS NULL OR job_id = :jo
   AND (:after_at IS NULL OR (created_at, key) > (:after_at, :after_key))
 ORDER BY created_at, key
 LIMIT :limit;
+
+-- name: progress_read
+SELECT job_id, at, value FROM redrive_progress WHERE job_id IN (SELECT value FROM json_each(:ids));
