@@ -45,6 +45,7 @@ from redrive.client import Client
 from redrive.core.job import Job, JobEvent, Lease, NewJob
 from redrive.core.states import TERMINAL, Status, is_legal
 from redrive.core.transitions import Completion
+from redrive.core.workflow import WorkflowState
 from redrive.errors import ConfigError
 from redrive.runtime.context import spawn
 from redrive.settings import Settings
@@ -228,7 +229,7 @@ def _kill_storm(url: str, work: Path, profile: Profile) -> Storm:
     for log in work.glob("runs-*.log"):
         runs.update(log.read_text().split())
     with Admin.open(url, actor=Actor.operator("verify")) as admin:
-        made = admin.store.workflows_list(limit=profile.workflows + 2 * profile.spawners + 10)
+        made = _every_workflow(admin)
         joins: list[uuid.UUID] = []
         spawned = Counter(w.spawned_by for w in made if w.spawned_by is not None)
         named = dict(zip(ids, keys, strict=True))
@@ -241,6 +242,16 @@ def _kill_storm(url: str, work: Path, profile: Profile) -> Storm:
         histories = {job_id: admin.store.job_events_list(job_id=job_id) for job_id in named}
         jobs = {job_id: admin.store.job_get(job_id=job_id) for job_id in named}
     return Storm(named, jobs, histories, runs, killed, joins, spawned)
+
+
+def _every_workflow(admin: Admin) -> list[WorkflowState]:
+    found, after = [], None
+    while True:
+        page = admin.store.workflows_page(after=after, limit=500)
+        found += page.items
+        if not page.more:
+            return found
+        after = page.next_cursor
 
 
 def _holding(admin: Admin) -> set[int]:

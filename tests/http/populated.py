@@ -17,10 +17,10 @@ from typing import Any
 from uuid import UUID
 
 from redrive import Actor, App, Dependency, JobRequest, Permanent, Workflow
-from redrive.core.progress import progress
 from redrive.core.breaker import Breaker, Call, State
 from redrive.core.job import StageDone
 from redrive.core.outbox import OutboxChange, OutboxStatus
+from redrive.core.progress import progress
 from redrive.core.transitions import Completion, FailNow, RetryLater
 from redrive.store.port import WorkerReport
 from redrive.store.reads import EXACT_UP_TO

@@ -71,3 +71,17 @@ def test_a_spawned_workflow_names_the_job_that_spawned_it_and_its_page_links_the
     assert (listed["spawned_by"], listed["owner"], listed["status"]) == (str(job.id), "alice", "succeeded")
     page = alice.get(f"/workflows/{listed['id']}")
     assert page.status_code == 200 and f'href="/jobs/{job.id}" data-spawned-by' in page.text
+
+
+def test_workflows_come_a_page_at_a_time_and_a_bad_cursor_is_refused(api: Any, api_app: App) -> None:
+    greet = api_app.registry.task("greet")
+    made = [str(api_app.create_workflow(Workflow.chain(f"w{n}", [greet.call("x")], owner="alice")).id)
+            for n in range(3)]
+    alice = as_("alice", api)
+    first = alice.get("/api/v1/workflows", params={"limit": 2}).json()
+    assert [w["id"] for w in first["items"]] == made[:0:-1] and first["more"]
+    rest = alice.get("/api/v1/workflows", params={"limit": 2, "cursor": first["next_cursor"]}).json()
+    assert [w["id"] for w in rest["items"]] == [made[0]] and not rest["more"] and rest["next_cursor"] is None
+    bad = alice.get("/api/v1/workflows", params={"cursor": "not-a-cursor"})
+    assert bad.status_code == 422 and bad.json()["error"] == {
+        "code": "CONFIG_INVALID", "message": "that cursor is not one this list gave out"}

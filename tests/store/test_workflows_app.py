@@ -224,7 +224,7 @@ def test_spawn_outside_a_run_or_of_a_non_workflow_is_a_clear_error(url: str) -> 
     drained = drain(app)
     assert sorted(f.status for f in drained.endings) == [Status.FAILED, Status.FAILED]
     ops = app.admin(Actor.operator("ops"))
-    assert ops.workflows() == []
+    assert list(ops.workflows()) == []
     messages = sorted(j.error_message or "" for j in ops.jobs(status=Status.FAILED).items)
     assert any("spawn() takes a redrive.Workflow" in m for m in messages), messages
     assert any("JSON" in m for m in messages), messages

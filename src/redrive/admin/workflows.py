@@ -12,7 +12,7 @@ from redrive.core.job import Job
 from redrive.core.states import Status
 from redrive.core.workflow import WorkflowState
 from redrive.errors import Forbidden, WorkflowNotFound
-from redrive.store.reads import page_size
+from redrive.store.reads import Page, page_size
 
 
 class WorkflowActions(JobActions):
@@ -29,13 +29,15 @@ class WorkflowActions(JobActions):
         """The job ids of each of the workflow's steps by name (a fan-out's in the order declared)."""
         return self.store.workflow_steps(id=self.workflow(workflow_id).id)
 
-    def workflows(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
-        """The newest workflows (``owner``'s, when given), newest first: an owner sees their own."""
+    def workflows(self, *, owner: str | None = None, after: str | None = None,
+                  limit: int = 50) -> Page[WorkflowState]:
+        """The newest workflows (``owner``'s, when given), newest first, a page
+        past ``after`` (the last page's ``next_cursor``): an owner sees their own."""
         if not self.actor.is_operator:
             if owner is not None and owner != self.actor.owner:
                 raise Forbidden("an owner may list only their own workflows")
             owner = self.actor.owner
-        return self.store.workflows_list(owner=owner, limit=page_size(limit))
+        return self.store.workflows_page(owner=owner, after=after, limit=page_size(limit))
 
     def cancel_workflow(self, workflow_id: UUID | str) -> WorkflowState:
         """Nothing in the workflow starts afterwards: its waiting steps end

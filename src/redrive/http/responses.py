@@ -181,8 +181,7 @@ OutboxRow = derived(shapes.OutboxShape, "OutboxRow")
 Workflow = derived(shapes.WorkflowShape)
 
 
-class Workflows(Closed):
-    items: list[Workflow]
+Workflows = paged(Workflow)
 
 
 class Jobs(Closed):

@@ -134,14 +134,6 @@ WHERE name = :name ORDER BY id;
 -- name: workflow_read
 SELECT * FROM redrive_workflow WHERE id = CAST(:id AS {uuid});
 
--- name: workflow_counts
--- A workflow's steps by name and status, in both job tables.
-SELECT s.name, j.status, count(*) AS n
-FROM redrive_step AS s
-JOIN (SELECT id, status FROM redrive_job UNION ALL SELECT id, status FROM redrive_job_done) AS j ON j.id = s.job_id
-WHERE s.workflow_id = CAST(:id AS {uuid})
-GROUP BY s.name, j.status;
-
 -- name: workflow_steps
 -- A workflow's steps (in :statuses, when given), by name and place.
 SELECT s.job_id, s.name, s.position, j.status
@@ -161,8 +153,10 @@ WHERE e.child_id = CAST(:id AS {uuid})
 ORDER BY s.name, s.position;
 
 -- name: workflows_recent
--- The newest workflows (an owner's, when given), newest first.
-SELECT id FROM redrive_workflow
-WHERE CAST(:owner AS TEXT) IS NULL OR owner = :owner
+-- The newest workflows (an owner's, when given), newest first, a page past
+-- the cursor (:after_at, :after_id).
+SELECT * FROM redrive_workflow
+WHERE (CAST(:owner AS TEXT) IS NULL OR owner = :owner)
+  AND (CAST(:after_at AS {time}) IS NULL OR (created_at, id) < (:after_at, CAST(:after_id AS {uuid})))
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;

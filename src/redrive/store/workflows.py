@@ -12,6 +12,7 @@ from uuid import UUID
 
 from redrive.core.states import Status
 from redrive.core.workflow import NewWorkflow, WorkflowCreated, WorkflowState
+from redrive.store.reads import Page
 
 
 class Workflows(Protocol):
@@ -24,8 +25,11 @@ class Workflows(Protocol):
     def workflow_get(self, *, id: UUID) -> WorkflowState | None:
         """The workflow and its steps' counts by step name and status."""
 
-    def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
-        """The newest ``limit`` workflows (``owner``'s only, when given), newest first."""
+    def workflows_page(self, *, owner: str | None = None, after: str | None = None,
+                       limit: int = 50) -> Page[WorkflowState]:
+        """The newest workflows (``owner``'s only, when given), newest first,
+        a page past ``after`` (the last page's ``next_cursor``); their steps'
+        counts read in one query for the page."""
 
     def workflow_steps(self, *, id: UUID) -> dict[str, tuple[UUID, ...]]:
         """The job ids of each step by name, a fan-out's in the order declared."""

@@ -25,7 +25,15 @@ def workflows_created(app: App, *, name: str | None = None, spawned_by: UUID | s
     """The app's workflows, oldest first: those named ``name``, or spawned by
     the job ``spawned_by`` (a job or its id), when given."""
     spawner = _id(spawned_by)
-    found = app.store.workflows_list(limit=_AT_MOST)[::-1]  # the store lists newest first
+    found: list[WorkflowState] = []
+    after = None
+    while len(found) < _AT_MOST:
+        page = app.store.workflows_page(after=after, limit=500)
+        found += page.items
+        if not page.more:
+            break
+        after = page.next_cursor
+    found.reverse()  # the store lists newest first
     return [w for w in found if (name is None or w.name == name) and (spawner is None or w.spawned_by == spawner)]
 
 

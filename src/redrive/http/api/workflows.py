@@ -10,15 +10,16 @@ from fastapi import Query
 from redrive.http import responses as out
 from redrive.http.api.callers import Acting, Answer, resource
 from redrive.http.models import Strict
-from redrive.views import job_view, workflow_view
+from redrive.views import job_view, page_view, workflow_view
 
 router = resource("workflows")
 
 
 @router.get("/workflows", response_model=out.Workflows)
-def workflows(ops: Acting, limit: Annotated[int, Query(ge=1)] = 50) -> Answer:
-    """The newest workflows, newest first (``limit`` is clamped): an owner sees their own."""
-    return {"items": [workflow_view(w) for w in ops.workflows(limit=limit)]}
+def workflows(ops: Acting, limit: Annotated[int, Query(ge=1)] = 50, cursor: str | None = None) -> Answer:
+    """The newest workflows, newest first, a page at a time (``cursor``: the
+    last page's ``next_cursor``; ``limit`` is clamped): an owner sees their own."""
+    return page_view(ops.workflows(after=cursor, limit=limit), workflow_view)
 
 
 @router.get("/workflows/{workflow_id}", response_model=out.Workflow)

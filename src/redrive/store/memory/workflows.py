@@ -5,6 +5,7 @@ where every job changes status (``state.Kept._move``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -14,6 +15,7 @@ from redrive.core.workflow import EdgeState, NewWorkflow, Upstream, WorkflowCrea
 from redrive.errors import ConfigError
 from redrive.store.memory.reads import Reading
 from redrive.store.memory.state import Step, WorkflowRow
+from redrive.store.reads import Page, decode_cursor, encode_cursor, page_size, paged
 
 
 class Workflows(Reading):
@@ -75,11 +77,18 @@ class Workflows(Reading):
                                  row.cancelled_by, {k: [(p[0], p[1]) for p in v] for k, v in row.graph.items()}, counts,
                                  row.spawned_by)
 
-    def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
+    def workflows_page(self, *, owner: str | None = None, after: str | None = None,
+                       limit: int = 50) -> Page[WorkflowState]:
+        size, key = page_size(limit), decode_cursor(after, 2)
         with self._lock:
             rows = sorted((r for r in self._workflows.values() if owner is None or r.owner == owner),
-                          key=lambda r: (r.created_at, r.id), reverse=True)[:limit]
-            return [found for r in rows if (found := self.workflow_get(id=r.id)) is not None]
+                          key=lambda r: (r.created_at, r.id), reverse=True)
+            if key is not None:
+                last = (datetime.fromisoformat(key[0]), UUID(key[1]))
+                rows = [r for r in rows if (r.created_at, r.id) < last]
+            page = paged(rows[:size + 1], size, lambda r: encode_cursor(r.created_at.isoformat(), str(r.id)))
+            return Page([found for r in page.items if (found := self.workflow_get(id=r.id)) is not None],
+                        page.next_cursor)
 
     def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
         with self._lock:

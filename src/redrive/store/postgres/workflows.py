@@ -16,6 +16,7 @@ from redrive.core.workflow import NewWorkflow, Upstream, WorkflowCreated, Workfl
 from redrive.errors import ConfigError
 from redrive.store.postgres.connection import _savepoint
 from redrive.store.postgres.listen import Listening
+from redrive.store.reads import Page, decode_cursor, encode_cursor, page_size, paged
 
 
 class Workflows(Listening):
@@ -33,20 +34,30 @@ class Workflows(Listening):
 
     def workflow_get(self, *, id: UUID) -> WorkflowState | None:
         rows = self._run("workflow_read", {"id": id})
-        if not rows:
-            return None
-        row = rows[0]
-        # a list of [name, parents]: JSON objects in jsonb do not keep the order steps were declared in
-        graph = {name: [(p, policy) for p, policy in after] for name, after in row["graph"]}
-        counts: dict[str, dict[Status, int]] = {name: {} for name in graph}
-        for c in self._run("workflow_counts", {"id": id}):
-            counts.setdefault(c["name"], {})[Status(c["status"])] = c["n"]
-        return WorkflowState(row["id"], row["name"], row["owner"], row["key"], row["created_at"],
-                             row["cancelled_at"], row["cancelled_by"], graph, counts, row["spawned_by"])
+        return self._states(rows)[0] if rows else None
 
-    def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
-        rows = self._run("workflows_recent", {"owner": owner, "limit": limit})
-        return [found for row in rows if (found := self.workflow_get(id=row["id"])) is not None]
+    def workflows_page(self, *, owner: str | None = None, after: str | None = None,
+                       limit: int = 50) -> Page[WorkflowState]:
+        size, key = page_size(limit), decode_cursor(after, 2)
+        rows = self._run("workflows_recent", {"owner": owner, "limit": size + 1,
+                                              "after_at": None if key is None else key[0],
+                                              "after_id": None if key is None else key[1]})
+        page = paged(rows, size, lambda row: encode_cursor(row["created_at"].isoformat(), str(row["id"])))
+        return Page(self._states(page.items), page.next_cursor)
+
+    def _states(self, rows: list[dict[str, Any]]) -> list[WorkflowState]:
+        """Workflows from their rows, with their steps' counts in one query for all of them."""
+        counts: dict[UUID, dict[str, dict[Status, int]]] = {}
+        for c in self._run("workflows_counts", {"ids": [row["id"] for row in rows]}) if rows else []:
+            counts.setdefault(c["workflow_id"], {}).setdefault(c["name"], {})[Status(c["status"])] = c["n"]
+        states = []
+        for row in rows:
+            # a list of [name, parents]: JSON objects in jsonb do not keep the order steps were declared in
+            graph = {name: [(p, policy) for p, policy in after] for name, after in row["graph"]}
+            steps = {name: counts.get(row["id"], {}).get(name, {}) for name in graph}
+            states.append(WorkflowState(row["id"], row["name"], row["owner"], row["key"], row["created_at"],
+                                        row["cancelled_at"], row["cancelled_by"], graph, steps, row["spawned_by"]))
+        return states
 
     def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
         wanted = [s.value for s in statuses] if statuses else None

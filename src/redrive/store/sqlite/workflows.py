@@ -13,6 +13,7 @@ from uuid import UUID
 
 from redrive.core.states import ACTIVE, Status
 from redrive.core.workflow import NewWorkflow, Upstream, WorkflowCreated, WorkflowState
+from redrive.store.reads import Page, decode_cursor, encode_cursor, page_size, paged
 from redrive.store.sqlite.codecs import _time
 from redrive.store.sqlite.reads import Reading
 
@@ -30,20 +31,32 @@ class Workflows(Reading):
 
     def workflow_get(self, *, id: UUID) -> WorkflowState | None:
         rows = self._read("workflow_read", {"id": str(id)})
-        if not rows:
-            return None
-        row = rows[0]
-        graph = {name: [(p, policy) for p, policy in after] for name, after in json.loads(row["graph"])}
-        counts: dict[str, dict[Status, int]] = {name: {} for name in graph}
-        for c in self._read("workflow_counts", {"id": str(id)}):
-            counts.setdefault(c["name"], {})[Status(c["status"])] = c["n"]
-        return WorkflowState(UUID(row["id"]), row["name"], row["owner"], row["key"], _time(row["created_at"]),
-                             _time(row["cancelled_at"]), row["cancelled_by"], graph, counts,
-                             None if row["spawned_by"] is None else UUID(row["spawned_by"]))
+        return self._states(rows)[0] if rows else None
 
-    def workflows_list(self, *, owner: str | None = None, limit: int = 50) -> list[WorkflowState]:
-        rows = self._read("workflows_recent", {"owner": owner, "limit": limit})
-        return [found for row in rows if (found := self.workflow_get(id=UUID(row["id"]))) is not None]
+    def workflows_page(self, *, owner: str | None = None, after: str | None = None,
+                       limit: int = 50) -> Page[WorkflowState]:
+        size, key = page_size(limit), decode_cursor(after, 2)
+        rows = self._read("workflows_recent", {"owner": owner, "limit": size + 1,
+                                               "after_at": None if key is None else key[0],
+                                               "after_id": None if key is None else key[1]})
+        page = paged(rows, size, lambda row: encode_cursor(row["created_at"], row["id"]))
+        return Page(self._states(page.items), page.next_cursor)
+
+    def _states(self, rows: list[Any]) -> list[WorkflowState]:
+        """Workflows from their rows, with their steps' counts in one query for all of them."""
+        counts: dict[str, dict[str, dict[Status, int]]] = {}
+        ids = json.dumps([row["id"] for row in rows])
+        for c in self._read("workflows_counts", {"ids": ids}) if rows else []:
+            counts.setdefault(c["workflow_id"], {}).setdefault(c["name"], {})[Status(c["status"])] = c["n"]
+        states = []
+        for row in rows:
+            graph = {name: [(p, policy) for p, policy in after] for name, after in json.loads(row["graph"])}
+            steps = {name: counts.get(row["id"], {}).get(name, {}) for name in graph}
+            states.append(WorkflowState(
+                UUID(row["id"]), row["name"], row["owner"], row["key"], _time(row["created_at"]),
+                _time(row["cancelled_at"]), row["cancelled_by"], graph, steps,
+                None if row["spawned_by"] is None else UUID(row["spawned_by"])))
+        return states
 
     def workflow_jobs(self, *, id: UUID, statuses: Sequence[Status] = ()) -> list[UUID]:
         wanted = json.dumps([s.value for s in statuses]) if statuses else None

@@ -28,7 +28,19 @@ from redrive.core.workflow import (
     step_status,
 )
 from redrive.store.operations import FullStore
-from redrive.testing import applied, assert_history, claim, claim_one, fail, letter_of, new, reclaim, revive, wait_for
+from redrive.testing import (
+    Clock,
+    applied,
+    assert_history,
+    claim,
+    claim_one,
+    fail,
+    letter_of,
+    new,
+    reclaim,
+    revive,
+    wait_for,
+)
 
 
 def flow(graph: Mapping[str, Sequence[tuple[str, str]]], *, fan: Mapping[str, int] | None = None,
@@ -301,3 +313,23 @@ def test_a_fan_in_ended_in_one_batch_tells_how_its_workflow_ended_once(store: Fu
     assert [(f.lease.job_id, c.became) for f in told for c in f.workflows] == [(ids["last"][0], became)]
     state = store.workflow_get(id=wf.id)
     assert state is not None and state.status.value == became
+
+
+def test_workflows_come_a_page_at_a_time_newest_first_with_their_counts(timed_store: FullStore, clock: Clock) -> None:
+    store, made = timed_store, []
+    for n in range(5):
+        wf, _ = flow({"a": [], "b": [("a", "succeeded")]}, owner="ann" if n % 2 else None)
+        store.workflow_insert(workflow=wf)
+        made.append(wf.id)
+        clock.advance(timedelta(seconds=1))
+    seen, after, pages = [], None, 0
+    while True:
+        page = store.workflows_page(after=after, limit=2)
+        seen += page.items
+        pages += 1
+        if not page.more:
+            break
+        after = page.next_cursor
+    assert [w.id for w in seen] == made[::-1] and pages == 3
+    assert all(w.counts == {"a": {Status.QUEUED: 1}, "b": {Status.PENDING: 1}} for w in seen)
+    assert [w.id for w in store.workflows_page(owner="ann")] == [made[3], made[1]]

@@ -49,3 +49,11 @@ SELECT id FROM redrive_workflow WHERE coalesce(owner, '') = coalesce(%(owner)s, 
 -- name: workflow_mark_cancelled
 UPDATE redrive_workflow SET cancelled_at = coalesce(cancelled_at, now()), cancelled_by = coalesce(cancelled_by, %(by)s)
 WHERE id = %(id)s RETURNING id;
+
+-- name: workflows_counts
+-- The steps of workflows (:ids) by workflow, name and status, in both job tables.
+SELECT s.workflow_id, s.name, j.status, count(*) AS n
+FROM redrive_step AS s
+JOIN (SELECT id, status FROM redrive_job UNION ALL SELECT id, status FROM redrive_job_done) AS j ON j.id = s.job_id
+WHERE s.workflow_id = ANY(%(ids)s::uuid[])
+GROUP BY s.workflow_id, s.name, j.status;
