@@ -34,6 +34,7 @@ REFERENCE = {
     "redrive": "redrive",
     "redrive.errors": "errors",
     "redrive.events": "events",
+    "redrive.stream": "events",
     "redrive.transactions": "transactions",
     "redrive.testing": "testing",
     "redrive.testing.plugin": "testing",
