@@ -55,7 +55,7 @@ CREATE TABLE job_done (LIKE job INCLUDING DEFAULTS, finished_at timestamptz NOT 
                        PRIMARY KEY (id));
 """
 # One worker's cycle: claim a batch (one transaction), then finish it (another).
-_CLAIM_AND_ARCHIVE = """
+CLAIM_AND_ARCHIVE = """
 UPDATE job SET status = 'running', worker = :client_id
 WHERE id IN (SELECT id FROM job WHERE queue = 'default' AND status = 'queued' AND run_at <= now()
              ORDER BY run_at LIMIT 100 FOR UPDATE SKIP LOCKED);
@@ -75,7 +75,7 @@ WITH done AS (DELETE FROM job WHERE worker = %s AND status = 'running' RETURNING
 INSERT INTO job_done (id, queue, payload, status, run_at, worker)
 SELECT id, queue, payload, 'succeeded', run_at, worker FROM done
 """
-_INSERT = "INSERT INTO job (queue, payload, status) VALUES ('default', '{}', 'queued');\n"
+INSERT = "INSERT INTO job (queue, payload, status) VALUES ('default', '{}', 'queued');\n"
 # The least a job of redrive's own table holds: what its NOT NULL columns need, no event, no wake-up.
 _JOB_ROW = """
 INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at, attempts, max_attempts,
@@ -85,7 +85,7 @@ VALUES (%s, 'noop', 'default', '[]', '{}', 'queued', 0, now(), 0, 3, now(), now(
 _TPS = re.compile(r"^tps = ([\d.]+)", re.MULTILINE)
 
 
-def _fresh(url: str, backlog: int = 0) -> None:
+def fresh(url: str, backlog: int = 0) -> None:
     """The floors' tables, empty or with ``backlog`` due jobs."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS job, job_done")
@@ -107,8 +107,8 @@ class Floors:
             raise BenchError("pgbench is not on PATH (it ships with PostgreSQL's server package)")
         self.url = fresh_database("bench_floor")
         self._dir = Path(tempfile.mkdtemp(prefix="redrive-bench-floor-"))
-        (self._dir / "claim.sql").write_text(_CLAIM_AND_ARCHIVE)
-        (self._dir / "insert.sql").write_text(_INSERT)
+        (self._dir / "claim.sql").write_text(CLAIM_AND_ARCHIVE)
+        (self._dir / "insert.sql").write_text(INSERT)
 
     def _pgbench(self, script: str, clients: int, seconds: float) -> float:
         """Transactions per second over ``seconds``, as pgbench prints them."""
@@ -125,7 +125,7 @@ class Floors:
         """Jobs/s of two clients claiming and archiving: the jobs moved over
         the run's time (a cycle of pgbench's is two statements, so its own
         rate counts cycles, not jobs; the backlog outlasts the run)."""
-        _fresh(self.url, backlog)
+        fresh(self.url, backlog)
         started = time.perf_counter()
         self._pgbench("claim.sql", 2, seconds)
         took = time.perf_counter() - started
@@ -137,7 +137,7 @@ class Floors:
 
     def insert(self, seconds: float) -> float:
         """One-row inserts a second from one pgbench client, each its own transaction."""
-        _fresh(self.url)
+        fresh(self.url)
         return self._pgbench("insert.sql", 1, seconds)
 
     def close(self) -> None:
@@ -154,7 +154,7 @@ class PsycopgLoop:
         self.url = fresh_database("bench_floor_psycopg")
 
     def insert(self, n: int) -> float:
-        _fresh(self.url)
+        fresh(self.url)
         with psycopg.connect(self.url, autocommit=True) as conn:
             started = time.perf_counter()
             for _ in range(n):
@@ -166,7 +166,7 @@ class PsycopgLoop:
         """Jobs/s of two Python processes running the claim-and-archive
         cycle over the same ``seconds`` (they start together once both have
         connected; start-up is not counted)."""
-        _fresh(self.url, backlog)
+        fresh(self.url, backlog)
         return _together(["psycopg", self.url], 2, backlog, seconds, "Python claim")[0]
 
     def close(self) -> None:

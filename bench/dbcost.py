@@ -1,0 +1,269 @@
+"""``python -m bench.dbcost`` (or ``bench/run dbcost``): what PostgreSQL does
+for each job, per system, on a private server (``bench/cluster.py``).
+
+Jobs per second drift with the machine; bytes of WAL per job do not. Each
+phase starts after a CHECKPOINT (so each first touch of a page writes its
+full image, in every phase alike) and is read back from the WAL between two
+LSNs with pg_waldump: bytes, records, full-page images, commits, heap rows
+inserted, updated (HOT or not), deleted and locked, index entries, each
+table's and index's share; the statements from pg_stat_statements; and the
+server's CPU from ``/proc`` (its processes', and those that exited).
+
+Phases: enqueue in batches of 1,000; enqueue one a call; processing a
+backlog with 1, 2 and 4 worker processes (each timed from the workers'
+start to their stop, their last endings written). Systems: redrive (each
+profile), PgQueuer and the pgbench claim-and-archive floor (``floors.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+
+from bench import floors
+from bench.cluster import Cluster, Record
+from bench.harness import ROOT, BenchError, Workers
+from bench.systems import base
+
+BATCH = 1000
+_INDEX_ENTRY = {"Btree/INSERT_LEAF", "Btree/INSERT_POST", "Btree/SPLIT_L", "Btree/SPLIT_R", "Btree/NEWROOT"}
+
+
+@dataclass
+class Cost:
+    """What the server did in one phase, for ``jobs`` jobs."""
+
+    jobs: int
+    wal_bytes: int = 0
+    records: int = 0
+    fpi: int = 0
+    commits: int = 0
+    inserted: int = 0
+    updated: int = 0
+    hot: int = 0
+    deleted: int = 0
+    locked: int = 0
+    index_entries: int = 0
+    statements: int = 0
+    cpu_s: float = 0.0
+    seconds: float = 0.0
+    by_relation: Counter = field(default_factory=Counter)  # WAL bytes by table or index name
+
+    def add(self, record: Record, names: dict[int, str]) -> None:
+        self.wal_bytes += record.size
+        self.records += 1
+        self.fpi += record.fpi
+        kind = record.kind
+        self.commits += kind == "Transaction/COMMIT"
+        self.inserted += kind == "Heap/INSERT"
+        self.updated += kind in ("Heap/UPDATE", "Heap/HOT_UPDATE")
+        self.hot += kind == "Heap/HOT_UPDATE"
+        self.deleted += kind == "Heap/DELETE"
+        self.locked += kind in ("Heap/LOCK", "Heap2/LOCK_UPDATED")
+        self.index_entries += kind in _INDEX_ENTRY
+        where = names.get(record.relation, "(other)") if record.relation is not None else f"({kind.split('/')[0]})"
+        self.by_relation[where] += record.size
+
+    def per_job(self, name: str) -> float:
+        return getattr(self, name) / self.jobs
+
+    def __add__(self, other: Cost) -> Cost:
+        total = Cost(self.jobs)
+        for name in ("wal_bytes", "records", "fpi", "commits", "inserted", "updated", "hot", "deleted", "locked",
+                     "index_entries", "statements", "cpu_s", "seconds"):
+            setattr(total, name, getattr(self, name) + getattr(other, name))
+        total.by_relation = self.by_relation + other.by_relation
+        return total
+
+
+class Meter:
+    """Phases measured on a private cluster, each against its system's database."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._admin = psycopg.connect(f"{cluster.server}/postgres", autocommit=True)
+        self._admin.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+
+    def measure(self, database: str, jobs: int, phase: Callable[[], None]) -> Cost:
+        self._admin.execute("CHECKPOINT")
+        start, statements, cpu = self._lsn(), self._statements(database), self.cluster.cpu_s()
+        began = time.perf_counter()
+        phase()
+        cost = Cost(jobs, seconds=time.perf_counter() - began)
+        cost.cpu_s = self.cluster.cpu_s() - cpu
+        cost.statements = self._statements(database) - statements
+        end = self._lsn()
+        self._admin.execute("CHECKPOINT")  # the WAL up to ``end`` on disk for pg_waldump
+        names = self._relations(database)
+        for record in self.cluster.records(start, end):
+            cost.add(record, names)
+        return cost
+
+    def _lsn(self) -> str:
+        return self._admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
+
+    def _statements(self, database: str) -> int:
+        row = self._admin.execute("SELECT coalesce(sum(s.calls), 0) FROM pg_stat_statements AS s "
+                                  "JOIN pg_database AS d ON d.oid = s.dbid WHERE d.datname = %s",
+                                  (database,)).fetchone()
+        return int(row[0])
+
+    def _relations(self, database: str) -> dict[int, str]:
+        names: dict[int, str] = {}
+        for db in ("postgres", database):
+            with psycopg.connect(f"{self.cluster.server}/{db}") as conn:
+                names.update(conn.execute("SELECT pg_relation_filenode(oid), relname FROM pg_class "
+                                          "WHERE pg_relation_filenode(oid) IS NOT NULL").fetchall())
+        return names
+
+    def close(self) -> None:
+        self._admin.close()
+
+
+@dataclass
+class Subject:
+    """A system as the meter drives it: its database, its enqueue, its workers, its queue's table."""
+
+    name: str
+    database: str
+    reset: Callable[[], None]
+    enqueue: Callable[[int, int], None]
+    process: Callable[[int, int], None]  # (jobs, worker processes): until every job has ended
+    close: Callable[[], None]
+
+
+def _workers_drain(argv: Callable[[], list[str]], left: Callable[[], int]) -> Callable[[int, int], None]:
+    def process(jobs: int, count: int) -> None:
+        with Workers(argv(), count) as workers:
+            workers.wait(jobs, budget_s=float("inf"), timeout_s=600)
+        if (remaining := left()) != 0:  # stopped: their last endings are written, or this says so
+            raise BenchError(f"{remaining} jobs still in the queue after the workers stopped")
+    return process
+
+
+def _count(url: str, table: str) -> int:
+    with psycopg.connect(url) as conn:
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def redrive(profile: str, workdir: Path) -> Subject:
+    from bench.systems.redrive import Redrive
+
+    system = Redrive("pg", workdir, profile=profile)
+    return Subject(system.name, "bench_redrive", system.reset, system.enqueue,
+                   _workers_drain(system.worker_argv, lambda: _count(system.url, "redrive_job")), system.close)
+
+
+def pgqueuer() -> Subject:
+    from bench.systems.pgqueuer import PgQueuer
+
+    system = PgQueuer()
+    return Subject(system.name, "bench_pgqueuer", system.reset, system.enqueue,
+                   _workers_drain(system.worker_argv, lambda: _count(system.url, "pgqueuer")), system.close)
+
+
+def floor(cluster: Cluster, workdir: Path) -> Subject:
+    """pgbench's claim of 100 and archive (``floors.py``), one client per worker; its enqueues from psycopg."""
+    url = f"{cluster.server}/bench_floor"
+    script = workdir / "claim.sql"
+    script.write_text(floors.CLAIM_AND_ARCHIVE)
+
+    def reset() -> None:
+        base.fresh_database("bench_floor")
+        floors.fresh(url)
+
+    def enqueue(n: int, batch: int) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for done in range(0, n, batch):
+                size = min(batch, n - done)
+                if size == 1:
+                    conn.execute(floors.INSERT)
+                else:
+                    conn.execute("INSERT INTO job (queue, payload, status) "
+                                 "SELECT 'default', '{}', 'queued' FROM generate_series(1, %s)", (size,))
+
+    def process(jobs: int, count: int) -> None:
+        cycles = -(-jobs // 100 // count) + 1  # each client's share, and one that finds nothing
+        subprocess.run([cluster.tool("pgbench"), "--no-vacuum", "--protocol=prepared", f"--client={count}",
+                        f"--jobs={count}", f"--transactions={cycles}", f"--file={script}", url],
+                       check=True, capture_output=True, timeout=600)
+        if (left := _count(url, "job")) != 0:
+            raise BenchError(f"the floor left {left} jobs")
+
+    return Subject("floor: pgbench claim-100-and-archive", "bench_floor", reset, enqueue, process, lambda: None)
+
+
+PHASES = ("enqueue 1000/call", "enqueue 1/call", "processing 1 worker", "processing 2 workers",
+          "processing 4 workers")
+
+
+def run(subject: Subject, meter: Meter, jobs: int, workers: tuple[int, ...]) -> dict[str, Cost]:
+    costs: dict[str, Cost] = {}
+    subject.reset()
+    costs["enqueue 1000/call"] = meter.measure(subject.database, jobs, lambda: subject.enqueue(jobs, BATCH))
+    for n, count in enumerate(workers):
+        if n:  # the first drains what the batch phase enqueued
+            subject.enqueue(jobs, BATCH)
+        costs[f"processing {count} worker{'s' if count > 1 else ''}"] = meter.measure(
+            subject.database, jobs, lambda count=count: subject.process(jobs, count))
+    single = max(1, jobs // 10)
+    costs["enqueue 1/call"] = meter.measure(subject.database, single, lambda: subject.enqueue(single, 1))
+    return costs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.dbcost", description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs a phase (one a call: a tenth)")
+    parser.add_argument("--workers", default="1,2,4", help="worker processes of each processing phase")
+    parser.add_argument("--systems", default="redrive,redrive-minimal,pgqueuer,floor")
+    parser.add_argument("--out", type=Path, help="Markdown report (default bench/results/DATE-dbcost.md)")
+    args = parser.parse_args(argv)
+    from bench.dbcost_report import report
+
+    workers = tuple(int(w) for w in args.workers.split(","))
+    cluster = Cluster()
+    workdir = Path(tempfile.mkdtemp(prefix="redrive-dbcost-work-"))
+    base.PG_SERVER = cluster.server  # every system's fresh database on the private server
+    os.environ["BENCH_PG"] = cluster.server
+    made = {"redrive": lambda: redrive("reliable", workdir), "redrive-minimal": lambda: redrive("minimal", workdir),
+            "pgqueuer": pgqueuer, "floor": lambda: floor(cluster, workdir)}
+    results: dict[str, dict[str, Cost]] = {}
+    meter = Meter(cluster)
+    started = time.monotonic()
+    try:
+        for name in args.systems.split(","):
+            if name not in made:
+                raise BenchError(f"unknown system {name!r} (one of {', '.join(made)})")
+            subject = made[name]()
+            print(f"[{time.monotonic() - started:6.0f}s] {subject.name}", file=sys.stderr, flush=True)
+            try:
+                results[subject.name] = run(subject, meter, args.jobs, workers)
+            finally:
+                subject.close()
+    except BenchError as exc:
+        print(f"bench.dbcost: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        meter.close()
+        cluster.close()
+    text = report(results, jobs=args.jobs, took_s=time.monotonic() - started)
+    out = args.out or ROOT / "bench" / "results" / f"{datetime.now(UTC):%Y-%m-%d}-dbcost.md"
+    out.write_text(text)
+    print(text)
+    print(f"written to {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""``bench.dbcost``'s Markdown: each phase's figures per job, the whole job
+(batch enqueue and processing with one worker) against PgQueuer and the
+floor, where each system's bytes go, and the issue's targets."""
+
+from __future__ import annotations
+
+import platform
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.dbcost import Cost
+
+COLUMNS = (("WAL B", "wal_bytes", 0), ("records", "records", 2), ("FPI", "fpi", 3), ("commits", "commits", 3),
+           ("ins", "inserted", 2), ("upd", "updated", 2), ("HOT", "hot", 2), ("del", "deleted", 2),
+           ("locks", "locked", 2), ("index entries", "index_entries", 2), ("statements", "statements", 3))
+WHOLE = ("enqueue 1000/call", "processing 1 worker")
+PEER, FLOOR = "PgQueuer", "floor: pgbench claim-100-and-archive"
+
+
+def whole(costs: dict[str, Cost]) -> Cost | None:
+    if not all(phase in costs for phase in WHOLE):
+        return None
+    return costs[WHOLE[0]] + costs[WHOLE[1]]
+
+
+def _row(system: str, cost: Cost) -> str:
+    cells = [f"{cost.per_job(name):,.{digits}f}" for _, name, digits in COLUMNS]
+    return f"| {system} | {' | '.join(cells)} | {cost.cpu_s / cost.jobs * 1e6:,.1f} | {cost.seconds:,.1f} |"
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "–"
+
+
+def report(results: dict[str, dict[str, Cost]], *, jobs: int, took_s: float) -> str:
+    lines = [f"# What PostgreSQL does per job ({jobs:,} jobs a phase)", "",
+             f"{platform.node() and 'This machine'}: {platform.platform()}, Python {platform.python_version()}. "
+             f"A private PostgreSQL (autovacuum off, pg_stat_statements); a CHECKPOINT before each phase; "
+             f"WAL read back with pg_waldump; CPU: the server's processes. One run took {took_s / 60:.1f} min.",
+             ""]
+    header = ("| system | " + " | ".join(title for title, _, _ in COLUMNS) + " | PG CPU µs | s |")
+    rule = "|---|" + "---:|" * (len(COLUMNS) + 2)
+    phases = [p for p in ("enqueue 1000/call", "enqueue 1/call", "processing 1 worker", "processing 2 workers",
+                          "processing 4 workers") if any(p in c for c in results.values())]
+    for phase in phases:
+        lines += [f"## {phase} (per job)", "", header, rule]
+        lines += [_row(system, costs[phase]) for system, costs in results.items() if phase in costs]
+        lines.append("")
+    totals = {system: w for system, costs in results.items() if (w := whole(costs)) is not None}
+    lines += ["## The whole job: batch enqueue and processing with one worker (per job)", "", header, rule]
+    lines += [_row(system, cost) for system, cost in totals.items()]
+    lines.append("")
+    lines += _targets(totals)
+    lines += ["## Where each system's WAL goes (the whole job, bytes per job, largest first)", ""]
+    for system, cost in totals.items():
+        top = cost.by_relation.most_common(10)
+        lines.append(f"- **{system}**: " + ", ".join(f"{name} {size / cost.jobs:,.0f}" for name, size in top))
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _targets(totals: dict[str, Cost]) -> list[str]:
+    peer, floor = totals.get(PEER), totals.get(FLOOR)
+    lines = ["## Against PgQueuer and the floor (the whole job; ratios within this run)", "",
+             "| system | WAL ÷ PgQueuer | WAL ÷ floor | PG CPU ÷ PgQueuer | PG CPU ÷ floor |", "|---|---:|---:|---:|---:|"]
+    for system, cost in totals.items():
+        if system in (PEER, FLOOR):
+            continue
+        lines.append(f"| {system} | {_ratio(cost.wal_bytes, peer.wal_bytes) if peer else '–'} | "
+                     f"{_ratio(cost.wal_bytes, floor.wal_bytes) if floor else '–'} | "
+                     f"{_ratio(cost.cpu_s, peer.cpu_s) if peer else '–'} | "
+                     f"{_ratio(cost.cpu_s, floor.cpu_s) if floor else '–'} |")
+    lines += ["", "Targets: WAL ≤ 0.6× PgQueuer's and ≤ 2.0× the floor's; PostgreSQL's CPU ≤ 0.7× PgQueuer's.", ""]
+    return lines
