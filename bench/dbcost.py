@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from bench.harness import ROOT, BenchError, Workers
 from bench.systems import base
 
 BATCH = 1000
+WATCHED = 8  # processing phases with this many workers or more also sample lock waits
 _INDEX_ENTRY = {"Btree/INSERT_LEAF", "Btree/INSERT_POST", "Btree/SPLIT_L", "Btree/SPLIT_R", "Btree/NEWROOT"}
 
 
@@ -58,6 +60,9 @@ class Cost:
     statements: int = 0
     cpu_s: float = 0.0
     seconds: float = 0.0
+    watched: bool = False  # the two below were sampled (their queries cost the server CPU: 8 workers only)
+    lock_wait_s: float = 0.0  # backends waiting on a lock, summed over the phase (sampled)
+    idle_in_transaction_s: float = 0.0  # backends idle inside a transaction: a lock may be held across a round trip
     by_relation: Counter = field(default_factory=Counter)  # WAL bytes by table or index name
 
     def add(self, record: Record, names: dict[int, str]) -> None:
@@ -81,7 +86,7 @@ class Cost:
     def __add__(self, other: Cost) -> Cost:
         total = Cost(self.jobs)
         for name in ("wal_bytes", "records", "fpi", "commits", "inserted", "updated", "hot", "deleted", "locked",
-                     "index_entries", "statements", "cpu_s", "seconds"):
+                     "index_entries", "statements", "cpu_s", "seconds", "lock_wait_s", "idle_in_transaction_s"):
             setattr(total, name, getattr(self, name) + getattr(other, name))
         total.by_relation = self.by_relation + other.by_relation
         return total
@@ -95,12 +100,19 @@ class Meter:
         self._admin = psycopg.connect(f"{cluster.server}/postgres", autocommit=True)
         self._admin.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
 
-    def measure(self, database: str, jobs: int, phase: Callable[[], None]) -> Cost:
+    def measure(self, database: str, jobs: int, phase: Callable[[], None], *, watch: bool = False) -> Cost:
         self._admin.execute("CHECKPOINT")
         start, statements, cpu = self._lsn(), self._statements(database), self.cluster.cpu_s()
         began = time.perf_counter()
-        phase()
+        sampler = Sampler(self.cluster, database) if watch else None
+        if sampler is None:
+            phase()
+        else:
+            with sampler:
+                phase()
         cost = Cost(jobs, seconds=time.perf_counter() - began)
+        if sampler is not None:
+            cost.watched, cost.lock_wait_s, cost.idle_in_transaction_s = True, sampler.lock_wait_s, sampler.idle_s
         cost.cpu_s = self.cluster.cpu_s() - cpu
         cost.statements = self._statements(database) - statements
         end = self._lsn()
@@ -129,6 +141,42 @@ class Meter:
 
     def close(self) -> None:
         self._admin.close()
+
+
+class Sampler:
+    """``pg_stat_activity`` of one database, read every few milliseconds on a
+    thread of its own: how long its backends waited on locks, and how long
+    they sat idle inside a transaction (a row lock held across a round trip
+    shows there)."""
+
+    INTERVAL_S = 0.002
+
+    def __init__(self, cluster: Cluster, database: str) -> None:
+        self._conn = psycopg.connect(f"{cluster.server}/postgres", autocommit=True)
+        self._database = database
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self.lock_wait_s = self.idle_s = 0.0
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._conn.close()
+
+    def _watch(self) -> None:
+        query = ("SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'), "
+                 "count(*) FILTER (WHERE state = 'idle in transaction') FROM pg_stat_activity WHERE datname = %s")
+        last = time.perf_counter()
+        while not self._stop.wait(self.INTERVAL_S):
+            waiting, idle = self._conn.execute(query, (self._database,)).fetchone()
+            now = time.perf_counter()
+            self.lock_wait_s += waiting * (now - last)
+            self.idle_s += idle * (now - last)
+            last = now
 
 
 @dataclass
@@ -204,10 +252,6 @@ def floor(cluster: Cluster, workdir: Path) -> Subject:
     return Subject("floor: pgbench claim-100-and-archive", "bench_floor", reset, enqueue, process, lambda: None)
 
 
-PHASES = ("enqueue 1000/call", "enqueue 1/call", "processing 1 worker", "processing 2 workers",
-          "processing 4 workers")
-
-
 def run(subject: Subject, meter: Meter, jobs: int, workers: tuple[int, ...]) -> dict[str, Cost]:
     costs: dict[str, Cost] = {}
     subject.reset()
@@ -216,7 +260,7 @@ def run(subject: Subject, meter: Meter, jobs: int, workers: tuple[int, ...]) -> 
         if n:  # the first drains what the batch phase enqueued
             subject.enqueue(jobs, BATCH)
         costs[f"processing {count} worker{'s' if count > 1 else ''}"] = meter.measure(
-            subject.database, jobs, lambda count=count: subject.process(jobs, count))
+            subject.database, jobs, lambda count=count: subject.process(jobs, count), watch=count >= WATCHED)
     single = max(1, jobs // 10)
     costs["enqueue 1/call"] = meter.measure(subject.database, single, lambda: subject.enqueue(single, 1))
     return costs
@@ -225,7 +269,7 @@ def run(subject: Subject, meter: Meter, jobs: int, workers: tuple[int, ...]) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dbcost", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs a phase (one a call: a tenth)")
-    parser.add_argument("--workers", default="1,2,4", help="worker processes of each processing phase")
+    parser.add_argument("--workers", default="1,2,4,8", help="worker processes of each processing phase")
     parser.add_argument("--systems", default="redrive,redrive-minimal,pgqueuer,floor")
     parser.add_argument("--out", type=Path, help="Markdown report (default bench/results/DATE-dbcost.md)")
     args = parser.parse_args(argv)

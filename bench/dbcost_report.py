@@ -25,7 +25,13 @@ def whole(costs: dict[str, Cost]) -> Cost | None:
 
 def _row(system: str, cost: Cost) -> str:
     cells = [f"{cost.per_job(name):,.{digits}f}" for _, name, digits in COLUMNS]
-    return f"| {system} | {' | '.join(cells)} | {cost.cpu_s / cost.jobs * 1e6:,.1f} | {cost.seconds:,.1f} |"
+    return (f"| {system} | {' | '.join(cells)} | {cost.cpu_s / cost.jobs * 1e6:,.1f} | "
+            f"{_watched(cost, cost.lock_wait_s)} | {_watched(cost, cost.idle_in_transaction_s)} | "
+            f"{cost.seconds:,.1f} |")
+
+
+def _watched(cost: Cost, seconds: float) -> str:
+    return f"{seconds / cost.jobs * 1e6:,.0f}" if cost.watched else "–"
 
 
 def _ratio(a: float, b: float) -> str:
@@ -36,12 +42,13 @@ def report(results: dict[str, dict[str, Cost]], *, jobs: int, took_s: float) -> 
     lines = [f"# What PostgreSQL does per job ({jobs:,} jobs a phase)", "",
              f"{platform.node() and 'This machine'}: {platform.platform()}, Python {platform.python_version()}. "
              f"A private PostgreSQL (autovacuum off, pg_stat_statements); a CHECKPOINT before each phase; "
-             f"WAL read back with pg_waldump; CPU: the server's processes. One run took {took_s / 60:.1f} min.",
+             f"WAL read back with pg_waldump; CPU: the server's processes; lock waits and idle-in-transaction time: "
+             f"the system's backends in pg_stat_activity, sampled every 2 ms with 8 workers, summed. One run took {took_s / 60:.1f} min.",
              ""]
-    header = ("| system | " + " | ".join(title for title, _, _ in COLUMNS) + " | PG CPU µs | s |")
-    rule = "|---|" + "---:|" * (len(COLUMNS) + 2)
-    phases = [p for p in ("enqueue 1000/call", "enqueue 1/call", "processing 1 worker", "processing 2 workers",
-                          "processing 4 workers") if any(p in c for c in results.values())]
+    header = ("| system | " + " | ".join(title for title, _, _ in COLUMNS)
+              + " | PG CPU µs | lock wait µs | idle in tx µs | s |")
+    rule = "|---|" + "---:|" * (len(COLUMNS) + 4)
+    phases = list(dict.fromkeys(p for costs in results.values() for p in costs))
     for phase in phases:
         lines += [f"## {phase} (per job)", "", header, rule]
         lines += [_row(system, costs[phase]) for system, costs in results.items() if phase in costs]

@@ -131,7 +131,7 @@ class Controls(Acting):
         for before, after, reason in breaker.changes:
             self.events.emit("breaker.changed", dependency=name, from_state=before.value, to_state=after.value,
                              reason=reason)
-        return BreakerStatus(name, breaker, now[0])
+        return BreakerStatus(name, breaker, now[-1])
 
     # -- outbox and history --------------------------------------------------------
 

@@ -3,8 +3,8 @@
 The hot path stays off the store: the claim skips dependencies this worker
 last saw blocked (refreshed every ``REFRESH_S``), a job whose dependencies are
 closed starts without a store call, and call outcomes are folded into the
-shared state in batches. Only a breaker that is not closed costs a locked
-round trip per job (for the half-open permits, which must be exact).
+shared state in batches. Only a breaker that is not closed costs a store
+read-modify-write per job (for the half-open permits, which must be exact).
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ class BreakerGate:
 
         self._view[dependency.name] = self._logged(
             dependency.name, self._store().breaker_update(name=dependency.name, change=change))
-        return granted[0]
+        return granted[-1]
 
     def holds_trial(self, job: Job) -> bool:
         """Whether the job runs one of a half-open breaker's trial calls:
@@ -287,7 +287,7 @@ class BreakerGate:
             return replace(b, probed_at=now) if due else b
 
         self._store().breaker_update(name=dependency.name, change=change)
-        return taken[0]
+        return taken[-1]
 
     def _logged(self, name: str, b: Breaker) -> Breaker:
         for before, after, reason in b.changes:

@@ -195,9 +195,12 @@ class Store(Protocol):
     def breaker_update(
         self, *, name: str, change: Callable[[Breaker, float], Breaker], by: str | None = None
     ) -> Breaker:
-        """Read-modify-write one dependency's breaker under a lock: ``change``
-        gets the shared state (closed if new) and the database's clock (epoch
-        seconds); each state change it makes is stored as an event."""
+        """Read-modify-write one dependency's breaker, with no update lost:
+        ``change`` gets the shared state (closed if new) and the database's
+        clock (epoch seconds); each state change it makes is stored as an
+        event. ``change`` may be called more than once (a store that writes
+        only if no one wrote since its read decides again from what won):
+        what its last call answered is what was written."""
 
     def breakers_list(self) -> tuple[dict[str, Breaker], float]:
         """Every breaker, and the database's clock (epoch seconds)."""

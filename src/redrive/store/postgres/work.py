@@ -26,6 +26,8 @@ from redrive.store.port import WORKER_FORGOTTEN_AFTER_S, Control, WorkerReport, 
 from redrive.store.postgres.codecs import _applied, _claimed, _job, _lease_json, _leases, _outbox_change, _outbox_row
 from redrive.store.postgres.endings import Endings
 
+_BREAKER_TRIES = 100  # each lost race means another worker's change was written: progress, not a spin
+
 
 class Work(Endings):
     def jobs_claim(
@@ -105,17 +107,23 @@ class Work(Endings):
     def breaker_update(
         self, *, name: str, change: Callable[[Breaker, float], Breaker], by: str | None = None
     ) -> Breaker:
-        with self._errors(), self._connection() as conn, conn.transaction():
-            row = self._run("breaker_lock", {"name": name, "initial": Jsonb(to_json(Breaker()))}, conn=conn)[0]
-            before = from_json(row["data"])
-            after = change(before, row["now"])
-            self._run("breaker_save", {"name": name, "state": after.state.value,
-                                       "data": Jsonb(to_json(after))}, conn=conn)
-            for from_state, to_state, reason in after.changes[len(before.changes):]:
-                self._run("breaker_event_insert", {"name": name, "from_state": from_state.value,
-                                                   "to_state": to_state.value, "reason": reason,
-                                                   "by": by}, conn=conn)
-        return after
+        # Read, decide here, write if the row is still the version read: no
+        # lock is held across the round trip, so many workers never queue on
+        # the row; a write that lost the race decides again from what won.
+        for _ in range(_BREAKER_TRIES):
+            rows = self._run("breaker_read", {"name": name, "initial": Jsonb(to_json(Breaker()))})
+            if not rows:  # another worker's insert of the row, not yet visible to this read
+                continue
+            before = from_json(rows[0]["data"])
+            after = change(before, rows[0]["now"])
+            made = after.changes[len(before.changes):]
+            if after == before and not made:
+                return after  # nothing to write
+            changes = [{"from_state": f.value, "to_state": t.value, "reason": reason} for f, t, reason in made]
+            if self._run("breaker_write", {"name": name, "version": rows[0]["version"], "state": after.state.value,
+                                           "data": Jsonb(to_json(after)), "changes": Jsonb(changes), "by": by}):
+                return after
+        raise StoreError(f"breaker {name} changed under {_BREAKER_TRIES} attempts to update it in a row")
 
     def breakers_list(self) -> tuple[dict[str, Breaker], float]:
         rows = self._run("breakers_list")

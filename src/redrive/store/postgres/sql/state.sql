@@ -1,19 +1,34 @@
 -- The state every worker shares: breakers, outbox rows, schedules'
 -- checkpoints, the worker registry, and the rollups' folding.
 
--- name: breaker_lock
-INSERT INTO redrive_breaker (name, state, data, updated_at)
-VALUES (%(name)s, 'closed', %(initial)s, now())
-ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
-RETURNING data, extract(epoch FROM now())::float8 AS now;
+-- name: breaker_read
+-- A breaker and its version, created closed if new (a row another worker
+-- is creating this instant may be missing from the answer: read again).
+WITH made AS (
+    INSERT INTO redrive_breaker (name, state, data, updated_at)
+    VALUES (%(name)s, 'closed', %(initial)s, now())
+    ON CONFLICT (name) DO NOTHING
+    RETURNING data, version
+)
+SELECT data, version, extract(epoch FROM now())::float8 AS now FROM made
+UNION ALL
+SELECT data, version, extract(epoch FROM now())::float8 FROM redrive_breaker WHERE name = %(name)s;
 
--- name: breaker_save
-UPDATE redrive_breaker SET state = %(state)s, data = %(data)s, updated_at = now()
-WHERE name = %(name)s;
-
--- name: breaker_event_insert
-INSERT INTO redrive_breaker_event (name, at, from_state, to_state, reason, by)
-VALUES (%(name)s, now(), %(from_state)s, %(to_state)s, %(reason)s, %(by)s);
+-- name: breaker_write
+-- The change decided from :version, only if no one wrote since (then it
+-- answers no row, and the caller reads again), with each state change it
+-- made as an event: one statement, no lock held between the read and it.
+WITH saved AS (
+    UPDATE redrive_breaker SET state = %(state)s, data = %(data)s, version = version + 1, updated_at = now()
+    WHERE name = %(name)s AND version = %(version)s
+    RETURNING name
+), told AS (
+    INSERT INTO redrive_breaker_event (name, at, from_state, to_state, reason, by)
+    SELECT s.name, now(), c.e->>'from_state', c.e->>'to_state', c.e->>'reason', %(by)s
+    FROM saved AS s, jsonb_array_elements(%(changes)s) WITH ORDINALITY AS c(e, n)
+    ORDER BY c.n
+)
+SELECT name FROM saved;
 
 -- name: breakers_list
 SELECT name, data, extract(epoch FROM now())::float8 AS now FROM redrive_breaker ORDER BY name;
