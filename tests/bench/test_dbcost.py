@@ -5,6 +5,9 @@ jobs per second do, so these are bounds on ratios and counts, not times."""
 
 from __future__ import annotations
 
+import os
+from unittest import mock
+
 import pytest
 
 from bench import dbcost
@@ -22,13 +25,17 @@ COMMITS_PROCESSING = 0.01
 
 
 @pytest.mark.postgres
-def test_a_job_writes_no_more_than_it_did(tmp_path, monkeypatch) -> None:
+def test_a_job_writes_no_more_than_it_did(tmp_path, monkeypatch, request) -> None:
     try:
         cluster = dbcost.Cluster()
     except BenchError as exc:  # as tests/cluster.py: a failure in CI, skipped elsewhere
         (pytest.fail if IN_CI else pytest.skip)(str(exc))
     monkeypatch.setattr(dbcost.base, "PG_SERVER", cluster.server)
     monkeypatch.setenv("BENCH_PG", cluster.server)
+    # the bench's redrive sets REDRIVE_DATABASE_URL and others for its workers: all put back after
+    environ = mock.patch.dict(os.environ)
+    environ.start()
+    request.addfinalizer(environ.stop)
     meter = dbcost.Meter(cluster)
     results = {}
     try:
