@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -301,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         meter.close()
         cluster.close()
+        shutil.rmtree(workdir, ignore_errors=True)
     text = report(results, jobs=args.jobs, took_s=time.monotonic() - started)
     out = args.out or ROOT / "bench" / "results" / f"{datetime.now(UTC):%Y-%m-%d}-dbcost.md"
     out.write_text(text)
