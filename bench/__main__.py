@@ -164,7 +164,8 @@ def measure_floor(name: str, floor, profile: Profile, cells: Cells) -> None:
     else:
         cells.add("enqueue 1/call", floor.insert(profile.single))
     if name != "floor-jobtable":
-        cells.add("jobs/s 2 proc", floor.claim_and_archive(int(250_000 * seconds), seconds))
+        # pgbench runs whole seconds, at least one: the backlog must outlast that
+        cells.add("jobs/s 2 proc", floor.claim_and_archive(int(250_000 * max(1, round(seconds))), seconds))
 
 
 def measure_enqueue(system, profile: Profile, cells: Cells) -> None:

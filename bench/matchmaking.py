@@ -87,11 +87,11 @@ def _timeline(url: str, spawner: Any, task: str, summary_task: str) -> dict[str,
     with psycopg.connect(url) as conn:
         ((ran, ended),) = conn.execute(
             "SELECT min(at) FILTER (WHERE to_status = 'running'), max(at) FILTER (WHERE to_status = 'succeeded') "
-            "FROM redrive_job_event WHERE job_id = %s", (spawner,)).fetchall()
+            "FROM redrive_job_event_read WHERE job_id = %s", (spawner,)).fetchall()
         ((last_user,),) = conn.execute(
             "SELECT max(finished_at) FROM redrive_job_done WHERE task = %s", (task,)).fetchall()
         ((summary,),) = conn.execute(
-            "SELECT min(e.at) FROM redrive_job_event AS e JOIN redrive_job_done AS j ON j.id = e.job_id "
+            "SELECT min(e.at) FROM redrive_job_event_read AS e JOIN redrive_job_done AS j ON j.id = e.job_id "
             "WHERE j.task = %s AND e.to_status = 'running'", (summary_task,)).fetchall()
     return {"spawn run and ending s": (ended - ran).total_seconds(),
             "last user to summary s": (summary - last_user).total_seconds()}

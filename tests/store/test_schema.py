@@ -38,8 +38,11 @@ def test_postgres_migrations_make_the_expected_tables(pg_empty_url: str) -> None
     assert store.migrate() == [m.version for m in load_migrations("redrive.store.postgres")]
     assert store.migrate() == []
     store.close()
-    expected = {"redrive_job": JOB_COLUMNS, "redrive_job_done": JOB_COLUMNS,
-                "redrive_job_event": EVENT_COLUMNS, "redrive_dead_letter": DEAD_LETTER_COLUMNS}
+    # each row also keeps what the events it implies say (migration 0032)
+    implied = ("implied_enqueued", "implied_started", "implied_ended", "ran_by", "ended_meta")
+    expected = {"redrive_job": JOB_COLUMNS + implied, "redrive_job_done": JOB_COLUMNS + implied,
+                "redrive_job_event": EVENT_COLUMNS, "redrive_job_event_read": EVENT_COLUMNS,
+                "redrive_dead_letter": DEAD_LETTER_COLUMNS}
     with psycopg.connect(pg_empty_url) as conn:
         for table, want in expected.items():
             columns = tuple(r[0] for r in conn.execute(

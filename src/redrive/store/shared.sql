@@ -65,10 +65,10 @@ UNION ALL
 SELECT * FROM redrive_job_done WHERE id = :id;
 
 -- name: job_events_list
-SELECT * FROM redrive_job_event WHERE job_id = :id ORDER BY id;
+SELECT * FROM {events} WHERE job_id = :id ORDER BY id;
 
 -- name: job_events_newest
-SELECT * FROM (SELECT * FROM redrive_job_event WHERE job_id = :id ORDER BY id DESC LIMIT :newest) AS e ORDER BY id;
+SELECT * FROM (SELECT * FROM {events} WHERE job_id = :id ORDER BY id DESC LIMIT :newest) AS e ORDER BY id;
 
 -- name: jobs_held
 -- The running jobs of one worker process, seen dead: taken back at once.

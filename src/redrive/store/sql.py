@@ -18,14 +18,18 @@ _FRAGMENT = re.compile(r"\{(_\w+)\}")
 
 # How each dialect spells what shared.sql writes as {word}: a type, the
 # database's clock, or a test against a list of statuses (an array on
-# PostgreSQL, JSON text on SQLite, which has no arrays). A {_name} is a
+# PostgreSQL, JSON text on SQLite, which has no arrays), or where a job's
+# events are read (PostgreSQL writes some only into the job's row: migration
+# 0032). A {_name} is a
 # fragment of shared.sql itself (a filter two queries share). SQLite keeps
 # times as seconds since the epoch.
 SPELLINGS: dict[str, dict[str, str]] = {
     "postgres": {"uuid": "uuid", "time": "timestamptz", "now": "now()", "second": "interval '1 second'",
-                 "text_list": "text[]", "in_statuses": "= ANY(CAST(:statuses AS text[]))"},
+                 "text_list": "text[]", "in_statuses": "= ANY(CAST(:statuses AS text[]))",
+                 "events": "redrive_job_event_read"},
     "sqlite": {"uuid": "TEXT", "time": "REAL", "now": ":now", "second": "1",
-               "text_list": "TEXT", "in_statuses": "IN (SELECT value FROM json_each(:statuses))"},
+               "text_list": "TEXT", "in_statuses": "IN (SELECT value FROM json_each(:statuses))",
+               "events": "redrive_job_event"},
 }
 
 
@@ -54,8 +58,9 @@ def load_queries(package: str, *, dialect: str) -> dict[str, str]:
     # A store's own fragments ({_name}, written in its own style) go into its own
     # queries; nothing else in them is touched ('{}'::jsonb is a literal there).
     pieces = {name: sql for name, sql in own.items() if name.startswith("_")}
-    own = {name: _FRAGMENT.sub(lambda m: pieces[m.group(1)], sql)
-           for name, sql in own.items() if not name.startswith("_")}
+    def spelled_out(sql: str) -> str:  # a fragment may hold another
+        return _FRAGMENT.sub(lambda m: spelled_out(pieces[m.group(1)]), sql)
+    own = {name: spelled_out(sql) for name, sql in own.items() if not name.startswith("_")}
     return {**spelled, **own}
 
 

@@ -13,6 +13,10 @@ WITH picked AS (
         lease_owner = %(worker_id)s,
         lease_expires_at = now() + %(lease_ttl)s,
         started_at = coalesce(j.started_at, now()),
+        -- the first start of a job whose enqueue is implied is implied too
+        -- (migration 0032): its id now, the rest read from the row
+        implied_started = CASE WHEN j.started_at IS NULL AND j.implied_enqueued IS NOT NULL
+                               THEN nextval('redrive_job_event_id_seq') ELSE j.implied_started END,
         updated_at = now()
     FROM picked
     WHERE j.id = picked.id
@@ -22,6 +26,8 @@ WITH picked AS (
     SELECT id, now(), from_status, 'running', attempts,
            jsonb_build_object('worker', %(worker_id)s::text)
     FROM claimed
+    -- a start this statement implied is the only one stamped with its clock
+    WHERE implied_started IS NULL OR started_at <> now()
 )
 -- _claimed reads these by position. The JSON columns travel as one value (one
 -- decode per job instead of five); what a running job cannot have (a result,

@@ -1,6 +1,18 @@
 -- Every state change of a job after its enqueue: the endings a worker or
 -- the reclaim writes, stages saved, cancels and revivals.
 
+-- name: _implied_columns
+-- What a job's history row keeps of the events its row implied (migration 0032):
+implied_enqueued, implied_started, ran_by
+
+-- name: _implied_values
+-- ... read from the live row it was
+implied_enqueued, implied_started, {_ran_by}
+
+-- name: _ran_by
+-- The worker of an implied first start: its lease's while that run holds it.
+CASE WHEN implied_started IS NOT NULL THEN coalesce(ran_by, lease_owner) END
+
 -- name: jobs_expired
 -- Running jobs whose lease expired; the store ends each with jobs_finish
 -- (fenced: two reclaimers at once end each job once).
@@ -44,7 +56,7 @@ WITH asked AS (
         attempts, max_attempts, owner, last_error_code, last_error_message,
         error_code, error_message, result, created_at, updated_at, started_at, finished_at, failed_at,
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version)
+        idempotency_key, version, {_implied_columns}, implied_ended, ended_meta)
     SELECT id, task, queue, args, kwargs, new_status, priority, run_at,
         attempts, max_attempts, owner,
         coalesce(failure->>'code', last_error_code), coalesce(failure->>'message', last_error_message),
@@ -52,7 +64,10 @@ WITH asked AS (
         new_result, created_at, now(), started_at, now(), CASE WHEN kind = 'fail' THEN now() END,
         new_stage, coalesce(failure->'stage_attempts', stage_attempts), checkpoint, manual_retry_count,
         CASE WHEN failure IS NULL THEN first_failed_at ELSE coalesce(first_failed_at, now()) END,
-        dependencies, idempotency_key, version
+        dependencies, idempotency_key, version, {_implied_values},
+        -- a success's event is implied by the history row (migration 0032)
+        CASE WHEN ends = 'complete' THEN nextval('redrive_job_event_id_seq') END,
+        CASE WHEN ends = 'complete' THEN nullif(event_meta, '{}') END
     FROM moved
 ), previous AS (
     SELECT DISTINCT ON (d.job_id) d.job_id, d.id, d.error_class, d.replayed_at
@@ -87,6 +102,7 @@ WITH asked AS (
         stage_attempts = coalesce(i.error->'stage_attempts', j.stage_attempts),
         first_failed_at = CASE WHEN i.error IS NULL THEN j.first_failed_at
                                ELSE coalesce(j.first_failed_at, now()) END,
+        ran_by = {_ran_by},
         updated_at = now()
     FROM asked AS i
     WHERE j.id = i.id AND j.lease_token = i.token AND (j.lease_expires_at > now() OR i.reclaim) AND i.ends IN ('retry', 'requeue')
@@ -123,6 +139,7 @@ WITH asked AS (
                  || m.event_meta || jsonb_build_object('by', m.cancelled_by)
         END
     FROM moved AS m LEFT JOIN letters AS l ON l.job_id = m.id
+    WHERE m.ends <> 'complete'
     UNION ALL
     SELECT r.id, now(), 'running', 'queued', r.attempts,
         CASE WHEN r.kind = 'retry'
@@ -167,18 +184,19 @@ WITH moved AS (
     RETURNING j.id, j.task, j.queue, j.args, j.kwargs, j.priority, j.run_at, j.attempts, j.max_attempts, j.owner,
         j.last_error_code, j.last_error_message, j.created_at, j.started_at, j.stage, j.stage_attempts,
         j.checkpoint, j.manual_retry_count, j.first_failed_at, j.dependencies, j.idempotency_key, j.version,
+        j.lease_owner, j.ran_by, j.implied_enqueued, j.implied_started,
         i.n, i.result, i.meta, i.dur_b, i.wait_b
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         result, created_at, updated_at, started_at, finished_at,
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version)
+        idempotency_key, version, {_implied_columns}, implied_ended, ended_meta)
     SELECT id, task, queue, args, kwargs, 'succeeded', priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         result, created_at, now(), started_at, now(),
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version
+        idempotency_key, version, {_implied_values}, nextval('redrive_job_event_id_seq'), nullif(meta, '{}')
     FROM moved
 ), rolled AS (
     INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
@@ -190,9 +208,6 @@ WITH moved AS (
     GROUP BY 1, 2, 3, 4, 5, 6
     ORDER BY 1, 2, 3, 4, 5, 6
     ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n
-), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), 'running', 'succeeded', attempts, meta FROM moved
 ), told AS (
     SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
     WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
@@ -247,12 +262,12 @@ WITH moved AS (
         attempts, max_attempts, owner, last_error_code, last_error_message,
         created_at, updated_at, started_at, finished_at,
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version)
+        idempotency_key, version, {_implied_columns})
     SELECT id, task, queue, args, kwargs, 'cancelled', priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         created_at, now(), started_at, now(),
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version
+        idempotency_key, version, {_implied_values}
     FROM moved
     RETURNING *
 ), events AS (
@@ -293,13 +308,14 @@ WITH input AS (
         attempts, max_attempts, owner, last_error_code, last_error_message,
         created_at, updated_at, started_at,
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version)
+        idempotency_key, version, implied_enqueued, implied_started, ran_by)
     SELECT m.id, m.task, m.queue, m.args, m.kwargs, 'queued', m.priority, now(),
         0, m.max_attempts, m.owner, m.last_error_code, m.last_error_message,
         m.created_at, now(), m.started_at,
         i.stage, i.stage_attempts,
         CASE WHEN i.keep_checkpoint THEN m.checkpoint ELSE '{}'::jsonb END,
-        i.manual_retries, NULL, m.dependencies, m.idempotency_key, m.version
+        i.manual_retries, NULL, m.dependencies, m.idempotency_key, m.version,
+        m.implied_enqueued, m.implied_started, m.ran_by
     FROM moved AS m JOIN input AS i ON i.id = m.id
     RETURNING *
 ), letters AS (

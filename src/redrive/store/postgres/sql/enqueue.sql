@@ -30,20 +30,22 @@ WITH input AS (
 ), inserted AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
-                             dependencies, idempotency_key, version)
+                             dependencies, idempotency_key, version, implied_enqueued)
     SELECT id, task, queue, coalesce(args, '[]'), coalesce(kwargs, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
            coalesce(priority, 0), due, 0, max_attempts, owner, now(), now(), stage,
-           coalesce(dependencies, '[]'), idempotency_key, version
+           coalesce(dependencies, '[]'), idempotency_key, version,
+           CASE WHEN due <= now() AND trace IS NULL THEN nextval('redrive_job_event_id_seq') END
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM input) AS rows
     WHERE nonce IN (SELECT nonce FROM keyed)
-    RETURNING id, status, run_at, created_at, queue
+    RETURNING id, status, run_at, created_at, queue, implied_enqueued
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
     SELECT i.id, now(), NULL, i.status, 0,
            CASE WHEN x.trace IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('trace', x.trace) END
     FROM inserted AS i JOIN input AS x ON x.id = i.id
+    WHERE i.implied_enqueued IS NULL
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS due_queues
@@ -68,20 +70,21 @@ SELECT NULL, NULL, now() FROM (SELECT count(*) FROM wake) AS woken;
 WITH inserted AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
-                             dependencies, idempotency_key, version)
+                             dependencies, idempotency_key, version, implied_enqueued)
     SELECT id, task, queue, coalesce(args, '[]'), coalesce(kwargs, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
            coalesce(priority, 0), due, 0, max_attempts, owner, now(), now(), stage,
-           coalesce(%(dependencies)s::jsonb, '[]'), NULL, 1
+           coalesce(%(dependencies)s::jsonb, '[]'), NULL, 1,
+           CASE WHEN due <= now() AND %(meta)s::jsonb = '{}' THEN nextval('redrive_job_event_id_seq') END
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM jsonb_to_recordset(%(jobs)s) AS x(
               id uuid, task text, queue text, args jsonb, kwargs jsonb, priority smallint,
               max_attempts integer, owner text, run_at timestamptz, delay_s double precision,
               stage text)) AS rows
-    RETURNING id, status, run_at, created_at, queue
+    RETURNING id, status, run_at, created_at, queue, implied_enqueued
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), NULL, status, 0, %(meta)s FROM inserted
+    SELECT id, now(), NULL, status, 0, %(meta)s FROM inserted WHERE implied_enqueued IS NULL
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') AS due_queues
@@ -100,16 +103,17 @@ SELECT NULL, NULL, now() FROM (SELECT count(*) FROM wake) AS woken;
 WITH inserted AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
-                             dependencies, idempotency_key, version)
+                             dependencies, idempotency_key, version, implied_enqueued)
     SELECT %(id)s, %(task)s, %(queue)s, coalesce(%(args)s::jsonb, '[]'), coalesce(%(kwargs)s::jsonb, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
            %(priority)s, due, 0, %(max_attempts)s, %(owner)s, now(), now(), %(stage)s,
-           coalesce(%(dependencies)s::jsonb, '[]'), NULL, 1
+           coalesce(%(dependencies)s::jsonb, '[]'), NULL, 1,
+           CASE WHEN due <= now() AND %(meta)s::jsonb IS NULL THEN nextval('redrive_job_event_id_seq') END
     FROM (SELECT coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s)) AS due) AS d
-    RETURNING id, status, run_at, created_at, queue
+    RETURNING id, status, run_at, created_at, queue, implied_enqueued
 ), events AS (
     INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), NULL, status, 0, coalesce(%(meta)s::jsonb, '{}') FROM inserted
+    SELECT id, now(), NULL, status, 0, coalesce(%(meta)s::jsonb, '{}') FROM inserted WHERE implied_enqueued IS NULL
 ), wake AS (
     SELECT pg_notify('redrive_jobs', queue) FROM inserted WHERE status = 'queued'
 )

@@ -1,0 +1,148 @@
+"""On PostgreSQL a job's happy-path events (queued at enqueue, its first
+start, its success) are not written as rows: its own row implies them
+(migration 0032, docs/history.md). Its history reads exactly as the other
+stores write it: the same transitions, attempts and meta, at the row's own
+times, with ids in the order the events happened."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from redrive.core.job import Job, JobKey, NewJob
+from redrive.core.states import Status
+from redrive.core.transitions import Completion, RetryLater
+from redrive.store.memory import MemoryStore
+from redrive.store.port import Store
+from redrive.store.url import open_store
+from redrive.testing import applied, assert_history, claim, claim_one, fail, new, reclaim, revive, wait_for
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[Store]:
+    store = open_store(pg_url)
+    yield store
+    store.close()
+
+
+def _written(pg_url: str, job_id: Any) -> list[str]:
+    with psycopg.connect(pg_url) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT to_status FROM redrive_job_event WHERE job_id = %s ORDER BY id", (job_id,))]
+
+
+def _shape(store: Store, job_id: Any) -> list[tuple[Any, ...]]:
+    return [(e.from_status, e.to_status, e.attempt, e.meta) for e in assert_history(store, job_id)]
+
+
+def _happy(store: Store) -> Job:
+    (job,) = [r.job for r in store.jobs_insert(jobs=[new()])]
+    held = claim_one(store)
+    assert applied(store.jobs_finish([Completion(held.lease, {"x": 1}, {"duration_ms": 5})])) == {held.lease}
+    return job
+
+
+def _retried(store: Store) -> Job:
+    (job,) = [r.job for r in store.jobs_insert(jobs=[new()])]
+    held = claim_one(store)
+    store.jobs_finish([RetryLater(held.lease, timedelta(0), "UPSTREAM_5XX", "503", {"duration_ms": 2})])
+    again = store.jobs_claim(queues=["default"], limit=1, worker_id="w-2", lease_ttl=timedelta(seconds=30))[0]
+    store.jobs_finish([Completion(again.lease, None, {"duration_ms": 3})])
+    return job
+
+
+def _reclaimed(store: Store) -> Job:
+    (job,) = [r.job for r in store.jobs_insert(jobs=[new()])]
+    held = claim_one(store, ttl=timedelta(milliseconds=100))
+    assert wait_for(lambda: reclaim(store), timeout=5) == [held.id]
+    again = store.jobs_claim(queues=["default"], limit=1, worker_id="w-2", lease_ttl=timedelta(seconds=30))[0]
+    store.jobs_finish([Completion(again.lease, None, {})])
+    return job
+
+
+def _cancelled_waiting(store: Store) -> Job:
+    (job,) = [r.job for r in store.jobs_insert(jobs=[new()])]
+    store.jobs_cancel(job_ids=[job.id], by="ops:ana")
+    return job
+
+
+def _failed_revived_succeeded(store: Store) -> Job:
+    (job,) = [r.job for r in store.jobs_insert(jobs=[new()])]
+    fail(store, claim_one(store))
+    revive(store, job.id, "replay", "ops:ana")
+    held = claim_one(store)
+    store.jobs_finish([Completion(held.lease, None, {"duration_ms": 1})])
+    return job
+
+
+def _keyed_batch(store: Store) -> Job:
+    jobs = [r.job for r in store.jobs_insert(jobs=[new(args=[1]), _keyed(new(args=[2])), new(args=[3])])]
+    for held in claim(store, 3):
+        store.jobs_finish([Completion(held.lease, None, {"duration_ms": 4})])
+    return jobs[1]
+
+
+def _keyed(job: NewJob) -> NewJob:
+    job.key = JobKey(key="k-1", version=1, fingerprint="f", kind="content")
+    return job
+
+
+def _scheduled(store: Store) -> Job:
+    (job,) = [r.job for r in store.jobs_insert(jobs=[new(delay=timedelta(hours=1))])]
+    return job
+
+
+LIVES: dict[str, tuple[Callable[[Store], Job], list[str]]] = {
+    # what each life writes as rows on PostgreSQL
+    "happy": (_happy, []),
+    "retried": (_retried, ["queued", "running"]),
+    "reclaimed": (_reclaimed, ["queued", "running"]),
+    "cancelled while waiting": (_cancelled_waiting, ["cancelled"]),
+    "failed, revived, succeeded": (_failed_revived_succeeded, ["failed", "queued", "running"]),
+    "keyed, in a batch": (_keyed_batch, []),
+    "scheduled": (_scheduled, ["scheduled"]),
+}
+
+
+@pytest.mark.parametrize("life", list(LIVES))
+def test_a_history_reads_as_the_memory_store_writes_it_and_only_what_the_row_cannot_say_is_written(
+    life: str, pg: Store, pg_url: str,
+) -> None:
+    make, written = LIVES[life]
+    memory = MemoryStore()
+    on_pg, in_memory = make(pg), make(memory)
+    # the same history as a store that writes every event
+    assert _shape(pg, on_pg.id) == _shape(memory, in_memory.id)
+    # ids in the order the events happened, each its own
+    events = pg.job_events_list(job_id=on_pg.id)
+    assert [e.id for e in events] == sorted({e.id for e in events})
+    # at the row's own times: enqueued when created, first started when started, ended when finished
+    job = pg.job_get(job_id=on_pg.id)
+    assert events[0].at == job.created_at
+    if job.started_at is not None:
+        assert next(e.at for e in events if e.to_status is Status.RUNNING) == job.started_at
+    if job.status is Status.SUCCEEDED:
+        assert events[-1].at == job.finished_at
+    # only the events a row cannot imply are rows
+    assert _written(pg_url, on_pg.id) == written
+    # and the newest of them read alike
+    assert pg.job_events_list(job_id=on_pg.id, newest=2) == events[-2:]
+
+
+def test_implied_ids_come_from_the_events_sequence_so_no_two_events_share_one(pg: Store, pg_url: str) -> None:
+    jobs = [_happy(pg), _retried(pg), _happy(pg)]
+    ids = [e.id for job in jobs for e in pg.job_events_list(job_id=job.id)]
+    assert len(ids) == len(set(ids)) == 3 + 5 + 3
+    assert ids == sorted(ids)  # each job's events were made after the last one's
+
+
+def test_a_success_s_duration_is_read_from_its_row(pg: Store) -> None:
+    before = pg.now()
+    _happy(pg)
+    assert [(r.failed, r.duration_s) for r in pg.runs_ended(since=before)] == [(False, 0.005)]
