@@ -14,8 +14,10 @@ from redrive import App, Dependency
 
 
 def make_app(url: str | None, profile: str) -> App:
-    reliable = profile == "reliable"
+    reliable = profile in ("reliable", "limits")
     app = App(url, dependencies=[Dependency("upstream")] if reliable else [])
+    if profile == "limits":  # the reliable profile under a limit that every claim reads and none reaches
+        app.queue("default", concurrency=100_000)
 
     @app.task(dependencies=["upstream"] if reliable else ())
     async def noop(sent_at: float | None = None) -> None:

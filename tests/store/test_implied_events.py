@@ -6,14 +6,17 @@ times, with ids in the order the events happened."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
+from uuid import uuid4
 
 import psycopg
 import pytest
 
 from redrive.core.job import Job, JobKey, NewJob
+from redrive.core.limits import Limits, Rule
 from redrive.core.states import Status
 from redrive.core.transitions import Completion, RetryLater
 from redrive.store.memory import MemoryStore
@@ -93,6 +96,13 @@ def _keyed(job: NewJob) -> NewJob:
     return job
 
 
+def _under_a_limit(store: Store) -> Job:
+    (job,) = [r.job for r in store.jobs_insert(jobs=[new()])]
+    held = claim_one(store, limits=Limits({"queue:default": Rule(concurrency=2)}))
+    store.jobs_finish([Completion(held.lease, None, {"duration_ms": 6})])
+    return job
+
+
 def _scheduled(store: Store) -> Job:
     (job,) = [r.job for r in store.jobs_insert(jobs=[new(delay=timedelta(hours=1))])]
     return job
@@ -106,6 +116,7 @@ LIVES: dict[str, tuple[Callable[[Store], Job], list[str]]] = {
     "cancelled while waiting": (_cancelled_waiting, ["cancelled"]),
     "failed, revived, succeeded": (_failed_revived_succeeded, ["failed", "queued", "running"]),
     "keyed, in a batch": (_keyed_batch, []),
+    "claimed under a limit": (_under_a_limit, []),
     "scheduled": (_scheduled, ["scheduled"]),
 }
 
@@ -146,3 +157,16 @@ def test_a_success_s_duration_is_read_from_its_row(pg: Store) -> None:
     before = pg.now()
     _happy(pg)
     assert [(r.failed, r.duration_s) for r in pg.runs_ended(since=before)] == [(False, 0.005)]
+
+
+def test_a_history_is_read_by_primary_keys_alone(pg: Store) -> None:
+    # the view's filter on job_id must reach each table's primary key: a job's page at
+    # 10,000,000 finished jobs reads three index entries, not the history
+    with pg._connection() as conn, conn.transaction():  # type: ignore[attr-defined]
+        conn.execute("SET LOCAL enable_seqscan = off")
+        for name, extra in (("job_events_list", {}), ("job_events_newest", {"newest": 5})):
+            plan = "\n".join(r["QUERY PLAN"] for r in conn.execute(
+                "EXPLAIN " + pg._queries[name], {"id": uuid4(), **extra}))  # type: ignore[attr-defined]
+            for index in ("redrive_job_event_pkey", "redrive_job_pkey", "redrive_job_done_pkey"):
+                assert re.search(f"(Index|Bitmap Index) Scan( Backward)? (using|on) {index}", plan), plan
+            assert "Seq Scan" not in plan, plan

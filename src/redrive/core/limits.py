@@ -2,10 +2,11 @@
 may run at once, and how many may start in any period, per queue, per
 dependency or per owner.
 
-A claim that a limit may touch takes the limits' lock, reads each key's
-usage (permits: one per started job and key, held while the job runs) and
-takes only the due jobs that fit (``pick``); the store records their permits
-in the same transaction. The rules are the application's declarations, so
+A claim that a limit may touch reads each key's usage (permits: one per
+started job and key, held while the job runs) and takes only the due jobs
+that fit (``pick``); the store records their permits as it claims them,
+under the limits' lock. A store whose claims may race picks again there, on
+each key's room (``rooms_of``) less the starts made since its read. The rules are the application's declarations, so
 every worker of one deploy enforces the same ones.
 """
 
@@ -95,27 +96,37 @@ def keys_of(job: Candidate, limits: Limits) -> list[tuple[str, Rule]]:
     return found
 
 
+def rooms_of(usage: Mapping[str, Usage], keys: Iterable[str], limits: Limits) -> dict[str, int]:
+    """How many more starts each of ``keys`` could take by ``usage``: the
+    fewest its rule's concurrency and rate leave. A key whose rule limits
+    nothing is left out: it has room for any number."""
+    rooms = {}
+    for key in keys:
+        rule = rule_of(key, limits)
+        used = usage.get(key, Usage(0, 0))
+        left = ([rule.concurrency - used.running] if rule and rule.concurrency is not None else []) + (
+            [rule.rate.count - used.started] if rule and rule.rate is not None else [])
+        if left:
+            rooms[key] = min(left)
+    return rooms
+
+
 def pick(candidates: Sequence[Candidate], usage: Mapping[str, Usage], limits: Limits, want: int) -> list[Candidate]:
-    """The candidates, in order, that fit every limit they count against, at most ``want``."""
-    running = {key: u.running for key, u in usage.items()}
-    started = {key: u.started for key, u in usage.items()}
+    """The candidates, in order, that fit every limit they count against, at
+    most ``want``: a job fits when each of its keys has room left, and then
+    takes one of each (the rule PostgreSQL's redrive_limits_pick mirrors)."""
+    keys = {job.id: [key for key, _ in keys_of(job, limits)] for job in candidates}
+    room = rooms_of(usage, {key for ks in keys.values() for key in ks}, limits)
     chosen: list[Candidate] = []
     for job in candidates:
         if len(chosen) == want:
             break
-        keys = keys_of(job, limits)
-        if all(_fits(rule, running.get(key, 0), started.get(key, 0)) for key, rule in keys):
+        if all(room.get(key, 1) > 0 for key in keys[job.id]):
             chosen.append(job)
-            for key, _ in keys:
-                running[key] = running.get(key, 0) + 1
-                started[key] = started.get(key, 0) + 1
+            for key in keys[job.id]:
+                if key in room:
+                    room[key] -= 1
     return chosen
-
-
-def _fits(rule: Rule, running: int, started: int) -> bool:
-    if rule.concurrency is not None and running >= rule.concurrency:
-        return False
-    return rule.rate is None or started < rule.rate.count
 
 
 class Permit(NamedTuple):

@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 from redrive.core import checks
 from redrive.core.breaker import Breaker, from_json, to_json
 from redrive.core.job import Job, JobEvent, Lease
-from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, scan_size, usage_of
+from redrive.core.limits import Candidate, Limits, Permit, keys_of, pick, rooms_of, scan_size, usage_of
 from redrive.core.outbox import OutboxChange, OutboxRow
 from redrive.core.rollups import rollup_folds
 from redrive.core.states import Status
@@ -55,27 +55,34 @@ class Work(Endings):
         return [job for job in jobs if job.lease not in failed]
 
     def _claim_within(self, params: dict[str, Any], limits: Limits) -> list[Job]:
-        """A claim with limits: under the limits' lock, the due jobs that fit,
-        claimed with their permits, in one transaction."""
-        with self._errors(), self._connection() as conn, conn.transaction():
-            self._run("limits_lock", conn=conn)
-            found = self._run("jobs_due_limited", {**params, "limit": scan_size(params["limit"])},
-                              conn=conn)
-            candidates = [Candidate(r["id"], r["queue"], r["owner"], r["dependencies"]) for r in found]
-            if not candidates:
-                return []
-            keys = {c.id: [key for key, _ in keys_of(c, limits)] for c in candidates}
-            read = sorted({k for ks in keys.values() for k in ks})
-            self._run("permits_forget", {"keys": read, "keep": limits.longest}, conn=conn)
-            permits = self._run("permits_read", {"keys": read}, conn=conn)
-            usage = usage_of((Permit(p["key"], p["age_s"], p["running"]) for p in permits), limits)
-            chosen = pick(candidates, usage, limits, params["limit"])
-            if not chosen:
-                return []
-            rows = self._run("jobs_claim_chosen", {
-                **params, "ids": [c.id for c in chosen],
-                "keys": Jsonb([{"id": c.id, "key": key} for c in chosen for key in keys[c.id]]),
-            }, conn=conn, rows=tuple_row, binary=True)
+        """A claim with limits: read the due jobs and their keys' permits
+        without a lock, work out each key's room (core/limits.py), and claim
+        in one statement that takes the limits' lock and picks there, on
+        those rooms less the starts made since the read (migration 0033): no
+        lock is held while the worker reads or decides."""
+        found = self._run("jobs_due_limited", {**params, "limit": scan_size(params["limit"])})
+        candidates = [Candidate(r["id"], r["queue"], r["owner"], r["dependencies"]) for r in found]
+        if not candidates:
+            return []
+        keys = {c.id: [key for key, _ in keys_of(c, limits)] for c in candidates}
+        read = sorted({k for ks in keys.values() for k in ks})
+        permits = self._run("permits_read", {"keys": read, "keep": limits.longest})
+        usage = usage_of((Permit(p["key"], p["age_s"], p["running"]) for p in permits), limits)
+        # the database picks again among these, on rooms as fresh as its lock: never more
+        fitting = pick(candidates, usage, limits, 2 * params["limit"])
+        if not fitting:
+            return []  # nothing fits by the read: no need to ask under the lock
+        rooms = rooms_of(usage, read, limits)
+        place = {key: n for n, key in enumerate(rooms, 1)}  # a key with no room limit is left out
+        shapes: dict[tuple[int, ...], int] = {}  # most jobs count against the same few keys
+        set_of = [shapes.setdefault(tuple(place[k] for k in keys[c.id] if k in place), len(shapes) + 1)
+                  for c in fitting]
+        width = max(1, *map(len, shapes))  # a rectangle for PostgreSQL, 0 past a set's last key
+        rows = self._run("jobs_claim_chosen", {
+            **params, "ids": ",".join(c.id for c in fitting), "set_of": ",".join(map(str, set_of)),
+            "sets": [[*shape, *[0] * (width - len(shape))] for shape in shapes],
+            "keys": list(rooms), "rooms": list(rooms.values()), "seen": max((p["seq"] for p in permits), default=0),
+        }, rows=tuple_row, binary=True)
         return self._runnable(rows)
 
     def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:
@@ -175,3 +182,5 @@ class Work(Endings):
             for row in (self._run("job_events_list", {"id": job_id}) if newest is None
                         else self._run("job_events_newest", {"id": job_id, "newest": newest}))
         ]
+
+

@@ -1,6 +1,20 @@
 -- The claim (due jobs by priority, skipping open breakers' and, with
 -- limits, past their permits), and the leases it hands out.
 
+-- name: _implied_start
+-- The first start of a job whose enqueue is implied is implied too
+-- (migration 0032): its id now, the rest read from the row.
+implied_started = CASE WHEN j.started_at IS NULL AND j.implied_enqueued IS NOT NULL
+                       THEN nextval('redrive_job_event_id_seq') ELSE j.implied_started END
+
+-- name: _start_events
+-- A claim's events, less the starts it implied: those are the only ones
+-- whose start is this statement's (a job started before has an earlier one).
+INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
+SELECT id, now(), from_status, 'running', attempts, jsonb_build_object('worker', %(worker_id)s::text)
+FROM claimed
+WHERE implied_started IS NULL OR started_at < now()
+
 -- name: jobs_claim
 -- redrive_due (migrations 0007, 0012, 0026) picks and locks the batch with a pinned plan.
 WITH picked AS (
@@ -13,21 +27,13 @@ WITH picked AS (
         lease_owner = %(worker_id)s,
         lease_expires_at = now() + %(lease_ttl)s,
         started_at = coalesce(j.started_at, now()),
-        -- the first start of a job whose enqueue is implied is implied too
-        -- (migration 0032): its id now, the rest read from the row
-        implied_started = CASE WHEN j.started_at IS NULL AND j.implied_enqueued IS NOT NULL
-                               THEN nextval('redrive_job_event_id_seq') ELSE j.implied_started END,
+        {_implied_start},
         updated_at = now()
     FROM picked
     WHERE j.id = picked.id
     RETURNING j.*, picked.from_status
 ), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), from_status, 'running', attempts,
-           jsonb_build_object('worker', %(worker_id)s::text)
-    FROM claimed
-    -- a start this statement implied is the only one stamped with its clock
-    WHERE implied_started IS NULL OR started_at <> now()
+    {_start_events}
 )
 -- _claimed reads these by position. The JSON columns travel as one value (one
 -- decode per job instead of five); what a running job cannot have (a result,
@@ -38,39 +44,54 @@ SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_t
        jsonb_build_array(args, kwargs, stage_attempts, checkpoint, dependencies) AS payload
 FROM claimed ORDER BY priority, run_at;
 
--- name: limits_lock
--- Every claim with limits takes this one lock for its transaction: two
--- workers must not both see the same room under a limit.
-SELECT pg_advisory_xact_lock(hashtext('redrive:limits'));
-
 -- name: jobs_due_limited
+-- A claim with limits reads its candidates without locking them: it locks
+-- nothing while the worker decides (core/limits.py); jobs_claim_chosen takes
+-- only those still waiting.
 SELECT id::text AS id, queue, owner, dependencies FROM redrive_job
 WHERE queue = ANY(%(queues)s) AND status IN ('scheduled', 'queued') AND run_at <= now()
   AND (%(blocked)s::text[] IS NULL OR NOT dependencies ?| %(blocked)s::text[])
 ORDER BY priority, run_at
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
-
--- name: permits_forget
--- Only the keys this claim reads, whose rules it holds: another queue's
--- window may be longer than any of this claim's rules keep.
-DELETE FROM redrive_permit AS p
-WHERE p.key = ANY(%(keys)s) AND p.at < now() - %(keep)s
-  AND NOT EXISTS (SELECT 1 FROM redrive_job AS j WHERE j.id = p.job_id AND j.lease_token = p.lease_token);
+LIMIT %(limit)s;
 
 -- name: permits_read
--- clock_timestamp(), here and where permits are written: now() is when the
--- transaction began, before it waited for the limits' lock, and a start
--- stamped that early leaves its window early (a burst at the window's edge).
-SELECT p.key, extract(epoch FROM clock_timestamp() - p.at)::float8 AS age_s, j.id IS NOT NULL AS running
+-- The permits of a claim's keys, each with its seq (migration 0033), its age
+-- and whether its job still runs. Those past every window this claim's rules keep
+-- whose jobs no longer run are forgotten here too (read once more by this
+-- statement, they count for nothing). Ages are read with clock_timestamp(),
+-- as permits are stamped: a start stamped early leaves its window early.
+WITH forgotten AS (
+    DELETE FROM redrive_permit AS p
+    WHERE p.key = ANY(%(keys)s) AND p.at < now() - %(keep)s
+      AND NOT EXISTS (SELECT 1 FROM redrive_job AS j WHERE j.id = p.job_id AND j.lease_token = p.lease_token)
+)
+SELECT p.key, extract(epoch FROM clock_timestamp() - p.at)::float8 AS age_s, j.id IS NOT NULL AS running, p.seq
 FROM redrive_permit AS p
 LEFT JOIN redrive_job AS j ON j.id = p.job_id AND j.lease_token = p.lease_token
 WHERE p.key = ANY(%(keys)s);
 
 -- name: jobs_claim_chosen
--- jobs_claim for the jobs a claim with limits picked (same columns, same events).
-WITH picked AS (
-    SELECT j.id, j.status AS from_status FROM redrive_job AS j WHERE j.id = ANY(%(ids)s::uuid[])
+-- jobs_claim for a claim with limits (same columns, same events): under the
+-- limits' lock, redrive_limits_pick (migration 0033) answers in order the
+-- candidates (:ids) that fit the :rooms the worker read, less the starts
+-- made since its read (:seen), twice as many as wanted; this claims the
+-- first :limit of them still waiting, skipping any another claim holds, with
+-- their permits (one for each of a job's keys: :set_of, :sets, :keys). The
+-- lists come as text: psycopg writes a long list a few times slower.
+WITH input AS (
+    SELECT string_to_array(%(ids)s, ',')::uuid[] AS ids, string_to_array(%(set_of)s, ',')::integer[] AS set_of
+), chosen AS (
+    SELECT redrive_limits_pick(ids, set_of, %(sets)s::integer[], %(keys)s::text[],
+                               %(rooms)s::integer[], %(seen)s, 2 * %(limit)s) AS ids
+    FROM input
+), picked AS (
+    -- in the pick's order (a nested loop over it), locking only the rows it takes
+    SELECT j.id, j.status AS from_status
+    FROM unnest((SELECT ids FROM chosen)) AS u(id)
+    CROSS JOIN LATERAL (SELECT j.id, j.status FROM redrive_job AS j
+                        WHERE j.id = u.id AND j.status IN ('scheduled', 'queued')
+                        FOR UPDATE SKIP LOCKED) AS j
+    LIMIT %(limit)s
 ), claimed AS (
     UPDATE redrive_job AS j
     SET status = 'running',
@@ -79,19 +100,21 @@ WITH picked AS (
         lease_owner = %(worker_id)s,
         lease_expires_at = now() + %(lease_ttl)s,
         started_at = coalesce(j.started_at, clock_timestamp()),  -- as its permits
+        {_implied_start},
         updated_at = now()
     FROM picked
     WHERE j.id = picked.id
     RETURNING j.*, picked.from_status
 ), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT id, now(), from_status, 'running', attempts, jsonb_build_object('worker', %(worker_id)s::text)
-    FROM claimed
+    {_start_events}
 ), permits AS (
     INSERT INTO redrive_permit (key, job_id, lease_token, at)
     SELECT k.key, c.id, c.lease_token, clock_timestamp()
     FROM claimed AS c
-    JOIN jsonb_to_recordset(%(keys)s) AS k(id uuid, key text) ON k.id = c.id
+    JOIN (SELECT u.id, u.shape FROM input, unnest(input.ids, input.set_of) AS u(id, shape)) AS u ON u.id = c.id
+    CROSS JOIN LATERAL unnest((%(sets)s::integer[])[u.shape:u.shape][1:]) AS s(place)
+    CROSS JOIN LATERAL (SELECT (%(keys)s::text[])[s.place] AS key) AS k
+    WHERE s.place > 0
 )
 SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
        lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
