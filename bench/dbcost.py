@@ -12,7 +12,8 @@ server's CPU from ``/proc`` (its processes', and those that exited).
 Phases: enqueue in batches of 1,000; enqueue one a call; processing a
 backlog with 1, 2 and 4 worker processes (each timed from the workers'
 start to their stop, their last endings written). Systems: redrive (each
-profile), PgQueuer and the pgbench claim-and-archive floor (``floors.py``).
+profile), PgQueuer and the pgbench claim-and-archive floor (``floors.py``);
+and on SQLite (``sqlitecost.py``) redrive, the bare SQLite loop and Huey.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench import floors
+from bench import floors, sqlitecost
 from bench.cluster import Cluster, Record
 from bench.harness import ROOT, BenchError, Workers
 from bench.systems import base
@@ -271,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dbcost", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs a phase (one a call: a tenth)")
     parser.add_argument("--workers", default="1,2,4,8", help="worker processes of each processing phase")
-    parser.add_argument("--systems", default="redrive,redrive-minimal,pgqueuer,floor")
+    parser.add_argument("--systems", default="redrive,redrive-minimal,pgqueuer,floor,redrive-sqlite,bare-sqlite,huey")
     parser.add_argument("--out", type=Path, help="Markdown report (default bench/results/DATE-dbcost.md)")
     args = parser.parse_args(argv)
     from bench.dbcost_report import report
@@ -282,14 +283,26 @@ def main(argv: list[str] | None = None) -> int:
     base.PG_SERVER = cluster.server  # every system's fresh database on the private server
     os.environ["BENCH_PG"] = cluster.server
     made = {"redrive": lambda: redrive("reliable", workdir), "redrive-minimal": lambda: redrive("minimal", workdir),
-            "pgqueuer": pgqueuer, "floor": lambda: floor(cluster, workdir)}
+            "redrive-limits": lambda: redrive("limits", workdir), "pgqueuer": pgqueuer,
+            "floor": lambda: floor(cluster, workdir)}
     results: dict[str, dict[str, Cost]] = {}
+    on_sqlite: dict[str, dict[str, sqlitecost.Use]] = {}
+    fsync_s = 0.0
     meter = Meter(cluster)
     started = time.monotonic()
     try:
         for name in args.systems.split(","):
+            if name in sqlitecost.SYSTEMS:
+                fsync_s = fsync_s or sqlitecost.fsync_s(workdir)
+                lite = sqlitecost.SYSTEMS[name](workdir)
+                print(f"[{time.monotonic() - started:6.0f}s] {lite.name}", file=sys.stderr, flush=True)
+                try:
+                    on_sqlite[lite.name] = sqlitecost.run(lite, args.jobs)
+                finally:
+                    lite.close()
+                continue
             if name not in made:
-                raise BenchError(f"unknown system {name!r} (one of {', '.join(made)})")
+                raise BenchError(f"unknown system {name!r} (one of {', '.join([*made, *sqlitecost.SYSTEMS])})")
             subject = made[name]()
             print(f"[{time.monotonic() - started:6.0f}s] {subject.name}", file=sys.stderr, flush=True)
             try:
@@ -303,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         meter.close()
         cluster.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    text = report(results, jobs=args.jobs, took_s=time.monotonic() - started)
+    text = report(results, jobs=args.jobs, took_s=time.monotonic() - started, sqlite=on_sqlite, fsync_s=fsync_s)
     out = args.out or ROOT / "bench" / "results" / f"{datetime.now(UTC):%Y-%m-%d}-dbcost.md"
     out.write_text(text)
     print(text)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bench.dbcost import Cost
+    from bench.sqlitecost import Use
 
 COLUMNS = (("WAL B", "wal_bytes", 0), ("records", "records", 2), ("FPI", "fpi", 3), ("commits", "commits", 3),
            ("ins", "inserted", 2), ("upd", "updated", 2), ("HOT", "hot", 2), ("del", "deleted", 2),
@@ -38,7 +39,8 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "–"
 
 
-def report(results: dict[str, dict[str, Cost]], *, jobs: int, took_s: float) -> str:
+def report(results: dict[str, dict[str, Cost]], *, jobs: int, took_s: float,
+           sqlite: dict[str, dict[str, Use]] | None = None, fsync_s: float = 0.0) -> str:
     lines = [f"# What PostgreSQL does per job ({jobs:,} jobs a phase)", "",
              f"{platform.node() and 'This machine'}: {platform.platform()}, Python {platform.python_version()}. "
              f"A private PostgreSQL (autovacuum off, pg_stat_statements); a CHECKPOINT before each phase; "
@@ -63,7 +65,41 @@ def report(results: dict[str, dict[str, Cost]], *, jobs: int, took_s: float) -> 
         top = cost.by_relation.most_common(10)
         lines.append(f"- **{system}**: " + ", ".join(f"{name} {size / cost.jobs:,.0f}" for name, size in top))
     lines.append("")
+    if sqlite:
+        lines += sqlite_section(sqlite, fsync_s)
     return "\n".join(lines)
+
+
+SQLITE_PEER, SQLITE_FLOOR = "Huey (SQLite)", "bare SQLite loop"
+
+
+def sqlite_section(uses: dict[str, dict[str, Use]], fsync_s: float) -> list[str]:
+    """bench/sqlitecost.py's figures: per job, each phase and the whole job,
+    with the ratios against Huey and the bare loop."""
+    lines = ["## SQLite: what a job costs the file and the processes that write it (per job)", "",
+             f"Bytes handed to write() (the WAL's frames and checkpoints' pages) and write calls, from "
+             f"/proc/PID/io; CPU of the enqueuing process or of the worker's processes. One fsync of 4 KiB on "
+             f"this disk during the run: {fsync_s * 1e6:,.0f} µs (median of 200): the floor under every "
+             f"durable commit.", "",
+             "| phase | system | bytes written | write calls | CPU µs | s | jobs/s |", "|---|---|---:|---:|---:|---:|---:|"]
+    phases = list(dict.fromkeys(p for by_phase in uses.values() for p in by_phase))
+    for phase in phases:
+        for system, by_phase in uses.items():
+            if (use := by_phase.get(phase)) is not None:
+                lines.append(f"| {phase} | {system} | {use.per_job('written'):,.0f} | {use.per_job('writes'):,.2f} | "
+                             f"{use.cpu_s / use.jobs * 1e6:,.1f} | {use.seconds:,.2f} | {use.jobs / use.seconds:,.0f} |")
+    lines += ["", "| the whole job | bytes written | CPU µs | ÷ Huey bytes | ÷ Huey CPU | ÷ bare loop bytes | "
+              "÷ bare loop CPU |", "|---|---:|---:|---:|---:|---:|---:|"]
+    totals = {system: (sum(by_phase[p].written for p in WHOLE) / by_phase[WHOLE[0]].jobs,
+                       sum(by_phase[p].cpu_s for p in WHOLE) / by_phase[WHOLE[0]].jobs)
+              for system, by_phase in uses.items() if all(p in by_phase for p in WHOLE)}
+    peer, floor = totals.get(SQLITE_PEER), totals.get(SQLITE_FLOOR)
+    for system, (written, cpu) in totals.items():
+        lines.append(f"| {system} | {written:,.0f} | {cpu * 1e6:,.1f} | "
+                     f"{_ratio(written, peer[0]) if peer else '–'} | {_ratio(cpu, peer[1]) if peer else '–'} | "
+                     f"{_ratio(written, floor[0]) if floor else '–'} | {_ratio(cpu, floor[1]) if floor else '–'} |")
+    lines.append("")
+    return lines
 
 
 def _targets(totals: dict[str, Cost]) -> list[str]:

@@ -90,9 +90,13 @@ class Workers:
                 raise BenchError(f"{done} of {n} jobs ran in {timeout_s:.0f} s: {self.log_tail()}")
             time.sleep(0.02)
 
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs]
+
     def peak_rss_kib(self) -> int:
         """The largest peak RSS of one worker process (its own and its children's)."""
-        return max(sum(_hwm_kib(pid) for pid in _tree(p.pid)) for p in self._procs)
+        return max(sum(_hwm_kib(pid) for pid in tree(p.pid)) for p in self._procs)
 
     def log_tail(self) -> str:
         lines = []
@@ -154,7 +158,7 @@ def cpu_us_per_job(progress: list[Progress]) -> float:
     return sum(p.cpu_s for p in progress) / jobs * 1e6 if jobs > 0 else float("nan")
 
 
-def _tree(pid: int) -> list[int]:
+def tree(pid: int) -> list[int]:
     pids = [pid]
     for tid in _listdir(f"/proc/{pid}/task"):
         try:
@@ -162,7 +166,7 @@ def _tree(pid: int) -> list[int]:
         except OSError:
             continue
         for child in children:
-            pids += _tree(int(child))
+            pids += tree(int(child))
     return pids
 
 
