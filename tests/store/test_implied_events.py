@@ -1,6 +1,6 @@
 """On PostgreSQL a job's happy-path events (queued at enqueue, its first
 start, its success) are not written as rows: its own row implies them
-(migration 0032, docs/history.md). Its history reads exactly as the other
+(migration 0032, docs/storage.md). Its history reads exactly as the other
 stores write it: the same transitions, attempts and meta, at the row's own
 times, with ids in the order the events happened."""
 

@@ -6,8 +6,9 @@ A claim that a limit may touch reads each key's usage (permits: one per
 started job and key, held while the job runs) and takes only the due jobs
 that fit (``pick``); the store records their permits as it claims them,
 under the limits' lock. A store whose claims may race picks again there, on
-each key's room (``rooms_of``) less the starts made since its read. The rules are the application's declarations, so
-every worker of one deploy enforces the same ones.
+each key's room (``rooms_of``) less the starts made since its read. The
+rules are the application's declarations, so every worker of one deploy
+enforces the same ones.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 -- A job's happy-path events are not written as rows: the job's own row
--- implies them (docs/history.md). Each such event keeps the id it would have
+-- implies them (docs/storage.md). Each such event keeps the id it would have
 -- had, taken from the events' sequence when it happened, so a job's history
 -- reads in the same order as before; the row keeps what the event would have
 -- said that the row does not:

@@ -1,9 +1,10 @@
 -- A claim with limits reads its candidates and the permits of their keys
 -- without a lock, and the worker works out each key's room (core/limits.py).
 -- Then one statement takes the limits' lock (held to its commit, never across
--- a round trip), and picks in order the candidates still waiting whose every
--- key has room (redrive_limits_pick), each key's room less the starts other
--- claims made there since the read; it claims those and writes their permits.
+-- a round trip), picks in order the candidates whose every key has room
+-- (redrive_limits_pick), each key's room less the starts other claims made
+-- there since the read, and claims the first of those still waiting, with
+-- their permits.
 --
 -- Permits are written only under the lock, one claim after another, so their
 -- seq is in the order they were committed: a read saw every permit up to the
