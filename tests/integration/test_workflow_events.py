@@ -83,3 +83,24 @@ def test_a_blocked_and_a_failed_workflow_are_told_once_each_and_counted(url: str
                                              r"'onboarding' \(succeeded\); 'nightly' \(failed\)"):
         assert_workflow(app, name="weekly")
     app.close()
+
+
+def test_a_blocked_workflow_told_after_it_was_retried_still_names_the_failure(url: str) -> None:
+    # The message is written when on-call's channel gets to it: an operator may
+    # have retried the workflow by then, clearing the step's error from its row
+    app, broken = App(url), {"import"}
+
+    @app.task(max_attempts=1)
+    def step(name: str) -> str:
+        if name in broken:
+            raise Permanent(f"{name} is broken", code="BAD_INPUT")
+        return name
+
+    onboarding = app.create_workflow(Workflow.chain("onboarding", [step.call(n) for n in ("import", "mail")]))
+    drain(app)
+    (failed,) = [j for jobs in workflow_jobs(app, onboarding.id).values() for j in jobs if j.status.value == "failed"]
+    app.admin(Actor.operator("ops")).retry_workflow(onboarding.id)
+    with slack_webhook() as slack:
+        notifications = Notifications(app, [Slack(slack.url)], base_url="")
+        message = notifications._workflow("onboarding", str(onboarding.id), "blocked", str(failed.id))
+    assert "BAD_INPUT: import is broken" in message.body, message.body

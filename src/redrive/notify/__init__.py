@@ -331,7 +331,11 @@ class Notifications(Plugin):
         if step.status is not Status.FAILED:  # the last step to end: tell of one that failed
             failed = self._admin.store.workflow_jobs(id=state.id, statuses=(Status.FAILED,))
             step = self._admin.job(failed[0]) if failed else step
-        failure = f"{step.task} ({step.id}): {step.error_code}: {step.error_message}"
+        # its dead letter keeps the failure: a retry of the workflow may have cleared the step's row by now
+        letters = self._admin.dead_letters(job_id=step.id, limit=1).items
+        code, message = (letters[0].error_code, letters[0].error_message) if letters else (
+            step.error_code, step.error_message)
+        failure = f"{step.task} ({step.id}): {code}: {message}"
         if became == "failed":
             return _clean(f"Workflow {name} failed", [f"Every step has ended; a step failed for good: {failure}.",
                                                        f"Steps: {counts}.", self._link(f"/workflows/{workflow_id}")])
