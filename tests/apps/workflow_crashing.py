@@ -45,7 +45,7 @@ def _inside_postgres() -> None:
 
     @functools.wraps(real)
     def run(self: Any, name: str, params: Any = None, *, conn: Any = None, **kwargs: Any) -> Any:
-        if name not in ("jobs_finish", "jobs_complete") or conn is not None:
+        if name != "jobs_finish" or conn is not None:
             return real(self, name, params, conn=conn, **kwargs)
         with self._connection() as pooled, pooled.transaction(), pooled.cursor(row_factory=dict_row) as cur:
             cur.execute(self._queries[name], params)

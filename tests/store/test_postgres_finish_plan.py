@@ -1,5 +1,5 @@
-"""A worker keeps the plan of its batch of successes (``jobs_complete``) for
-as long as its connection lives, and PostgreSQL may make that plan generic
+"""A worker keeps the plan of its batch of endings (``jobs_finish``, whose
+own part writes the successes) for as long as its connection lives, and PostgreSQL may make that plan generic
 while the job table holds a few hundred jobs. Such a plan must still find
 each job through the primary key, not scan the table, or every batch scans
 all that the table has grown to since. (Below that, a scan is what the
@@ -18,12 +18,12 @@ def test_the_plan_of_a_batch_of_successes_searches_the_primary_key_on_a_table_of
     store = PostgresStore(pg_url)
     try:
         store.jobs_insert(jobs=[new() for _ in range(500)])
-        sql = store._queries["jobs_complete"].replace("%(items)s", "$1").replace("%%", "%")
+        sql = store._queries["jobs_finish"].replace("%(items)s", "$1").replace("%(others)s", "'[]'").replace("%%", "%")
         with store._connection() as conn, conn.transaction():
             conn.execute("ANALYZE redrive_job")
             conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
             conn.execute(f"PREPARE complete_plan (jsonb) AS {sql.strip().rstrip(';')}")
-            item = json.dumps([{"n": 0, "id": "0" * 32, "token": "0" * 32}])
+            item = json.dumps([{"n": 0, "kind": "complete", "id": "0" * 32, "token": "0" * 32}])
             plan = "\n".join(row["QUERY PLAN"] for row in conn.execute(f"EXPLAIN EXECUTE complete_plan('{item}')"))
             conn.execute("DEALLOCATE complete_plan")
         deleting = plan[plan.index("Delete on redrive_job j"):plan.index("CTE done")]

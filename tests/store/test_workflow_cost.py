@@ -68,10 +68,10 @@ def _pg_rows(store: PostgresStore, job: Any) -> dict[str, tuple[int, ...]]:
     """The scans and rows of the ending's statement, table by table: what
     the backend counted across it (its counts not yet reported include
     earlier transactions', so the difference)."""
-    sql = store._queries["jobs_complete"]
+    sql = store._queries["jobs_finish"]
     with store._connection() as conn, conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
         before = {row[0]: row[1:] for row in cur.execute(_COUNTS, [list(TABLES)]).fetchall()}
-        cur.execute(sql, {"items": json.dumps([_finish_json(0, Completion(job.lease, None))])})
+        cur.execute(sql, {"items": json.dumps([_finish_json(0, Completion(job.lease, None))]), "others": "[]"})
         after = {row[0]: row[1:] for row in cur.execute(_COUNTS, [list(TABLES)]).fetchall()}
     return {table: tuple(a - b for a, b in zip(after[table], before[table], strict=True)) for table in TABLES}
 

@@ -43,8 +43,9 @@ class Endings(Enqueue):
         """One statement (autocommit, or ``conn``'s transaction) for a batch, each lease once."""
         if not once:
             return []
-        statement = "jobs_complete" if all(type(item) is Completion for item in once) else "jobs_finish"
-        rows = self._run(statement, {"items": Jsonb([_finish_json(n, item) for n, item in enumerate(once)])},
+        items = [_finish_json(n, item) for n, item in enumerate(once)]
+        rows = self._run("jobs_finish", {"items": Jsonb([i for i in items if i["kind"] == "complete"]),
+                                         "others": Jsonb([i for i in items if i["kind"] != "complete"])},
                          rows=tuple_row, conn=conn)
         # rows come in the order of the items, each with its item's place
         written = [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)

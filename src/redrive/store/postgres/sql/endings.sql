@@ -25,160 +25,22 @@ LIMIT %(limit)s;
 -- name: jobs_finish
 -- Every kind of ending a batch holds, in one statement (core/transitions.py):
 -- complete, fail and cancel move the job to history, retry and requeue put it
--- back on the queue; each is fenced on its lease. A retry of a job whose
--- cancel was asked while it ran ends it cancelled instead, the attempt's error
--- kept. A failure writes its dead letter, escalated when the job's previous
--- letter was replayed and this is the same non-retryable error_class (the
--- mirror of core/dead_letters.py's escalates). The rows answered say what was
--- written, each with the place (n) of its item in :items, a JSON array of
--- {n, kind, id, token, meta, result, error, delay_s, by, refund, reclaim, dur_b, wait_b}: a key left
--- out reads as NULL, and a retry's or a failure's details are one object,
--- ``error`` {code, message, class, retryable, stage, stage_attempts, stack,
--- context}, read only by the rows that have one (a batch is mostly successes).
-WITH asked AS (
-    SELECT i.*,
-        CASE WHEN c.by IS NOT NULL THEN 'cancel' ELSE i.kind END AS ends,
-        CASE i.kind WHEN 'cancel' THEN i.by ELSE c.by END AS cancelled_by
-    FROM jsonb_to_recordset(%(items)s) AS i(
-        n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, error jsonb,
-        delay_s double precision, by text, refund int, reclaim boolean, dur_b int, wait_b int)
-    -- only a retry looks for a cancel request: one asked while it ran wins (core.transitions.ends_as,
-    -- the rule the other stores call; here it is decided in this one statement, with the request's row)
-    LEFT JOIN redrive_cancel_request AS c ON i.kind = 'retry' AND c.job_id = i.id
-), moved AS (
-    DELETE FROM redrive_job AS j USING asked AS i
-    WHERE j.id = i.id AND j.lease_token = i.token AND (j.lease_expires_at > now() OR i.reclaim) AND i.ends IN ('complete', 'fail', 'cancel')
-    RETURNING j.*, i.n, i.kind, i.ends, i.cancelled_by, i.result AS new_result, i.meta AS event_meta,
-        i.error AS failure, coalesce(i.error->>'stage', j.stage) AS new_stage, i.dur_b, i.wait_b,
-        CASE i.ends WHEN 'complete' THEN 'succeeded' WHEN 'fail' THEN 'failed' ELSE 'cancelled' END AS new_status
-), done AS (
-    INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
-        attempts, max_attempts, owner, last_error_code, last_error_message,
-        error_code, error_message, result, created_at, updated_at, started_at, finished_at, failed_at,
-        stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version, {_implied_columns}, implied_ended, ended_meta)
-    SELECT id, task, queue, args, kwargs, new_status, priority, run_at,
-        attempts, max_attempts, owner,
-        coalesce(failure->>'code', last_error_code), coalesce(failure->>'message', last_error_message),
-        CASE WHEN kind = 'fail' THEN failure->>'code' END, CASE WHEN kind = 'fail' THEN failure->>'message' END,
-        new_result, created_at, now(), started_at, now(), CASE WHEN kind = 'fail' THEN now() END,
-        new_stage, coalesce(failure->'stage_attempts', stage_attempts), checkpoint, manual_retry_count,
-        CASE WHEN failure IS NULL THEN first_failed_at ELSE coalesce(first_failed_at, now()) END,
-        dependencies, idempotency_key, version, {_implied_values},
-        -- a success's event is implied by the history row (migration 0032)
-        CASE WHEN ends = 'complete' THEN nextval('redrive_job_event_id_seq') END,
-        CASE WHEN ends = 'complete' THEN nullif(event_meta, '{}') END
-    FROM moved
-), previous AS (
-    SELECT DISTINCT ON (d.job_id) d.job_id, d.id, d.error_class, d.replayed_at
-    FROM redrive_dead_letter AS d JOIN moved AS m ON d.job_id = m.id AND m.ends = 'fail'
-    ORDER BY d.job_id, d.id DESC
-), letters AS (
-    INSERT INTO redrive_dead_letter (job_id, task, queue, owner, error_class, error_code,
-        error_message, retryable, stage, stage_attempts, attempts, last_stack, context,
-        first_failure_at, last_failure_at, escalated, previous_id)
-    SELECT m.id, m.task, m.queue, m.owner, m.failure->>'class', m.failure->>'code',
-        m.failure->>'message', (m.failure->>'retryable')::boolean, m.new_stage,
-        coalesce(m.failure->'stage_attempts', m.stage_attempts), m.attempts,
-        m.failure->>'stack', coalesce(m.failure->'context', '{}'), coalesce(m.first_failed_at, now()), now(),
-        coalesce(p.replayed_at IS NOT NULL AND p.error_class = m.failure->>'class'
-                 AND NOT (m.failure->>'retryable')::boolean, false),
-        p.id
-    FROM moved AS m LEFT JOIN previous AS p ON p.job_id = m.id
-    WHERE m.ends = 'fail'
-    RETURNING id, job_id, escalated
-), taken AS (
-    -- the request a cancel answered (a failure leaves it; a revive drops it)
-    DELETE FROM redrive_cancel_request AS c USING moved AS m WHERE c.job_id = m.id AND m.ends = 'cancel'
-), retried AS (
-    UPDATE redrive_job AS j
-    SET status = 'queued',
-        run_at = now() + make_interval(secs => coalesce(i.delay_s, 0)),
-        attempts = j.attempts - coalesce(i.refund, 0),
-        lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
-        last_error_code = coalesce(i.error->>'code', j.last_error_code),
-        last_error_message = coalesce(i.error->>'message', j.last_error_message),
-        stage = coalesce(i.error->>'stage', j.stage),
-        stage_attempts = coalesce(i.error->'stage_attempts', j.stage_attempts),
-        first_failed_at = CASE WHEN i.error IS NULL THEN j.first_failed_at
-                               ELSE coalesce(j.first_failed_at, now()) END,
-        ran_by = {_ran_by},
-        updated_at = now()
-    FROM asked AS i
-    WHERE j.id = i.id AND j.lease_token = i.token AND (j.lease_expires_at > now() OR i.reclaim) AND i.ends IN ('retry', 'requeue')
-    RETURNING j.id, i.n, i.kind, j.task, j.queue, j.attempts, j.stage,
-        coalesce(i.refund, 0) AS refund, i.error->>'code' AS error_code, i.delay_s, i.meta, i.dur_b, i.wait_b
-), rolled AS (
-    -- core/rollups.py: each ending, and its run's wait, added to its minute's
-    -- rollup on this connection's shard (no two workers wait on one row)
-    INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
-    SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, e.queue, e.task, pg_backend_pid() %% 4,
-        v.kind, v.bucket, count(*)
-    FROM (
-        SELECT queue, task, new_status AS kind, dur_b, wait_b FROM moved
-        UNION ALL
-        -- a requeue spent its attempt only when a crashed worker's lease was taken back
-        SELECT queue, task, 'retried', dur_b, wait_b FROM retried WHERE kind = 'retry' OR refund = 0
-    ) AS e
-    CROSS JOIN LATERAL (VALUES (e.kind, e.dur_b), ('wait', e.wait_b)) AS v(kind, bucket)
-    WHERE v.bucket IS NOT NULL
-    GROUP BY 1, 2, 3, 4, 5, 6
-    ORDER BY 1, 2, 3, 4, 5, 6
-    ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n
-), events AS (
-    INSERT INTO redrive_job_event (job_id, at, from_status, to_status, attempt, meta)
-    SELECT m.id, now(), 'running', m.new_status, m.attempts,
-        CASE m.ends
-            WHEN 'complete' THEN m.event_meta
-            WHEN 'fail' THEN jsonb_build_object('error_code', m.failure->>'code', 'error_class', m.failure->>'class',
-                                                'stage', m.new_stage, 'dead_letter_id', l.id,
-                                                'escalated', l.escalated) || m.event_meta
-            ELSE CASE WHEN m.kind = 'retry'
-                      THEN jsonb_build_object('error_code', m.failure->>'code', 'stage', m.new_stage)
-                      ELSE '{}'::jsonb END
-                 || m.event_meta || jsonb_build_object('by', m.cancelled_by)
-        END
-    FROM moved AS m LEFT JOIN letters AS l ON l.job_id = m.id
-    WHERE m.ends <> 'complete'
-    UNION ALL
-    SELECT r.id, now(), 'running', 'queued', r.attempts,
-        CASE WHEN r.kind = 'retry'
-             THEN jsonb_build_object('error_code', r.error_code, 'delay_ms', round(r.delay_s * 1000),
-                                     'stage', r.stage) || r.meta
-             ELSE r.meta END
-    FROM retried AS r
-), told AS (
-    -- only for jobs someone awaits (migration 0014): no NOTIFY otherwise
-    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
-    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
-), wake AS (
-    SELECT pg_notify('redrive_jobs', queue) FROM (SELECT DISTINCT queue FROM retried WHERE kind = 'requeue') AS q
-), settled AS (
-    -- the workflow steps among the jobs that ended (migrations 0027, 0029): a plain job is none
-    SELECT redrive_settle(array_agg(m.id), array_agg(m.new_status)) AS changes FROM moved AS m
-    WHERE EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = m.id) HAVING count(*) > 0
-)
-SELECT m.n, m.task, m.queue, m.new_status AS status, m.attempts AS attempt, m.new_stage AS stage,
-    l.id AS dead_letter_id, coalesce(l.escalated, false) AS escalated, m.cancelled_by,
-    (SELECT count(*) FROM told) + (SELECT count(*) FROM wake) AS signals, (SELECT changes FROM settled) AS workflows
-FROM moved AS m LEFT JOIN letters AS l ON l.job_id = m.id
-UNION ALL
-SELECT r.n, r.task, r.queue, 'queued', r.attempts + r.refund, r.stage, NULL, false, NULL, 0,
-    (SELECT changes FROM settled)
-FROM retried AS r
-ORDER BY 1;
-
--- name: jobs_complete
--- jobs_finish for a batch of successes only, the most common batch: the same
--- items, writes and answer as jobs_finish's success branch, without the
--- branches for the other kinds. PostgreSQL sets up every part of a statement
--- each time it runs it, so those cost a third of the write of a batch of one.
+-- back on the queue; each is fenced on its lease. The successes, :items, are
+-- written here; the other kinds, :others, by redrive_finish_others (migration
+-- 0034: set up only when there are any, which in most batches there are not).
+-- Each ending, and its run's wait, is added to its minute's rollup, told to
+-- whoever awaits it and settles the workflow steps after it. Both are JSON
+-- arrays of {n, kind, id, token, meta, result, error, delay_s, by, refund,
+-- reclaim, dur_b, wait_b}: a key left out reads as NULL, and a retry's or a
+-- failure's details are one object, ``error`` {code, message, class,
+-- retryable, stage, stage_attempts, stack, context}. The rows answered say
+-- what was written, each with its item's n, its place in the batch.
 WITH moved AS (
     DELETE FROM redrive_job AS j
     USING jsonb_to_recordset(%(items)s) AS i(
         n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, reclaim boolean, dur_b int, wait_b int)
-    -- i.kind: every item is a success; the test also tells the planner that few items
-    -- pass, so that it searches the primary key for each, as jobs_finish does
+    -- the test on kind also tells the planner that few items pass, so that it
+    -- searches the primary key for each
     WHERE i.kind = 'complete' AND j.id = i.id AND j.lease_token = i.token
       AND (j.lease_expires_at > now() OR i.reclaim)
     RETURNING j.id, j.task, j.queue, j.args, j.kwargs, j.priority, j.run_at, j.attempts, j.max_attempts, j.owner,
@@ -196,29 +58,48 @@ WITH moved AS (
         attempts, max_attempts, owner, last_error_code, last_error_message,
         result, created_at, now(), started_at, now(),
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version, {_implied_values}, nextval('redrive_job_event_id_seq'), nullif(meta, '{}')
+        idempotency_key, version, {_implied_values},
+        -- a success's event is implied by the history row (migration 0032)
+        nextval('redrive_job_event_id_seq'), nullif(meta, '{}')
     FROM moved
+), others AS (
+    SELECT * FROM redrive_finish_others(%(others)s, now())
+), ended AS (
+    SELECT id, queue, task, 'succeeded' AS status, 'succeeded' AS roll, dur_b, wait_b FROM moved
+    UNION ALL
+    SELECT id, queue, task, status, roll, dur_b, wait_b FROM others
 ), rolled AS (
+    -- core/rollups.py: each ending, and its run's wait, added to its minute's
+    -- rollup on this connection's shard (no two workers wait on one row)
     INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
-    SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, m.queue, m.task, pg_backend_pid() %% 4,
+    SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, e.queue, e.task, pg_backend_pid() %% 4,
         v.kind, v.bucket, count(*)
-    FROM moved AS m
-    CROSS JOIN LATERAL (VALUES ('succeeded', m.dur_b), ('wait', m.wait_b)) AS v(kind, bucket)
-    WHERE v.bucket IS NOT NULL
+    FROM ended AS e
+    CROSS JOIN LATERAL (VALUES (e.roll, e.dur_b), ('wait', e.wait_b)) AS v(kind, bucket)
+    WHERE e.roll IS NOT NULL AND v.bucket IS NOT NULL
     GROUP BY 1, 2, 3, 4, 5, 6
     ORDER BY 1, 2, 3, 4, 5, 6
     ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n
 ), told AS (
-    SELECT pg_notify('redrive_done', m.id::text) FROM moved AS m
-    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = m.id)
+    -- only for jobs someone awaits (migration 0014): no NOTIFY otherwise
+    SELECT pg_notify('redrive_done', e.id::text) FROM ended AS e
+    WHERE e.status <> 'queued' AND EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = e.id)
 ), settled AS (
-    SELECT redrive_settle(array_agg(m.id), array_agg('succeeded'::text)) AS changes FROM moved AS m
-    WHERE EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = m.id) HAVING count(*) > 0
+    -- the workflow steps among the jobs that ended (migrations 0027, 0029): a plain job is none
+    SELECT redrive_settle(array_agg(e.id), array_agg(e.status)) AS changes FROM ended AS e
+    WHERE e.status <> 'queued' AND EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = e.id)
+    HAVING count(*) > 0
 )
+-- (told and settled are read, or PostgreSQL would not run them: only parts that write always run)
 SELECT n, task, queue, 'succeeded' AS status, attempts AS attempt, stage,
     NULL::bigint AS dead_letter_id, false AS escalated, NULL::text AS cancelled_by,
     (SELECT count(*) FROM told) AS signals, (SELECT changes FROM settled) AS workflows
-FROM moved ORDER BY 1;
+FROM moved
+UNION ALL
+SELECT n, task, queue, status, attempt, stage, dead_letter_id, escalated, cancelled_by,
+    (SELECT count(*) FROM told), (SELECT changes FROM settled)
+FROM others
+ORDER BY 1;
 
 -- name: stages_save
 WITH input AS (
