@@ -19,7 +19,9 @@ and on SQLite (``sqlitecost.py``) redrive, the bare SQLite loop and Huey.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,6 +68,7 @@ class Cost:
     lock_wait_s: float = 0.0  # backends waiting on a lock, summed over the phase (sampled)
     idle_in_transaction_s: float = 0.0  # backends idle inside a transaction: a lock may be held across a round trip
     by_relation: Counter = field(default_factory=Counter)  # WAL bytes by table or index name
+    by_statement: Counter = field(default_factory=Counter)  # seconds executing, by statement (pg_stat_statements)
 
     def add(self, record: Record, names: dict[int, str]) -> None:
         self.wal_bytes += record.size
@@ -87,10 +90,9 @@ class Cost:
 
     def __add__(self, other: Cost) -> Cost:
         total = Cost(self.jobs)
-        for name in ("wal_bytes", "records", "fpi", "commits", "inserted", "updated", "hot", "deleted", "locked",
-                     "index_entries", "statements", "cpu_s", "seconds", "lock_wait_s", "idle_in_transaction_s"):
-            setattr(total, name, getattr(self, name) + getattr(other, name))
-        total.by_relation = self.by_relation + other.by_relation
+        for each in dataclasses.fields(self):
+            if each.name not in ("jobs", "watched"):
+                setattr(total, each.name, getattr(self, each.name) + getattr(other, each.name))
         return total
 
 
@@ -105,6 +107,7 @@ class Meter:
     def measure(self, database: str, jobs: int, phase: Callable[[], None], *, watch: bool = False) -> Cost:
         self._admin.execute("CHECKPOINT")
         start, statements, cpu = self._lsn(), self._statements(database), self.cluster.cpu_s()
+        executing = self._executing(database)
         began = time.perf_counter()
         sampler = Sampler(self.cluster, database) if watch else None
         if sampler is None:
@@ -117,6 +120,7 @@ class Meter:
             cost.watched, cost.lock_wait_s, cost.idle_in_transaction_s = True, sampler.lock_wait_s, sampler.idle_s
         cost.cpu_s = self.cluster.cpu_s() - cpu
         cost.statements = self._statements(database) - statements
+        cost.by_statement = self._executing(database) - executing
         end = self._lsn()
         self._admin.execute("CHECKPOINT")  # the WAL up to ``end`` on disk for pg_waldump
         names = self._relations(database)
@@ -133,6 +137,15 @@ class Meter:
                                   (database,)).fetchone()
         return int(row[0])
 
+    def _executing(self, database: str) -> Counter:
+        """Seconds spent executing each statement so far, by its name."""
+        rows = self._admin.execute("SELECT s.query, s.total_exec_time FROM pg_stat_statements AS s "
+                                   "JOIN pg_database AS d ON d.oid = s.dbid WHERE d.datname = %s", (database,))
+        spent: Counter = Counter()
+        for query, ms in rows:
+            spent[statement_name(query)] += ms / 1000
+        return spent
+
     def _relations(self, database: str) -> dict[int, str]:
         names: dict[int, str] = {}
         for db in ("postgres", database):
@@ -143,6 +156,33 @@ class Meter:
 
     def close(self) -> None:
         self._admin.close()
+
+
+def _shape(sql: str) -> str:
+    """A statement's first words without comments, each parameter or constant
+    as ``?``: how psycopg sends one of redrive's named statements and how
+    pg_stat_statements keeps it (constants as $n) read alike."""
+    text = " ".join(re.sub(r"--[^\n]*", " ", sql).split())
+    return re.sub(r"\$\d+|%\(\w+\)s|'[^']*'|\b\d+\b", "?", text)[:100]
+
+
+def _redrive_names() -> dict[str, str]:
+    from redrive.store.sql import load_queries
+
+    queries = load_queries("redrive.store.postgres", dialect="postgres")
+    return {_shape(sql.replace("%%", "%")): name for name, sql in queries.items()}
+
+
+_NAMES: dict[str, str] = {}
+
+
+def statement_name(query: str) -> str:
+    """redrive's name for a statement it runs (``jobs_claim``...); any other
+    system's, its first words."""
+    if not _NAMES:
+        _NAMES.update(_redrive_names())
+    shape = _shape(query)
+    return _NAMES.get(shape) or shape[:60]
 
 
 class Sampler:
@@ -288,9 +328,10 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Cost]] = {}
     on_sqlite: dict[str, dict[str, sqlitecost.Use]] = {}
     fsync_s = 0.0
-    meter = Meter(cluster)
     started = time.monotonic()
+    meter: Meter | None = None
     try:
+        meter = Meter(cluster)
         for name in args.systems.split(","):
             if name in sqlitecost.SYSTEMS:
                 fsync_s = fsync_s or sqlitecost.fsync_s(workdir)
@@ -313,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench.dbcost: {exc}", file=sys.stderr)
         return 1
     finally:
-        meter.close()
+        if meter is not None:
+            meter.close()
         cluster.close()
         shutil.rmtree(workdir, ignore_errors=True)
     text = report(results, jobs=args.jobs, took_s=time.monotonic() - started, sqlite=on_sqlite, fsync_s=fsync_s)

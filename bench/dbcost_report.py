@@ -65,9 +65,27 @@ def report(results: dict[str, dict[str, Cost]], *, jobs: int, took_s: float,
         top = cost.by_relation.most_common(10)
         lines.append(f"- **{system}**: " + ", ".join(f"{name} {size / cost.jobs:,.0f}" for name, size in top))
     lines.append("")
+    lines += _statements(results)
     if sqlite:
         lines += sqlite_section(sqlite, fsync_s)
     return "\n".join(lines)
+
+
+def _statements(results: dict[str, dict[str, Cost]]) -> list[str]:
+    """Where the server's CPU goes in processing with one worker: each
+    statement's execution (pg_stat_statements: time inside the executor, a
+    lock wait included), largest first, and the rest (parsing, planning,
+    the protocol, the commit's flush, the server's own processes)."""
+    lines = ["## Where PostgreSQL's CPU goes (processing 1 worker, µs a job, largest first)", ""]
+    for system, costs in results.items():
+        if (cost := costs.get(WHOLE[1])) is None:
+            continue
+        top = [(name, spent) for name, spent in cost.by_statement.most_common() if spent / cost.jobs >= 0.5e-6]
+        rest = cost.cpu_s - sum(cost.by_statement.values())
+        lines.append(f"- **{system}** ({cost.cpu_s / cost.jobs * 1e6:,.1f}): "
+                     + ", ".join(f"`{name}` {spent / cost.jobs * 1e6:,.1f}" for name, spent in top[:8])
+                     + f"; outside statements' execution {rest / cost.jobs * 1e6:,.1f}")
+    return [*lines, ""]
 
 
 SQLITE_PEER, SQLITE_FLOOR = "Huey (SQLite)", "bare SQLite loop"
