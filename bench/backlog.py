@@ -1,6 +1,6 @@
 """``python -m bench.backlog``: the dashboard and the API over a big backlog
 on PostgreSQL (docs/performance.md). A scratch database gets ``--queued``
-waiting jobs and ``--finished`` finished ones (copied from real rows of each
+waiting jobs, 10,000 running and ``--finished`` finished ones (copied from real rows of each
 kind with ``generate_series``: fast, and every column as redrive writes it),
 and some dead letters; a real server on 127.0.0.1 then answers each page
 and route in turn, ``--repeats`` times. Each figure is the median, against
@@ -35,6 +35,9 @@ from redrive.store.reads import JobFilter
 OPERATOR = "bench-operator-0123456789abcdef"
 TASKS, QUEUES, OWNERS = 20, 5, 100
 BOUND_MS, BOUND_RATIO = 100.0, 10.0
+# Running jobs, as many as a fleet of workers holds at once: the job list
+# reads them apart from the waiting ones on PostgreSQL (migration 0035)
+RUNNING = 10_000
 
 
 def _noop(*args: object) -> None:
@@ -58,10 +61,11 @@ _LETTER = {"job_id": "d.id", "task": "d.task", "queue": "d.queue", "owner": "d.o
 
 def _fill(app: App, url: str, queued: int, finished: int, letters: int) -> None:
     """One real job of each kind, then copies of it: ids, times, task, queue and owner varied."""
-    app.enqueue_many([JobRequest("t0", args=[n], queue="q0", owner="o0") for n in range(3)])
+    app.enqueue_many([JobRequest("t0", args=[n], queue="q0", owner="o0") for n in range(4)])
     store = app.store
     done, broken = store.jobs_claim(queues=["q0"], limit=2, worker_id="bench", lease_ttl=timedelta(hours=1))
     store.jobs_finish([Completion(done.lease, {"ok": True}), FailNow(broken.lease, "BAD_INPUT", "no")])
+    (running,) = store.jobs_claim(queues=["q0"], limit=1, worker_id="bench", lease_ttl=timedelta(hours=1))
     with psycopg.connect(url, autocommit=True) as conn:
         columns = [name for (name,) in conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'redrive_job' "
@@ -75,12 +79,15 @@ def _fill(app: App, url: str, queued: int, finished: int, letters: int) -> None:
         # Finished ones ended spread out too (the overview's hour reads them by finished_at)
         ended = {**varied, "finished_at": "now() - make_interval(secs => g * 0.01)",
                  "updated_at": "now() - make_interval(secs => g * 0.01)"}
-        # The waiting jobs: copies of the third, still queued
+        # The waiting jobs: copies of the fourth, still queued; the running ones, of the third
         template = store.jobs_page(where=JobFilter(statuses=(Status.QUEUED,)), limit=1).items[0].id
-        for table, source, count in (("redrive_job", template, queued), ("redrive_job_done", done.id, finished // 2),
+        held = {**varied, "lease_token": "gen_random_uuid()"}
+        for table, source, count in (("redrive_job", template, queued), ("redrive_job", running.id, RUNNING),
+                                     ("redrive_job_done", done.id, finished // 2),
                                      ("redrive_job_done", broken.id, finished - finished // 2)):
             started = time.perf_counter()
-            chosen = ", ".join((ended if table == "redrive_job_done" else varied).get(c, f"t.{c}") for c in columns)
+            kind = ended if table == "redrive_job_done" else held if source == running.id else varied
+            chosen = ", ".join(kind.get(c, f"t.{c}") for c in columns)
             if table == "redrive_job_done" and source == broken.id:
                 chosen = chosen.replace("t.failed_at", "now() - make_interval(secs => g * 0.01)")
             conn.execute(f"INSERT INTO {table} ({names}) SELECT {chosen} FROM generate_series(1, %s) AS g, "

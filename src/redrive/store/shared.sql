@@ -96,9 +96,14 @@ LIMIT :limit;
 -- Each table gives its own first :limit rows in order (history by its
 -- (created_at, id) index), so a page never sorts the whole history;
 -- :live and :done leave out the table a status filter cannot match.
+-- PostgreSQL's live index leaves out running jobs (migration 0035): they are
+-- read apart, as few as the workers hold, and sorted (SQLite reads them in one).
 SELECT * FROM (
-    SELECT * FROM (SELECT * FROM redrive_job WHERE CAST(:live AS BOOLEAN) AND {_job_filter}
+    SELECT * FROM (SELECT * FROM redrive_job WHERE CAST(:live AS BOOLEAN) AND {_job_filter} AND {not_running}
                    ORDER BY created_at DESC, id DESC LIMIT :limit) AS live
+    UNION ALL
+    SELECT * FROM (SELECT * FROM redrive_job WHERE CAST(:live AS BOOLEAN) AND {_job_filter} AND {running_apart}
+                   ORDER BY created_at DESC, id DESC LIMIT :limit) AS running
     UNION ALL
     SELECT * FROM (SELECT * FROM redrive_job_done WHERE CAST(:done AS BOOLEAN) AND {_job_filter}
                    ORDER BY created_at DESC, id DESC LIMIT :limit) AS done

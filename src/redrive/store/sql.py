@@ -20,16 +20,18 @@ _FRAGMENT = re.compile(r"\{(_\w+)\}")
 # database's clock, or a test against a list of statuses (an array on
 # PostgreSQL, JSON text on SQLite, which has no arrays), or where a job's
 # events are read (PostgreSQL writes some only into the job's row: migration
-# 0032). A {_name} is a
-# fragment of shared.sql itself (a filter two queries share). SQLite keeps
-# times as seconds since the epoch.
+# 0032), or whether the live table's newest-first index leaves running jobs
+# out (PostgreSQL's, migration 0035: the job list reads them apart). A
+# {_name} is a fragment of shared.sql itself (a filter two queries share).
+# SQLite keeps times as seconds since the epoch.
 SPELLINGS: dict[str, dict[str, str]] = {
     "postgres": {"uuid": "uuid", "time": "timestamptz", "now": "now()", "second": "interval '1 second'",
                  "text_list": "text[]", "in_statuses": "= ANY(CAST(:statuses AS text[]))",
-                 "events": "redrive_job_event_read"},
+                 "events": "redrive_job_event_read",
+                 "not_running": "status <> 'running'", "running_apart": "status = 'running'"},
     "sqlite": {"uuid": "TEXT", "time": "REAL", "now": ":now", "second": "1",
                "text_list": "TEXT", "in_statuses": "IN (SELECT value FROM json_each(:statuses))",
-               "events": "redrive_job_event"},
+               "events": "redrive_job_event", "not_running": "1", "running_apart": "0"},
 }
 
 
