@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.conftest import IN_CI
@@ -32,7 +33,9 @@ STARTS = 5
 
 
 class Cluster:
-    def __init__(self) -> None:
+    def __init__(self, *, standby_of: Cluster | None = None) -> None:
+        """``standby_of``: a streaming replica of that server instead of a new
+        one (pg_basebackup -R), read-only until ``promote``."""
         binaries = _bin()
         if binaries is None or shutil.which("runuser") is None or os.geteuid() != 0:
             message = "a throwaway PostgreSQL needs the server's binaries and root (to run them as postgres)"
@@ -45,7 +48,11 @@ class Cluster:
         self.data = self.dir / "data"
         self.listen = ["127.0.0.1"]  # and whatever a test adds, such as a network namespace's link
         shutil.chown(self.dir, "postgres", "postgres")
-        self._as_postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        if standby_of is None:
+            self._as_postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        else:  # initdb's pg_hba.conf trusts replication from 127.0.0.1
+            self._as_postgres("pg_basebackup", "-D", str(self.data), "-R", "-X", "stream", "--no-sync",
+                              "-h", "127.0.0.1", "-p", str(standby_of.port), "-U", "postgres")
         for attempt in range(STARTS):
             self.port = random.choice(PORTS)
             try:
@@ -76,6 +83,16 @@ class Cluster:
         self.listen.append(address)
         self.stop()
         self.start()
+
+    def promote(self) -> None:
+        """A standby becomes a primary that takes writes (``pg_ctl promote``)."""
+        self._as_postgres("pg_ctl", "-D", str(self.data), "-w", "promote")
+
+    def synchronous(self) -> None:
+        """Commits wait for a standby's confirmation (any standby: ``*``)."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            conn.execute("SELECT pg_reload_conf()")
 
     def stop(self, mode: str = "fast") -> None:
         """``fast`` closes sessions cleanly; ``immediate`` is a crash (recovery on the next start)."""

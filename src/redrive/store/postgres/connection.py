@@ -27,6 +27,7 @@ from redrive.core.states import Status
 from redrive.errors import ConfigError, SchemaOutdated, StoreError, StoreFull, StoreTimeout, StoreUnavailable
 from redrive.store.postgres.codecs import _adapters
 from redrive.store.postgres.deadlines import Deadlines, Overran
+from redrive.store.postgres.failover import Reached, in_recovery, servers, writable
 from redrive.store.sql import load_migrations, load_queries
 
 log = logging.getLogger("redrive.store.postgres")
@@ -80,7 +81,7 @@ def _link_defaults(url: str, deadline: timedelta) -> dict[str, Any]:
         "keepalives_interval": 5, "keepalives_count": 3,
         "tcp_user_timeout": int(deadline.total_seconds() * 1000),
     }
-    return {key: value for key, value in wanted.items() if key not in given}
+    return {**{key: value for key, value in wanted.items() if key not in given}, **writable(given)}
 
 
 def _check_if_stirred(conn: psycopg.Connection[Any]) -> None:
@@ -100,9 +101,7 @@ def _describe(url: str) -> str:
     except psycopg.ProgrammingError as exc:
         # libpq quotes the part it could not read, which may be the password
         raise ConfigError(f"malformed PostgreSQL URL: {_without_password(_reason(exc), url)}") from None
-    host = info.get("host", "localhost")
-    port = info.get("port", "5432")
-    return f"{host}:{port}/{info.get('dbname', '')}"
+    return f"{','.join(servers(info))}/{info.get('dbname', '')}"
 
 
 def _without_password(text: str, url: str) -> str:
@@ -187,6 +186,7 @@ class Connected:
         if check_schema:
             self._check_schema()
         self._pool_size = pool_size
+        self._reached = Reached(self._where)
         self._pool = self._new_pool()
         self._down: float | None = None  # when the server stopped answering, while it does not
         self._probed = 0.0  # when _revive last asked the server (monotonic)
@@ -209,6 +209,7 @@ class Connected:
             open=True,
             name="redrive",
             check=_check_if_stirred,
+            configure=self._reached,
         )
 
     def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
@@ -247,10 +248,10 @@ class Connected:
 
     def _answers(self) -> bool:
         try:
-            psycopg.connect(self.url, **{**self._link, "connect_timeout": _PROBE_TIMEOUT_S}).close()
+            with psycopg.connect(self.url, **{**self._link, "connect_timeout": _PROBE_TIMEOUT_S}) as conn:
+                return not in_recovery(conn)  # a standby answers, but is still no place to write
         except psycopg.OperationalError:
             return False
-        return True
 
     def _revive(self) -> bool:
         """After an outage (or a call that overran its deadline: the old
@@ -308,6 +309,13 @@ class Connected:
             raise StoreUnavailable(
                 f"lost PostgreSQL at {self._where}: {_reason(exc)}"
             ) from exc
+        except psycopg.errors.ReadOnlySqlTransaction as exc:
+            # A standby (not yet promoted, or a URL that leads to it alone): as
+            # while the server is down, calls fail at once until one takes writes
+            if self._down is None:
+                self._down = time.monotonic()
+            raise StoreUnavailable(f"PostgreSQL at {self._where} is read-only (a standby?): nothing was written; "
+                                   "retried until a server takes writes") from exc
         except psycopg.errors.UndefinedTable as exc:
             raise SchemaOutdated() from exc
         except (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName) as exc:

@@ -29,6 +29,8 @@ class Listening(Reading):
                 try:
                     with self._connect(listening=True) as conn:
                         conn.execute(self._queries["wakeups_listen"])
+                        if lost:
+                            log.info("LISTEN connection back (%s:%s)", conn.info.host, conn.info.port)
                         lost = False
                         while not stop.is_set():
                             for note in conn.notifies(timeout=0.5):
