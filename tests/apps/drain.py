@@ -10,7 +10,7 @@ import resource
 import time
 from datetime import timedelta
 
-from redrive import App, Permanent, Workflow, current_job, spawn
+from redrive import App, Permanent, Snooze, Workflow, current_job, spawn
 
 app = App()  # REDRIVE_DATABASE_URL comes from the environment
 
@@ -25,6 +25,16 @@ def _record(key: str) -> dict:
 
 @app.task
 def record(key: str) -> dict:
+    return _record(key)
+
+
+@app.task
+def snooze_once(key: str, seconds: float) -> dict:
+    """Snoozes ``seconds`` on its first run (a marker file says it did), then records."""
+    marker = os.path.join(os.environ["REDRIVE_TEST_LOG_DIR"], f"snoozed-{key}")
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        raise Snooze(timedelta(seconds=seconds))
     return _record(key)
 
 

@@ -5,6 +5,7 @@ entry per action with its filter and count; a dry run changes nothing."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from datetime import timedelta
@@ -250,4 +251,19 @@ def test_finished_jobs_are_deleted_one_or_by_filter_and_active_ones_are_refused(
     assert (_count(app, Status.CANCELLED), _count(app, Status.QUEUED)) == (0, 4)
     assert [(e.action, e.detail["count"]) for e in ops_admin.audit_trail()] == [("bulk_delete", 5)]
     assert [e.action for e in ops_admin.store.audits_list(job_id=jobs[0].id)] == ["delete"]
+    app.close()
+
+
+def test_since_is_counted_back_from_the_databases_clock_not_the_shells(pg_url: str) -> None:
+    # A shell whose clock runs two hours ahead: "created in the last hour" still
+    # finds the jobs just made, by the database's clock
+    if shutil.which("faketime") is None:
+        pytest.skip("faketime is not installed (scripts/test installs Debian's faketime)")
+    app = make_app(pg_url)
+    app.enqueue_many([JobRequest("greet", args=[str(n)], queue="email") for n in range(3)])
+    ahead = subprocess.run(["faketime", "-f", "+2h", sys.executable, "-m", "redrive", "jobs", "cancel",
+                            "--queue", "email", "--since", "1h", "--dry-run", "--database-url", pg_url],
+                           cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert ahead.returncode == 0 and ahead.stdout.strip() == "3 jobs match: nothing cancelled (--dry-run)", \
+        (ahead.stdout, ahead.stderr)
     app.close()

@@ -336,3 +336,29 @@ def test_dead_letters_are_resolved_from_their_page_and_by_filter_after_the_count
     assert {d.notes[-1]["text"] for d in admin.dead_letters(state="resolved").items} == {"refunded by hand",
                                                                                         "written off"}
     assert as_("viewer", api).post("/dead-letters/resolve", data={"ids": str(first.id)}).status_code in (403, 401)
+
+
+def test_times_a_page_shows_relative_to_now_are_on_the_databases_clock(tmp_path) -> None:
+    # A database whose clock is an hour ahead of this server's: a job it just
+    # created is "just now" on its page, not "in 1 h" (this server's clock)
+    from datetime import UTC, datetime, timedelta
+
+    from redrive.http import TokenAuth, create_api
+    from redrive.http.auth import parse_tokens
+    from redrive.store.sqlite.store import SQLiteStore
+    from tests.http.conftest import SPECS
+
+    app = App(store=SQLiteStore(str(tmp_path / "ahead.db"), clock=lambda: datetime.now(UTC) + timedelta(hours=1)))
+
+    @app.task
+    def greet(name: str) -> str:
+        return name
+
+    try:
+        job = app.enqueue("greet", args=["x"]).job
+        page = _browser(create_api(app, auth=TokenAuth(parse_tokens(SPECS))), "operator").get(f"/jobs/{job.id}")
+        assert page.status_code == 200, page.text[:300]
+        created = re.search(r"<dt>created</dt><dd><time [^>]*>([^<]+)</time>", page.text).group(1)
+        assert created == "just now" or created.endswith(" s ago"), created
+    finally:
+        app.close()

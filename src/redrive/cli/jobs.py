@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
 
 from redrive import views
 from redrive.admin import BULK_ACTIONS
@@ -178,8 +177,8 @@ def _bulk_asked(args: argparse.Namespace) -> bool:
 
 
 def _bulk(args: argparse.Namespace, action: str) -> int:
-    since = datetime.now(UTC) - args.since if args.since else None
     with admin_of(args, owner=args.owner) as admin:
+        since = admin.store.now() - args.since if args.since else None  # the database's clock, not this host's
         done = admin.bulk(action, dry_run=args.dry_run, status=args.status, task=args.task, queue=args.queue,
                           error_code=args.error_code, created_after=since)
     render.bulk_told(done, {"retry": "retried", "cancel": "cancelled", "delete": "deleted"}[action], "job")

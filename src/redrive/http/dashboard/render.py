@@ -9,8 +9,12 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
-from jinja2 import Environment, PackageLoader
+from jinja2 import Environment, PackageLoader, pass_context
+from jinja2.runtime import Context
 from markupsafe import Markup
+
+from redrive.errors import RedriveError
+from redrive.http.surface import surface
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -41,12 +45,14 @@ def duration_shown(seconds: float | None) -> str:
     return f"{minutes // 60} h {minutes % 60} min"
 
 
-def ago_shown(value: str | datetime | None) -> Markup:
-    """A time relative to now ("3 min ago", "in 2 h"), the exact UTC time on hover."""
+def ago_shown(value: str | datetime | None, now: datetime | None = None) -> Markup:
+    """A time relative to ``now`` ("3 min ago", "in 2 h"), the exact UTC time
+    on hover. Pages pass the database's clock: the times shown are its, and
+    this server's own clock may be off (docs/storage.md)."""
     if not value:
         return Markup("–")
     at = datetime.fromisoformat(value) if isinstance(value, str) else value
-    seconds = (datetime.now(UTC) - at).total_seconds()
+    seconds = ((now or datetime.now(UTC)) - at).total_seconds()
     span = abs(seconds)
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if span >= size:
@@ -59,12 +65,27 @@ def ago_shown(value: str | datetime | None) -> Markup:
         at.astimezone(UTC).isoformat(), when_shown(at), said)
 
 
+@pass_context
+def _ago(context: Context, value: str | datetime | None) -> Markup:
+    return ago_shown(value, context.get("now"))
+
+
 _TEMPLATES = Environment(loader=PackageLoader("redrive.http", "templates"), autoescape=True)
-_TEMPLATES.filters |= {"when": when_shown, "ago": ago_shown, "duration": duration_shown}
+_TEMPLATES.filters |= {"when": when_shown, "ago": _ago, "duration": duration_shown}
+
+
+def _database_now(request: Request) -> datetime | None:
+    """The database's clock, for the times a page shows relative to now; a
+    page that says the database is down uses this server's own."""
+    try:
+        return surface(request).app.store.now()
+    except RedriveError:
+        return None
 
 
 def render(request: Request, template: str, http_status: int = 200, **context: Any) -> HTMLResponse:
     context.setdefault("base", base_of(request))
+    context.setdefault("now", _database_now(request))
     html = _TEMPLATES.get_template(template).render(request=request, **context)
     return HTMLResponse(html, status_code=http_status, headers=SECURITY_HEADERS)
 
