@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -168,6 +169,16 @@ def example_db(request, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'example.db'}"
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def faketime() -> None:
+    """Debian's faketime, for a process whose clock is off (CI installs it)."""
+    if shutil.which("faketime") is None:
+        message = "faketime is not installed (scripts/test installs Debian's faketime)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 @pytest.fixture

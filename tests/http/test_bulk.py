@@ -5,7 +5,6 @@ entry per action with its filter and count; a dry run changes nothing."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from datetime import timedelta
@@ -254,11 +253,9 @@ def test_finished_jobs_are_deleted_one_or_by_filter_and_active_ones_are_refused(
     app.close()
 
 
-def test_since_is_counted_back_from_the_databases_clock_not_the_shells(pg_url: str) -> None:
+def test_since_is_counted_back_from_the_databases_clock_not_the_shells(faketime, pg_url: str) -> None:
     # A shell whose clock runs two hours ahead: "created in the last hour" still
     # finds the jobs just made, by the database's clock
-    if shutil.which("faketime") is None:
-        pytest.skip("faketime is not installed (scripts/test installs Debian's faketime)")
     app = make_app(pg_url)
     app.enqueue_many([JobRequest("greet", args=[str(n)], queue="email") for n in range(3)])
     ahead = subprocess.run(["faketime", "-f", "+2h", sys.executable, "-m", "redrive", "jobs", "cancel",

@@ -5,7 +5,6 @@ the live lease of a running job nor runs a delayed job early."""
 
 from __future__ import annotations
 
-import shutil
 from datetime import timedelta
 
 import pytest
@@ -13,20 +12,10 @@ import pytest
 from redrive import Client, Settings, Status
 from redrive.testing import wait_for
 from tests.apps.drain import app as drain_app
-from tests.conftest import IN_CI
 from tests.figures import record
 from tests.integration.processes import WorkerProcess, executions
 
 AHEAD = ("faketime", "-f", "+60s")
-
-
-@pytest.fixture
-def faketime() -> None:
-    if shutil.which("faketime") is None:
-        message = "faketime is not installed (scripts/test installs Debian's faketime)"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 @pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not

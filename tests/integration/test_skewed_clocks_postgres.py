@@ -7,7 +7,6 @@ five minutes shorter or longer."""
 
 from __future__ import annotations
 
-import shutil
 from datetime import datetime, timedelta
 
 import pytest
@@ -16,7 +15,6 @@ from redrive import Client, Settings, Status
 from redrive.core.states import Status as S
 from redrive.testing import assert_history, wait_for
 from tests.apps.drain import app as drain_app
-from tests.conftest import IN_CI
 from tests.figures import record
 from tests.integration.processes import WorkerProcess, executions
 
@@ -24,15 +22,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 SKEWS = {"ahead": "+300s", "behind": "-300s"}
 SNOOZE_S = 3.0
-
-
-@pytest.fixture
-def faketime() -> None:
-    if shutil.which("faketime") is None:
-        message = "faketime is not installed (scripts/test installs Debian's faketime)"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 def _snoozed_for(client: Client, job_id) -> float:
