@@ -314,8 +314,8 @@ class Connected:
             # while the server is down, calls fail at once until one takes writes
             if self._down is None:
                 self._down = time.monotonic()
-            raise StoreUnavailable(f"PostgreSQL at {self._where} is read-only (a standby?): nothing was written; "
-                                   "retried until a server takes writes") from exc
+            raise StoreUnavailable(f"PostgreSQL at {self._where} is read-only (a standby not yet promoted?): "
+                                   "nothing was written") from exc
         except psycopg.errors.UndefinedTable as exc:
             raise SchemaOutdated() from exc
         except (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName) as exc:
