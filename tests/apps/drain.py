@@ -10,9 +10,10 @@ import resource
 import time
 from datetime import timedelta
 
-from redrive import App, Permanent, Snooze, Workflow, current_job, spawn
+from redrive import App, Permanent, Rate, Snooze, Workflow, current_job, spawn
 
 app = App()  # REDRIVE_DATABASE_URL comes from the environment
+app.queue("metered", rate=Rate(4, per=timedelta(seconds=2)))  # starts a window, whatever the workers' clocks
 
 
 def _record(key: str) -> dict:

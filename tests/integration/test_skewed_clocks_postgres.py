@@ -3,7 +3,8 @@ share a PostgreSQL database with an honest one. Every time that decides
 something comes from the database's clock: none takes the live lease of a
 job another runs, none runs a delayed job early, and a snooze's delay, set
 by the skewed worker that ran the job, is kept on the database's clock, not
-five minutes shorter or longer."""
+five minutes shorter or longer; the two skewed workers together start no
+more jobs of a rate-limited queue in a window than its rate allows."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 SKEWS = {"ahead": "+300s", "behind": "-300s"}
 SNOOZE_S = 3.0
+RATE, PER = 4, timedelta(seconds=2)  # tests/apps/drain.py's "metered" queue
 
 
 def _snoozed_for(client: Client, job_id) -> float:
@@ -41,11 +43,13 @@ def test_workers_five_minutes_off_keep_leases_due_times_and_delays_on_the_databa
         long = client.enqueue("sleep_then_record", args=["long", 8.0]).job
         wait_for(lambda: client.job(long.id).status is Status.RUNNING, timeout=30)
         delayed = client.enqueue("record", args=["delayed"], delay=timedelta(seconds=40)).job
-        for name, skew in SKEWS.items():  # each also serves a queue of its own
+        for name, skew in SKEWS.items():  # each also serves a queue of its own, and the rate-limited one
             workers.append(WorkerProcess(pg_url, tmp_path, "--lease-ttl", "3s", "--poll-interval", "0.1",
-                                         "--queue", "default", "--queue", name, prefix=("faketime", "-f", skew)))
+                                         "--queue", "default", "--queue", name, "--queue", "metered",
+                                         prefix=("faketime", "-f", skew)))
         snoozes = {name: client.enqueue("snooze_once", args=[name, SNOOZE_S], queue=name).job for name in SKEWS}
-        for job in snoozes.values():
+        metered = [client.enqueue("record", args=[f"metered-{n}"], queue="metered").job for n in range(3 * RATE)]
+        for job in [*snoozes.values(), *metered]:
             wait_for(lambda job=job: client.job(job.id).status is Status.SUCCEEDED, timeout=60)
         wait_for(lambda: client.job(long.id).status is Status.SUCCEEDED, timeout=30)
 
@@ -66,5 +70,11 @@ def test_workers_five_minutes_off_keep_leases_due_times_and_delays_on_the_databa
                    f">= {SNOOZE_S:g}, < {SNOOZE_S + 10:g}")
             assert SNOOZE_S <= waited < SNOOZE_S + 10, (name, waited)
             assert ran[name] == 1
+        # the rate, kept by the two skewed workers together: no window of its length holds more starts
+        starts = sorted(client.job(job.id).started_at for job in metered)
+        busiest = max(sum(1 for t in starts if first <= t < first + PER) for first in starts)
+        record(scenario, f"most starts in any {PER.total_seconds():g} s, a rate of {RATE}", busiest, f"<= {RATE}")
+        assert busiest <= RATE, starts
+        assert starts[-1] - starts[0] >= 2 * PER * 0.9, starts  # the rate did hold them back (three windows' worth)
     finally:
         client.close()
