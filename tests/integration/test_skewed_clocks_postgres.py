@@ -18,6 +18,7 @@ from redrive.testing import assert_history, wait_for
 from tests.apps.drain import app as drain_app
 from tests.figures import record
 from tests.integration.processes import WorkerProcess, executions
+from tests.integration.skew import assert_lease_kept_and_nothing_early, lease_and_delay
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -39,10 +40,7 @@ def test_workers_five_minutes_off_keep_leases_due_times_and_delays_on_the_databa
 ) -> None:
     client = Client(drain_app.registry, settings=Settings.load(database_url=pg_url))
     try:
-        workers.append(WorkerProcess(pg_url, tmp_path, "--lease-ttl", "3s", "--poll-interval", "0.1"))
-        long = client.enqueue("sleep_then_record", args=["long", 8.0]).job
-        wait_for(lambda: client.job(long.id).status is Status.RUNNING, timeout=30)
-        delayed = client.enqueue("record", args=["delayed"], delay=timedelta(seconds=40)).job
+        long, delayed = lease_and_delay(client, pg_url, tmp_path, workers)
         for name, skew in SKEWS.items():  # each also serves a queue of its own, and the rate-limited one
             workers.append(WorkerProcess(pg_url, tmp_path, "--lease-ttl", "3s", "--poll-interval", "0.1",
                                          "--queue", "default", "--queue", name, "--queue", "metered",
@@ -51,19 +49,14 @@ def test_workers_five_minutes_off_keep_leases_due_times_and_delays_on_the_databa
         metered = [client.enqueue("record", args=[f"metered-{n}"], queue="metered").job for n in range(3 * RATE)]
         for job in [*snoozes.values(), *metered]:
             wait_for(lambda job=job: client.job(job.id).status is Status.SUCCEEDED, timeout=60)
-        wait_for(lambda: client.job(long.id).status is Status.SUCCEEDED, timeout=30)
 
         # the skewed workers did run on their own clocks (their logs' first lines, against the honest one's)
         started = [datetime.strptime(w.log[:23], "%Y-%m-%d %H:%M:%S,%f") for w in workers]
         for (name, skew), at in zip(SKEWS.items(), started[1:], strict=True):
             assert abs((at - started[0]).total_seconds() - int(skew[:-1])) < 60, (name, at, started[0])
-        ran = executions(tmp_path)
         scenario = "PostgreSQL, workers' clocks +5 and -5 min"
-        record(scenario, "runs of a job holding a live lease", ran["long"], "1")
-        record(scenario, "delayed jobs run early", ran["delayed"], "0")
-        assert ran["long"] == 1, f"the long job ran {ran['long']} times: its live lease was taken"
-        assert client.job(long.id).attempts == 1
-        assert client.job(delayed.id).status is Status.SCHEDULED and ran["delayed"] == 0, "the delayed job ran early"
+        assert_lease_kept_and_nothing_early(client, tmp_path, scenario, long, delayed)
+        ran = executions(tmp_path)
         for name, job in snoozes.items():
             waited = _snoozed_for(client, job.id)
             record(scenario, f"a {SNOOZE_S:g} s snooze on the worker {name}, waited (s)", f"{waited:.2f}",
