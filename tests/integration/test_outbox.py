@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Iterator
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -137,6 +138,54 @@ def test_a_stale_worker_cannot_record_a_delivery(app: App, provider) -> None:
     assert "lost its lease" in seen[0]
     assert app.admin(OPERATOR).outbox().items == [] and provider.posts == {}  # fenced before anything was written or sent
     assert app.client.job(job.id).status in (Status.QUEUED, Status.RUNNING)
+
+
+def test_a_row_gone_while_the_lease_holds_is_written_again_and_the_effect_sent_once(
+    app: App, db_url: str, provider, caplog,
+) -> None:
+    # As after a failover to a standby that had not received the row: it is
+    # gone, the job's lease is not, and the delivery is no lost lease.
+    sent = email("cl-6", TEAM[0], 1)
+    key = canonical(list(sent.key))
+
+    def send_then_lose_the_row(token: str) -> str:
+        provider_id = sent.send(token)
+        _sql(db_url, "DELETE FROM redrive_outbox WHERE key = {p}", key)
+        return provider_id
+
+    @app.task
+    def forgotten() -> dict:
+        return {d.key[1]: d.how for d in deliver([Intent(sent.key, send_then_lose_the_row, sent.lookup)])}
+
+    job = app.enqueue("forgotten").job
+    _run(app, job.id)
+    done = app.client.job(job.id)
+    assert (done.status, done.attempts, done.result) == (Status.SUCCEEDED, 1, {TEAM[0]: "sent"})
+    (row,) = app.admin(OPERATOR).outbox(job_id=job.id)
+    token = _token("cl-6", TEAM[0], 1)
+    assert (row.status, row.provider_id) == (OutboxStatus.SENT, provider.delivered[token]["id"])
+    assert provider.posts[token] == 1
+    assert "was gone while its job held the lease" in caplog.text
+
+
+def test_a_run_that_finds_its_lease_lost_is_dropped_not_failed_as_a_bug(app: App) -> None:
+    # LeaseLost raised while the lease still holds (it had lapsed a moment,
+    # unclaimed): no failure is written; the lease expires and the job runs again.
+    @app.task(max_attempts=3)
+    def doubting() -> str:
+        if current_job().attempts == 1:
+            raise LeaseLost("a fenced write was refused")
+        return "ran again"
+
+    job = app.enqueue("doubting").job
+    asyncio.run(_run_until(app, lambda: app.client.job(job.id).status is Status.SUCCEEDED,
+                           lease_ttl=timedelta(seconds=1)))
+    done = app.client.job(job.id)
+    assert (done.attempts, done.result, done.error_code) == (2, "ran again", None)
+    events = app.client.job_events(job.id)
+    assert [e.to_status for e in events] == [Status.QUEUED, Status.RUNNING, Status.QUEUED, Status.RUNNING,
+                                             Status.SUCCEEDED], events
+    assert events[2].meta.get("reason") != "BUG" and "BUG" not in str(events[2].meta), events[2].meta
 
 
 @pytest.mark.parametrize("key", [(), "cl-1", ("cl", object())])

@@ -61,3 +61,4 @@ class Execution:
     skipped: bool = False  # the task's already_done found the result: the body did not run
     told: dict[str, JSON] = field(default_factory=dict)  # the task's add_context, redacted: on the ending's event
     spawned: tuple[NewWorkflow, ...] = ()  # created with the success, never without it
+    lease_lost: bool = False  # the run found its lease gone (LeaseLost): nothing is written

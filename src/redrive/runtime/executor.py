@@ -45,6 +45,8 @@ _UNKNOWN_TASK_BACKOFF = FullJitter(initial=timedelta(seconds=5), cap=timedelta(m
 # Most runs return nothing and say nothing more: one Execution serves them all
 # (it is frozen, and nothing changes the dicts it holds).
 _RETURNED_NOTHING = Execution(Succeeded(None))
+# What a run that lost its lease would come to, were anything written for it.
+_LEASE_LOST = Retry(timedelta(0), Failure(code="LEASE_LOST", retryable=True, message="the run lost its lease"))
 
 
 def stages_of(task: Task[Any, Any], job: Job) -> tuple[Stage, ...]:
@@ -127,6 +129,13 @@ async def execute(
             _let_go(exc)
             return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
                              held_by=exc.dependency, guarded=frozenset(run.guarded), told=_told(run))
+        except LeaseLost as exc:
+            # A fenced write of the run's was refused: another worker may run
+            # the job by now. That is no failure of the task's, and nothing is
+            # written for it, as when the heartbeat finds a lease gone; should
+            # the lease still be this run's, it expires and the job runs again.
+            _let_go(exc)
+            return Execution(_LEASE_LOST, lease_lost=True)
         except BaseException as exc:
             # However a stopped run ends (our Cancelled, or an error its stopping
             # caused), it ends as what stopped it. sys.exit() and KeyboardInterrupt
@@ -262,7 +271,7 @@ def _failed(exc: BaseException, run: HandlerRun, classifier: Classifier, rng: Ra
                       classifier.unclassified)
         failure = Failure(code=classifier.unclassified, retryable=False, message=one_line(describe(exc)))
     failure = replace(failure, message=redact_text(failure.message))
-    if failure.code == classifier.unclassified and not isinstance(exc, (Transient, Permanent, LeaseLost)):
+    if failure.code == classifier.unclassified and not isinstance(exc, (Transient, Permanent)):
         log.error("job %s (%s) raised an unclassified error:\n%s", job.id, job.task, stack)
     return _after(failure, run, rng, stack)
 

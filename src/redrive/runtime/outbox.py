@@ -113,31 +113,37 @@ def _deliver(run: HandlerRun, intent: Intent, row: OutboxRow) -> Delivery:
         run.events.emit("outbox.reconciled", job_id=str(run.job.id), task=run.job.task, queue=run.job.queue, key=key, provider_id=found,
                         found=bool(found))
         if found:
-            _update(run, key, OutboxChange(OutboxStatus.SENT, provider_id=found, notified=True, reconciled=True))
+            _update(run, key, token, OutboxChange(OutboxStatus.SENT, provider_id=found, notified=True, reconciled=True))
             log.info("outbox row %s: the provider had it (%s); not sent again", token, found)
             return Delivery(intent.key, found, "reconciled")
-        _update(run, key, OutboxChange(OutboxStatus.PENDING, provider_id="", notified=False, reconciled=True))
-    _update(run, key, OutboxChange(OutboxStatus.SENDING, send_started=True))
+        _update(run, key, token, OutboxChange(OutboxStatus.PENDING, provider_id="", notified=False, reconciled=True))
+    _update(run, key, token, OutboxChange(OutboxStatus.SENDING, send_started=True))
     try:
         provider_id = intent.send(token)
     except Exception as exc:
         failure = run.classifier.exception(exc, now=_now())
         if not failure.retryable:
-            _update(run, key, OutboxChange(OutboxStatus.FAILED, error_code=failure.code,
+            _update(run, key, token, OutboxChange(OutboxStatus.FAILED, error_code=failure.code,
                                            error_message=redact_text(failure.message)))
         elif isinstance(exc, NotDelivered):
-            _update(run, key, OutboxChange(OutboxStatus.PENDING))  # known not taken: sent again, unasked
+            _update(run, key, token, OutboxChange(OutboxStatus.PENDING))  # known not taken: sent again, unasked
         raise  # otherwise the row stays sending, so the next attempt asks the provider first
     if not isinstance(provider_id, str) or not provider_id:
         raise ConfigError("an outbox send function must return the provider's message id (a string)")
-    _update(run, key, OutboxChange(OutboxStatus.SENT, provider_id=provider_id, notified=True))
+    _update(run, key, token, OutboxChange(OutboxStatus.SENT, provider_id=provider_id, notified=True))
     run.events.emit("outbox.sent", job_id=str(run.job.id), task=run.job.task, queue=run.job.queue, key=key,
                     provider_id=provider_id)
     return Delivery(intent.key, provider_id, "sent")
 
 
-def _update(run: HandlerRun, key: str, change: OutboxChange) -> OutboxRow:
-    return _fenced(run, run.store.outbox_update(lease=run.job.lease, key=key, change=change))
+def _update(run: HandlerRun, key: str, token: str, change: OutboxChange) -> OutboxRow:
+    row = run.store.outbox_update(lease=run.job.lease, key=key, change=change)
+    if row is None and run.store.outbox_open(lease=run.job.lease, key=key, token=token) is not None:
+        # The lease holds but the row is gone: a failover to a standby that had
+        # not received it. Written again; the token, the key's, is the same.
+        log.warning("outbox row %s was gone while its job held the lease (a failover?); written again", token)
+        row = run.store.outbox_update(lease=run.job.lease, key=key, change=change)
+    return _fenced(run, row)
 
 
 def _fenced(run: HandlerRun, row: OutboxRow | None) -> OutboxRow:

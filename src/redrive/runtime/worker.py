@@ -300,6 +300,11 @@ class Worker(Holding, Claiming):
                         # limit holds for it until it returns (the supervisor kills
                         # this process if it does not in time).
                         self._threads.when_done(job.lease_token, partial(link.ended, job))
+                if execution.lease_lost:
+                    log.warning("lost the lease on job %s (%s, attempt %d): a write of its run was refused; "
+                                "dropping this run", job.id, job.task, job.attempts)
+                    self._lost(running)
+                    return
                 if execution.held_by is not None:  # a guarded call found its breaker open
                     refusal = self._gate.refusal(execution.held_by)
                 elif job.dependencies:
