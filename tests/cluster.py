@@ -9,14 +9,20 @@ import glob
 import os
 import random
 import shutil
+import signal
 import subprocess
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
 from tests.conftest import IN_CI
+
+if TYPE_CHECKING:
+    from tests.network import Link
 
 
 def _bin() -> Path | None:
@@ -33,9 +39,10 @@ STARTS = 5
 
 
 class Cluster:
-    def __init__(self, *, standby_of: Cluster | None = None) -> None:
+    def __init__(self, *, standby_of: Cluster | None = None, links: Sequence[Link] = ()) -> None:
         """``standby_of``: a streaming replica of that server instead of a new
-        one (pg_basebackup -R), read-only until ``promote``."""
+        one (pg_basebackup -R), read-only until ``promote``. ``links``: also
+        serve those network namespaces' hosts (``serve``)."""
         binaries = _bin()
         if binaries is None or shutil.which("runuser") is None or os.geteuid() != 0:
             message = "a throwaway PostgreSQL needs the server's binaries and root (to run them as postgres)"
@@ -46,13 +53,16 @@ class Cluster:
         self.dir = Path(tempfile.mkdtemp(prefix="redrive-pg-"))
         os.chmod(self.dir, 0o755)
         self.data = self.dir / "data"
-        self.listen = ["127.0.0.1"]  # and whatever a test adds, such as a network namespace's link
+        # and whatever a test adds, such as a network namespace's link
+        self.listen = ["127.0.0.1", *(link.host for link in links)]
         shutil.chown(self.dir, "postgres", "postgres")
         if standby_of is None:
             self._as_postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+            self._trust(links)
         else:  # initdb's pg_hba.conf trusts replication from 127.0.0.1
             self._as_postgres("pg_basebackup", "-D", str(self.data), "-R", "-X", "stream", "--no-sync",
                               "-h", "127.0.0.1", "-p", str(standby_of.port), "-U", "postgres")
+            self._trust([link for link in links if link.host not in standby_of.listen])
         for attempt in range(STARTS):
             self.port = random.choice(PORTS)
             try:
@@ -76,13 +86,17 @@ class Cluster:
                    f"-c unix_socket_directories={self.dir} -c fsync=off")
         self._as_postgres("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "start")
 
-    def serve(self, address: str, network: str) -> None:
-        """Also listen on ``address`` and trust clients from ``network`` (a restart)."""
-        with open(self.data / "pg_hba.conf", "a") as hba:
-            hba.write(f"host all all {network} trust\n")
-        self.listen.append(address)
+    def serve(self, *links: Link) -> None:
+        """Also listen on each network namespace's host address and trust its
+        clients (a restart)."""
+        self._trust(links)
+        self.listen += [link.host for link in links]
         self.stop()
         self.start()
+
+    def _trust(self, links: Iterable[Link]) -> None:
+        with open(self.data / "pg_hba.conf", "a") as hba:
+            hba.writelines(f"host all all {link.network} trust\n" for link in links)
 
     def promote(self) -> None:
         """A standby becomes a primary that takes writes (``pg_ctl promote``)."""
@@ -93,6 +107,20 @@ class Cluster:
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
             conn.execute("SELECT pg_reload_conf()")
+
+    def receiving(self, *, paused: bool) -> None:
+        """A standby's WAL receiver stopped (SIGSTOP) or let go on (SIGCONT):
+        while it is stopped, what an asynchronous primary commits does not
+        reach this standby (replication lag, made as long as a test needs)."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            (pid,) = conn.execute("SELECT pid FROM pg_stat_wal_receiver").fetchone()
+        os.kill(pid, signal.SIGSTOP if paused else signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL to the postmaster, as a machine's crash or the OOM killer
+        would: its backends notice they are orphans and exit."""
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
 
     def stop(self, mode: str = "fast") -> None:
         """``fast`` closes sessions cleanly; ``immediate`` is a crash (recovery on the next start)."""

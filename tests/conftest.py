@@ -6,8 +6,9 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -172,13 +173,16 @@ def example_db(request, tmp_path) -> str:
 
 
 @pytest.fixture
-def faketime() -> None:
-    """Debian's faketime, for a process whose clock is off (CI installs it)."""
+def faketime(monkeypatch) -> Callable[[str], tuple[str, ...]]:
+    """Debian's faketime, for a process whose clock is off (CI installs it):
+    ``faketime("+300s")`` is what goes before ``python -m ...`` (tests/faketime.py)."""
     if shutil.which("faketime") is None:
         message = "faketime is not installed (scripts/test installs Debian's faketime)"
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
+    monkeypatch.setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+    return lambda offset: ("faketime", "-f", offset, sys.executable, "-m", "tests.faketime")
 
 
 @pytest.fixture
@@ -193,7 +197,7 @@ def cluster():
 
 # Files whose tests take over a minute each under the suite's load (the CI log's slowest durations).
 _LONGEST = ("tests/matchmaking/test_year.py", "tests/e2e/test_readme_path.py", "tests/bench/test_smoke.py",
-            "tests/e2e/test_docs.py")
+            "tests/e2e/test_docs.py", "tests/integration/test_many_hosts.py")
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -258,7 +258,7 @@ def test_since_is_counted_back_from_the_databases_clock_not_the_shells(faketime,
     # finds the jobs just made, by the database's clock
     app = make_app(pg_url)
     app.enqueue_many([JobRequest("greet", args=[str(n)], queue="email") for n in range(3)])
-    ahead = subprocess.run(["faketime", "-f", "+2h", sys.executable, "-m", "redrive", "jobs", "cancel",
+    ahead = subprocess.run([*faketime("+2h"), sys.executable, "-m", "redrive", "jobs", "cancel",
                             "--queue", "email", "--since", "1h", "--dry-run", "--database-url", pg_url],
                            cwd=REPO, capture_output=True, text=True, timeout=60)
     assert ahead.returncode == 0 and ahead.stdout.strip() == "3 jobs match: nothing cancelled (--dry-run)", \

@@ -13,8 +13,6 @@ from tests.apps.drain import app as drain_app
 from tests.integration.processes import WorkerProcess
 from tests.integration.skew import assert_lease_kept_and_nothing_early, lease_and_delay
 
-AHEAD = ("faketime", "-f", "+60s")
-
 
 @pytest.mark.slow  # 8 s or more under the suite's load: CI runs it, --quick does not
 def test_a_worker_with_its_clock_ahead_takes_no_live_lease_and_runs_nothing_early(
@@ -26,7 +24,7 @@ def test_a_worker_with_its_clock_ahead_takes_no_live_lease_and_runs_nothing_earl
         long, delayed = lease_and_delay(client, url, tmp_path, workers)
         # The skewed worker also serves a queue of its own, to show it claims.
         workers.append(WorkerProcess(url, tmp_path, "--lease-ttl", "3s", "--poll-interval", "0.1",
-                                     "--queue", "default", "--queue", "skewed", prefix=AHEAD))
+                                     "--queue", "default", "--queue", "skewed", prefix=faketime("+60s")))
         probe = client.enqueue("record", args=["probe"], queue="skewed").job
         wait_for(lambda: client.job(probe.id).status is Status.SUCCEEDED, timeout=30)
         assert "+60s" in " ".join(workers[1].process.args)  # the probe ran under the skewed clock

@@ -44,7 +44,7 @@ def test_workers_five_minutes_off_keep_leases_due_times_and_delays_on_the_databa
         for name, skew in SKEWS.items():  # each also serves a queue of its own, and the rate-limited one
             workers.append(WorkerProcess(pg_url, tmp_path, "--lease-ttl", "3s", "--poll-interval", "0.1",
                                          "--queue", "default", "--queue", name, "--queue", "metered",
-                                         prefix=("faketime", "-f", skew)))
+                                         prefix=faketime(skew)))
         snoozes = {name: client.enqueue("snooze_once", args=[name, SNOOZE_S], queue=name).job for name in SKEWS}
         metered = [client.enqueue("record", args=[f"metered-{n}"], queue="metered").job for n in range(3 * RATE)]
         for job in [*snoozes.values(), *metered]:
