@@ -10,7 +10,7 @@ import resource
 import time
 from datetime import timedelta
 
-from redrive import App, Permanent, Rate, Snooze, Workflow, current_job, spawn
+from redrive import App, Fixed, Permanent, Rate, Snooze, Transient, Workflow, current_job, spawn
 
 app = App()  # REDRIVE_DATABASE_URL comes from the environment
 app.queue("metered", rate=Rate(4, per=timedelta(seconds=2)))  # starts a window, whatever the workers' clocks
@@ -36,6 +36,14 @@ def snooze_once(key: str, seconds: float) -> dict:
     if not os.path.exists(marker):
         open(marker, "w").close()
         raise Snooze(timedelta(seconds=seconds))
+    return _record(key)
+
+
+@app.task(backoff=Fixed([timedelta(seconds=3)]))
+def fail_once(key: str) -> dict:
+    """Fails its first attempt (a retry 3 s later, by its backoff), then records."""
+    if current_job().attempts == 1:
+        raise Transient("the first attempt fails")
     return _record(key)
 
 

@@ -1,7 +1,7 @@
 """Workers whose own clocks are five minutes ahead and five minutes behind
 share a PostgreSQL database with an honest one. Every time that decides
 something comes from the database's clock: none takes the live lease of a
-job another runs, none runs a delayed job early, and a snooze's delay, set
+job another runs, none runs a delayed job early, and a snooze's or a retry's delay, set
 by the skewed worker that ran the job, is kept on the database's clock, not
 five minutes shorter or longer; the two skewed workers together start no
 more jobs of a rate-limited queue in a window than its rate allows. A daily
@@ -32,11 +32,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 SKEWS = {"ahead": "+300s", "behind": "-300s"}
 SNOOZE_S = 3.0
+RETRY_S = 3.0  # tests/apps/drain.py's fail_once backoff
 RATE, PER = 4, timedelta(seconds=2)  # tests/apps/drain.py's "metered" queue
 
 
 def _snoozed_for(client: Client, job_id) -> float:
-    """Seconds between the snooze's write and the next start, on the database's clock."""
+    """Seconds between the snooze's (or retry's) write and the next start, on the database's clock."""
     events = assert_history(client.store, job_id)
     snoozed = next(e for e in events if e.from_status is S.RUNNING and e.to_status is S.QUEUED)
     again = next(e for e in events if e.from_status is S.QUEUED and e.to_status is S.RUNNING and e.at > snoozed.at)
@@ -54,8 +55,9 @@ def test_workers_five_minutes_off_keep_leases_due_times_and_delays_on_the_databa
                                          "--queue", "default", "--queue", name, "--queue", "metered",
                                          prefix=faketime(skew)))
         snoozes = {name: client.enqueue("snooze_once", args=[name, SNOOZE_S], queue=name).job for name in SKEWS}
+        retries = {name: client.enqueue("fail_once", args=[f"retry-{name}"], queue=name).job for name in SKEWS}
         metered = [client.enqueue("record", args=[f"metered-{n}"], queue="metered").job for n in range(3 * RATE)]
-        for job in [*snoozes.values(), *metered]:
+        for job in [*snoozes.values(), *retries.values(), *metered]:
             wait_for(lambda job=job: client.job(job.id).status is Status.SUCCEEDED, timeout=60)
 
         # the skewed workers did run on their own clocks (their logs' first lines, against the honest one's)
@@ -71,6 +73,10 @@ def test_workers_five_minutes_off_keep_leases_due_times_and_delays_on_the_databa
                    f">= {SNOOZE_S:g}, < {SNOOZE_S + 10:g}")
             assert SNOOZE_S <= waited < SNOOZE_S + 10, (name, waited)
             assert ran[name] == 1
+            waited = _snoozed_for(client, retries[name].id)  # the retry's delay: its backoff's 3 s
+            record(scenario, f"a {RETRY_S:g} s retry on the worker {name}, waited (s)", f"{waited:.2f}",
+                   f">= {RETRY_S:g}, < {RETRY_S + 10:g}")
+            assert RETRY_S <= waited < RETRY_S + 10, (name, waited)
         # the rate, kept by the two skewed workers together: no window of its length holds more starts
         starts = sorted(client.job(job.id).started_at for job in metered)
         busiest = max(sum(1 for t in starts if first <= t < first + PER) for first in starts)
