@@ -40,7 +40,7 @@ def snooze_once(key: str, seconds: float) -> dict:
 
 
 @app.task(backoff=Fixed([timedelta(seconds=3)]))
-def fail_once(key: str) -> dict:
+def retry_once(key: str) -> dict:
     """Fails its first attempt (a retry 3 s later, by its backoff), then records."""
     if current_job().attempts == 1:
         raise Transient("the first attempt fails")

@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 SKEWS = {"ahead": "+300s", "behind": "-300s"}
 SNOOZE_S = 3.0
-RETRY_S = 3.0  # tests/apps/drain.py's fail_once backoff
+RETRY_S = 3.0  # tests/apps/drain.py's retry_once backoff
 RATE, PER = 4, timedelta(seconds=2)  # tests/apps/drain.py's "metered" queue
 
 
@@ -55,7 +55,7 @@ def test_workers_five_minutes_off_keep_leases_due_times_and_delays_on_the_databa
                                          "--queue", "default", "--queue", name, "--queue", "metered",
                                          prefix=faketime(skew)))
         snoozes = {name: client.enqueue("snooze_once", args=[name, SNOOZE_S], queue=name).job for name in SKEWS}
-        retries = {name: client.enqueue("fail_once", args=[f"retry-{name}"], queue=name).job for name in SKEWS}
+        retries = {name: client.enqueue("retry_once", args=[f"retry-{name}"], queue=name).job for name in SKEWS}
         metered = [client.enqueue("record", args=[f"metered-{n}"], queue="metered").job for n in range(3 * RATE)]
         for job in [*snoozes.values(), *retries.values(), *metered]:
             wait_for(lambda job=job: client.job(job.id).status is Status.SUCCEEDED, timeout=60)

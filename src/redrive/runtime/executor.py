@@ -45,8 +45,10 @@ _UNKNOWN_TASK_BACKOFF = FullJitter(initial=timedelta(seconds=5), cap=timedelta(m
 # Most runs return nothing and say nothing more: one Execution serves them all
 # (it is frozen, and nothing changes the dicts it holds).
 _RETURNED_NOTHING = Execution(Succeeded(None))
-# What a run that lost its lease would come to, were anything written for it.
-_LEASE_LOST = Retry(timedelta(0), Failure(code="LEASE_LOST", retryable=True, message="the run lost its lease"))
+# A run that lost its lease: a worker writes nothing for it (what it would
+# come to, were anything written, is a retry: the testing kit writes that).
+_DROPPED = Execution(Retry(timedelta(0), Failure(code="LEASE_LOST", retryable=True, message="the run lost its lease")),
+                     lease_lost=True)
 
 
 def stages_of(task: Task[Any, Any], job: Job) -> tuple[Stage, ...]:
@@ -125,17 +127,9 @@ async def execute(
         except Snooze as exc:
             _let_go(exc)
             return replace(await _snoozed(exc, run, task, rng), guarded=frozenset(run.guarded), told=_told(run))
-        except CircuitOpen as exc:
+        except (CircuitOpen, LeaseLost) as exc:
             _let_go(exc)
-            return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
-                             held_by=exc.dependency, guarded=frozenset(run.guarded), told=_told(run))
-        except LeaseLost as exc:
-            # A fenced write of the run's was refused: another worker may run
-            # the job by now. That is no failure of the task's, and nothing is
-            # written for it, as when the heartbeat finds a lease gone; should
-            # the lease still be this run's, it expires and the job runs again.
-            _let_go(exc)
-            return Execution(_LEASE_LOST, lease_lost=True)
+            return _not_the_tasks(exc, run)
         except BaseException as exc:
             # However a stopped run ends (our Cancelled, or an error its stopping
             # caused), it ends as what stopped it. sys.exit() and KeyboardInterrupt
@@ -156,6 +150,18 @@ async def execute(
         failure = Failure(code=BUG, retryable=False, message=one_line(f"redrive could not record how it ended: "
                                                                        f"{describe(exc)}"))
         return Execution(Failed(failure))
+
+
+def _not_the_tasks(exc: CircuitOpen | LeaseLost, run: HandlerRun) -> Execution:
+    """Ends that are no failure of the task's. A guarded call found its
+    breaker open: the job goes back, held by it. A fenced write of the run's
+    was refused (LeaseLost): another worker may run the job by now, so
+    nothing is written, as when the heartbeat finds a lease gone; should the
+    lease still be this run's, it expires and the job runs again."""
+    if isinstance(exc, LeaseLost):
+        return _DROPPED
+    return Execution(Retry(timedelta(0), Failure(code=exc.code, retryable=True, message=exc.message)),
+                     held_by=exc.dependency, guarded=frozenset(run.guarded), told=_told(run))
 
 
 def _unknown_task(job: Job, rng: Random) -> Execution:
