@@ -12,7 +12,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -108,13 +108,20 @@ class Cluster:
             conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
             conn.execute("SELECT pg_reload_conf()")
 
-    def receiving(self, *, paused: bool) -> None:
-        """A standby's WAL receiver stopped (SIGSTOP) or let go on (SIGCONT):
-        while it is stopped, what an asynchronous primary commits does not
-        reach this standby (replication lag, made as long as a test needs)."""
+    def lagging(self) -> Callable[[], None]:
+        """A standby falls behind: its WAL receiver is stopped (SIGSTOP), so
+        what an asynchronous primary commits meanwhile does not reach it.
+        Call what this returns once the primary is gone: the receiver ends
+        (SIGTERM, then SIGCONT) without reading what waited in its socket,
+        and that WAL is lost, as a lagging standby's last commits would be."""
         with psycopg.connect(self.url, autocommit=True) as conn:
             (pid,) = conn.execute("SELECT pid FROM pg_stat_wal_receiver").fetchone()
-        os.kill(pid, signal.SIGSTOP if paused else signal.SIGCONT)
+        os.kill(pid, signal.SIGSTOP)
+
+        def end() -> None:
+            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGCONT)
+        return end
 
     def kill(self) -> None:
         """SIGKILL to the postmaster, as a machine's crash or the OOM killer

@@ -155,11 +155,11 @@ def _scenario(servers: tuple[str, Cluster, Cluster], links: list[Link], tmp_path
     # The primary dies mid-run; the standby is promoted
     wait_for(lambda: enqueuer.batches() >= 30, timeout=60, what="3,000 jobs enqueued")
     if mode == "asynchronous":  # the standby lags: what the primary commits meanwhile is lost with it
-        standby.receiving(paused=True)
+        lost_behind = standby.lagging()
         time.sleep(LAG_S)
     primary.kill()
     if mode == "asynchronous":
-        standby.receiving(paused=False)
+        lost_behind()
     standby.promote()
     promoted = time.monotonic()
     with psycopg.connect(standby.url) as conn:
