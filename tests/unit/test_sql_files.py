@@ -25,4 +25,4 @@ def test_a_postgres_fragment_is_written_once_and_used_by_both_deletes() -> None:
     queries = load_queries("redrive.store.postgres", dialect="postgres")
     for name in ("jobs_prune", "jobs_delete"):
         assert "DELETE FROM redrive_permit AS p USING jobs" in queries[name], name
-    assert "'{}'::jsonb" in queries["jobs_revive"]  # a literal, not a fragment
+    assert "nullif(kwargs, '{}')" in queries["jobs_insert"]  # a literal, not a fragment

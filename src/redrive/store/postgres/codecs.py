@@ -5,7 +5,7 @@ outbox row, and the JSON documents the batched statements take."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -84,7 +84,15 @@ def _adapters() -> AdaptersMap:
 def _job(row: dict) -> Job:
     values = {name: row[name] for name in JOB_COLUMNS}
     values["status"] = Status(values["status"])
+    for name, empty in _EMPTY:  # stored as NULL (migration 0036)
+        if values[name] is None:
+            values[name] = empty()
     return Job(*values.values())  # in JOB_COLUMNS order; positional is cheaper
+
+
+# A job's collections that an empty one is stored as NULL for, and what it reads as.
+_EMPTY: tuple[tuple[str, Callable[[], Any]], ...] = (
+    ("kwargs", dict), ("stage_attempts", dict), ("checkpoint", dict), ("dependencies", list))
 
 
 def _claimed(row: tuple) -> Job:
@@ -94,10 +102,10 @@ def _claimed(row: tuple) -> Job:
      stage, manual_retry_count, first_failed_at, idempotency_key, version, payload) = row
     args, kwargs, stage_attempts, checkpoint, dependencies = payload
     return Job(
-        id, task, queue, args, kwargs, Status.RUNNING, priority, run_at, attempts, max_attempts,
+        id, task, queue, args, kwargs or {}, Status.RUNNING, priority, run_at, attempts, max_attempts,
         owner, lease_token, lease_owner, lease_expires_at, last_error_code, last_error_message,
-        None, None, None, created_at, updated_at, started_at, None, None, stage, stage_attempts,
-        checkpoint, manual_retry_count, first_failed_at, dependencies, idempotency_key, version,
+        None, None, None, created_at, updated_at, started_at, None, None, stage, stage_attempts or {},
+        checkpoint or {}, manual_retry_count, first_failed_at, dependencies or [], idempotency_key, version,
     )
 
 
@@ -114,7 +122,9 @@ def _outbox_change(change: OutboxChange) -> dict[str, Any]:
 
 
 def _dead_letter(row: dict) -> DeadLetter:
-    return DeadLetter(**{name: row[name] for name in DEAD_LETTER_COLUMNS})
+    values = {name: row[name] for name in DEAD_LETTER_COLUMNS}
+    values["stage_attempts"] = values["stage_attempts"] or {}
+    return DeadLetter(**values)
 
 
 def _letter_filter(where: DeadLetterFilter) -> dict[str, Any]:

@@ -61,7 +61,7 @@ class Work(Endings):
         those rooms less the starts made since the read (migration 0033): no
         lock is held while the worker reads or decides."""
         found = self._run("jobs_due_limited", {**params, "limit": scan_size(params["limit"])})
-        candidates = [Candidate(r["id"], r["queue"], r["owner"], r["dependencies"]) for r in found]
+        candidates = [Candidate(r["id"], r["queue"], r["owner"], r["dependencies"] or []) for r in found]
         if not candidates:
             return []
         keys = {c.id: [key for key, _ in keys_of(c, limits)] for c in candidates}

@@ -50,7 +50,7 @@ FROM claimed ORDER BY priority, run_at;
 -- only those still waiting.
 SELECT id::text AS id, queue, owner, dependencies FROM redrive_job
 WHERE queue = ANY(%(queues)s) AND status IN ('scheduled', 'queued') AND run_at <= now()
-  AND (%(blocked)s::text[] IS NULL OR NOT dependencies ?| %(blocked)s::text[])
+  AND (%(blocked)s::text[] IS NULL OR dependencies IS NULL OR NOT dependencies ?| %(blocked)s::text[])
 ORDER BY priority, run_at
 LIMIT %(limit)s;
 

@@ -107,7 +107,7 @@ WITH input AS (
         id uuid, token uuid, stage text, output jsonb, stage_attempts jsonb, next_stage text)
 )
 UPDATE redrive_job AS j
-SET checkpoint = j.checkpoint || jsonb_build_object(i.stage, i.output),
+SET checkpoint = coalesce(j.checkpoint, '{}') || jsonb_build_object(i.stage, i.output),
     stage_attempts = i.stage_attempts,
     stage = coalesce(i.next_stage, i.stage),
     updated_at = now()
@@ -194,7 +194,7 @@ WITH input AS (
         0, m.max_attempts, m.owner, m.last_error_code, m.last_error_message,
         m.created_at, now(), m.started_at,
         i.stage, i.stage_attempts,
-        CASE WHEN i.keep_checkpoint THEN m.checkpoint ELSE '{}'::jsonb END,
+        CASE WHEN i.keep_checkpoint THEN m.checkpoint END,
         i.manual_retries, NULL, m.dependencies, m.idempotency_key, m.version,
         m.implied_enqueued, m.implied_started, m.ran_by
     FROM moved AS m JOIN input AS i ON i.id = m.id

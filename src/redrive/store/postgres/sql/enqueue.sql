@@ -31,10 +31,10 @@ WITH input AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
                              dependencies, idempotency_key, version, implied_enqueued)
-    SELECT id, task, queue, coalesce(args, '[]'), coalesce(kwargs, '{}'),
+    SELECT id, task, queue, coalesce(args, '[]'), nullif(kwargs, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
            coalesce(priority, 0), due, 0, max_attempts, owner, now(), now(), stage,
-           coalesce(dependencies, '[]'), idempotency_key, version,
+           nullif(dependencies, '[]'), idempotency_key, version,
            CASE WHEN due <= now() AND trace IS NULL THEN nextval('redrive_job_event_id_seq') END
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM input) AS rows
@@ -71,10 +71,10 @@ WITH inserted AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
                              dependencies, idempotency_key, version, implied_enqueued)
-    SELECT id, task, queue, coalesce(args, '[]'), coalesce(kwargs, '{}'),
+    SELECT id, task, queue, coalesce(args, '[]'), nullif(kwargs, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
            coalesce(priority, 0), due, 0, max_attempts, owner, now(), now(), stage,
-           coalesce(%(dependencies)s::jsonb, '[]'), NULL, 1,
+           nullif(%(dependencies)s::jsonb, '[]'), NULL, 1,
            CASE WHEN due <= now() AND %(meta)s::jsonb = '{}' THEN nextval('redrive_job_event_id_seq') END
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM jsonb_to_recordset(%(jobs)s) AS x(
@@ -104,10 +104,10 @@ WITH inserted AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
                              dependencies, idempotency_key, version, implied_enqueued)
-    SELECT %(id)s, %(task)s, %(queue)s, coalesce(%(args)s::jsonb, '[]'), coalesce(%(kwargs)s::jsonb, '{}'),
+    SELECT %(id)s, %(task)s, %(queue)s, coalesce(%(args)s::jsonb, '[]'), nullif(%(kwargs)s::jsonb, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
            %(priority)s, due, 0, %(max_attempts)s, %(owner)s, now(), now(), %(stage)s,
-           coalesce(%(dependencies)s::jsonb, '[]'), NULL, 1,
+           nullif(%(dependencies)s::jsonb, '[]'), NULL, 1,
            CASE WHEN due <= now() AND %(meta)s::jsonb IS NULL THEN nextval('redrive_job_event_id_seq') END
     FROM (SELECT coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s)) AS due) AS d
     RETURNING id, status, run_at, created_at, queue, implied_enqueued

@@ -22,10 +22,10 @@ WITH made AS (
     INSERT INTO redrive_job (id, task, queue, args, kwargs, status, priority, run_at,
                              attempts, max_attempts, owner, created_at, updated_at, stage,
                              dependencies, idempotency_key, version)
-    SELECT id, task, queue, coalesce(args, '[]'), coalesce(kwargs, '{}'),
+    SELECT id, task, queue, coalesce(args, '[]'), nullif(kwargs, '{}'),
            CASE WHEN waiting > 0 THEN 'pending' ELSE 'queued' END,
            coalesce(priority, 0), now(), 0, max_attempts, owner, now(), now(), stage,
-           coalesce(dependencies, '[]'), NULL, 1
+           nullif(dependencies, '[]'), NULL, 1
     FROM input
     RETURNING id, status, queue
 ), steps AS (
