@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from redrive.core.breaker import BreakerPolicy, Call, State, force_open, record
 from redrive.core.job import NewJob
+from redrive.core.limits import Limits, Rule
 from redrive.core.states import Status
 from redrive.core.transitions import Requeue
 from redrive.store.port import Store
@@ -62,6 +63,14 @@ def test_the_claim_skips_jobs_that_need_a_blocked_dependency(store: Store) -> No
     assert {j.id for j in taken} == {gw.id, plain.id}
     assert {j.id for j in claim(store, blocked=["gateway"])} == set()
     assert [j.id for j in claim(store)] == [both.id]
+
+
+def test_a_claim_with_limits_skips_only_the_jobs_that_need_a_blocked_dependency(store: Store) -> None:
+    # (a claim with limits reads its candidates apart: the same filter there)
+    gw, plain = [r.job for r in store.jobs_insert(jobs=[needing("gateway"), needing()])]
+    limits = Limits({"queue:default": Rule(concurrency=5)})
+    assert [j.id for j in claim(store, blocked=["gateway"], limits=limits)] == [plain.id]
+    assert [j.id for j in claim(store, limits=limits)] == [gw.id]
 
 
 def test_a_held_job_goes_back_without_spending_an_attempt(store: Store) -> None:
