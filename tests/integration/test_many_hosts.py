@@ -4,13 +4,13 @@ minutes ahead, share a primary and its standby named in one URL. 10,000 jobs
 are enqueued while they run, a tenth of them applying an outbox effect. Mid-run
 the primary is SIGKILLed and the standby promoted; then one host is cut off for
 two lease TTLs and healed, while it holds a job; then another host's worker is
-SIGKILLed. Nothing acknowledged is lost, no job ends twice, no effect is
-applied twice, no late write of the cut-off host is accepted, and every host
-runs jobs again within seconds of the promotion. With a synchronous standby
-the outbox never even sends twice; with an asynchronous one, the jobs that ran
-again and the effects sent again (absorbed by the provider's idempotency key)
-are counted. Servers and hosts of the test's own (tests/cluster.py,
-tests/network.py)."""
+SIGKILLed. No job ends twice, no effect is applied twice, no late write of
+the cut-off host is accepted, and every host runs jobs again within seconds
+of the promotion. With a synchronous standby nothing acknowledged is lost and
+the outbox never even sends twice; with an asynchronous one a second behind,
+the enqueues lost, the jobs that ran again and the effects sent again
+(absorbed by the provider's idempotency key) are counted. Servers and hosts
+of the test's own (tests/cluster.py, tests/network.py)."""
 
 from __future__ import annotations
 
