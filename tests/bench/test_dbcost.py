@@ -16,12 +16,14 @@ from bench.harness import BenchError
 from tests.conftest import IN_CI
 
 JOBS = 2000
-# Today's figures (bench/NOTES.md, 20,000 jobs a phase): the whole job 2.06x
-# the floor's WAL, 9 index entries, 0.005 commits (before running jobs left
-# the newest-first index: 2.21x, 10; before the happy path's events were
-# implied: 2.88x, 13). A bound a little above each: a change that writes more
-# per job fails here.
-WAL_OVER_FLOOR = 2.25
+# Today's figures (bench/NOTES.md, 20,000 jobs a phase): the whole job 1.87x
+# the floor's WAL (1.91x on this test's 2,000), 9 index entries, 0.005
+# commits (before the live table left room on its pages and a success's
+# timings took columns: 2.01x; before running jobs left the newest-first
+# index: 2.21x, 10; before the happy path's events were implied: 2.88x, 13).
+# The bound is the target, a little above today's: a change that
+# writes more per job fails here.
+WAL_OVER_FLOOR = 2.0
 INDEX_ENTRIES = 9.5
 COMMITS_PROCESSING = 0.01
 

@@ -159,6 +159,28 @@ def test_a_success_s_duration_is_read_from_its_row(pg: Store) -> None:
     assert [(r.failed, r.duration_s) for r in pg.runs_ended(since=before)] == [(False, 0.005)]
 
 
+@pytest.mark.parametrize("meta", [
+    {"duration_ms": 5, "wait_ms": 40},
+    {"duration_ms": 5, "wait_ms": 40, "context": {"gateway": "202"}, "skipped": "already_done"},
+    {"duration_ms": 2**31, "wait_ms": -3},  # past a column's range: that one stays in the meta
+    {"duration_ms": 5.5},
+    {},
+])
+def test_a_success_s_timings_have_columns_of_their_own_and_its_event_says_what_it_was_told(
+    meta: dict[str, Any], pg: Store, pg_url: str,
+) -> None:
+    pg.jobs_insert(jobs=[new()])
+    held = claim_one(pg)
+    assert applied(pg.jobs_finish([Completion(held.lease, None, meta)])) == {held.lease}
+    assert assert_history(pg, held.id)[-1].meta == meta
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT ended_duration_ms, ended_wait_ms, ended_meta FROM redrive_job_done "
+                           "WHERE id = %s", (held.id,)).fetchone()
+    whole = {k: v for k, v in meta.items() if type(v) is int and v < 2**31}
+    assert row[:2] == (whole.get("duration_ms"), whole.get("wait_ms"))
+    assert row[2] == ({k: v for k, v in meta.items() if k not in whole} or None)
+
+
 def test_a_history_is_read_by_primary_keys_alone(pg: Store) -> None:
     # the view's filter on job_id must reach each table's primary key: a job's page at
     # 10,000,000 finished jobs reads three index entries, not the history

@@ -39,7 +39,8 @@ def test_postgres_migrations_make_the_expected_tables(pg_empty_url: str) -> None
     assert store.migrate() == []
     store.close()
     # each row also keeps what the events it implies say (migration 0032)
-    implied = ("implied_enqueued", "implied_started", "implied_ended", "ran_by", "ended_meta")
+    implied = ("implied_enqueued", "implied_started", "implied_ended", "ran_by", "ended_meta",
+               "ended_duration_ms", "ended_wait_ms")  # and a success's timings (migration 0037)
     expected = {"redrive_job": JOB_COLUMNS + implied, "redrive_job_done": JOB_COLUMNS + implied,
                 "redrive_job_event": EVENT_COLUMNS, "redrive_job_event_read": EVENT_COLUMNS,
                 "redrive_dead_letter": DEAD_LETTER_COLUMNS}

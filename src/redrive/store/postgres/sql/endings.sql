@@ -38,7 +38,8 @@ LIMIT %(limit)s;
 WITH moved AS (
     DELETE FROM redrive_job AS j
     USING jsonb_to_recordset(%(items)s) AS i(
-        n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, reclaim boolean, dur_b int, wait_b int)
+        n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, reclaim boolean, dur_b int, wait_b int,
+        dur_ms int, wait_ms int)
     -- the test on kind also tells the planner that few items pass, so that it
     -- searches the primary key for each
     WHERE i.kind = 'complete' AND j.id = i.id AND j.lease_token = i.token
@@ -47,20 +48,21 @@ WITH moved AS (
         j.last_error_code, j.last_error_message, j.created_at, j.started_at, j.stage, j.stage_attempts,
         j.checkpoint, j.manual_retry_count, j.first_failed_at, j.dependencies, j.idempotency_key, j.version,
         j.lease_owner, j.ran_by, j.implied_enqueued, j.implied_started,
-        i.n, i.result, i.meta, i.dur_b, i.wait_b
+        i.n, i.result, i.meta, i.dur_b, i.wait_b, i.dur_ms, i.wait_ms
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         result, created_at, updated_at, started_at, finished_at,
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
-        idempotency_key, version, {_implied_columns}, implied_ended, ended_meta)
+        idempotency_key, version, {_implied_columns}, implied_ended, ended_meta, ended_duration_ms, ended_wait_ms)
     SELECT id, task, queue, args, kwargs, 'succeeded', priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
         result, created_at, now(), started_at, now(),
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
         idempotency_key, version, {_implied_values},
         -- a success's event is implied by the history row (migration 0032)
-        nextval('redrive_job_event_id_seq'), nullif(meta, '{}')
+        -- its run's timings in columns of their own (migration 0037; the codec took them out of meta)
+        nextval('redrive_job_event_id_seq'), nullif(meta, '{}'), dur_ms, wait_ms
     FROM moved
 ), others AS (
     SELECT * FROM redrive_finish_others(%(others)s, now())

@@ -74,7 +74,8 @@ FROM unnest(%(queues)s::text[], %(statuses)s::text[]) AS p(queue, status);
 -- name: runs_ended
 SELECT d.finished_at AS at, d.task, d.status = 'failed' AS failed,
     -- a success's event is in its row (migration 0032), any other ending's is the job's last
-    CASE WHEN d.implied_ended IS NOT NULL THEN (d.ended_meta->>'duration_ms')::double precision / 1000
+    CASE WHEN d.implied_ended IS NOT NULL
+         THEN coalesce(d.ended_duration_ms, (d.ended_meta->>'duration_ms')::double precision) / 1000
          ELSE (SELECT (e.meta->>'duration_ms')::double precision / 1000 FROM redrive_job_event AS e
                WHERE e.job_id = d.id ORDER BY e.id DESC LIMIT 1) END AS duration_s
 FROM redrive_job_done AS d
