@@ -313,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs a phase (one a call: a tenth)")
     parser.add_argument("--workers", default="1,2,4,8", help="worker processes of each processing phase")
     parser.add_argument("--systems", default="redrive,redrive-minimal,pgqueuer,floor,redrive-sqlite,bare-sqlite,huey")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of each PostgreSQL system, taking turns (CPU figures: their medians)")
     parser.add_argument("--out", type=Path, help="Markdown report (default bench/results/DATE-dbcost.md)")
     args = parser.parse_args(argv)
     from bench.dbcost_report import report
@@ -325,31 +327,34 @@ def main(argv: list[str] | None = None) -> int:
     made = {"redrive": lambda: redrive("reliable", workdir), "redrive-minimal": lambda: redrive("minimal", workdir),
             "redrive-limits": lambda: redrive("limits", workdir), "pgqueuer": pgqueuer,
             "floor": lambda: floor(cluster, workdir)}
-    results: dict[str, dict[str, Cost]] = {}
+    runs: list[dict[str, dict[str, Cost]]] = [{} for _ in range(max(1, args.repeats))]
     on_sqlite: dict[str, dict[str, sqlitecost.Use]] = {}
     fsync_s = 0.0
     started = time.monotonic()
     meter: Meter | None = None
     try:
         meter = Meter(cluster)
-        for name in args.systems.split(","):
-            if name in sqlitecost.SYSTEMS:
-                fsync_s = fsync_s or sqlitecost.fsync_s(workdir)
-                lite = sqlitecost.SYSTEMS[name](workdir)
-                print(f"[{time.monotonic() - started:6.0f}s] {lite.name}", file=sys.stderr, flush=True)
+        names = args.systems.split(",")
+        if unknown := [n for n in names if n not in made and n not in sqlitecost.SYSTEMS]:
+            raise BenchError(f"unknown system {unknown[0]!r} (one of {', '.join([*made, *sqlitecost.SYSTEMS])})")
+        # the PostgreSQL systems take turns, so that the machine's hour weighs on each alike
+        for n, results in enumerate(runs):
+            for name in [x for x in names if x in made]:
+                subject = made[name]()
+                print(f"[{time.monotonic() - started:6.0f}s] {subject.name} ({n + 1}/{len(runs)})",
+                      file=sys.stderr, flush=True)
                 try:
-                    on_sqlite[lite.name] = sqlitecost.run(lite, args.jobs)
+                    results[subject.name] = run(subject, meter, args.jobs, workers)
                 finally:
-                    lite.close()
-                continue
-            if name not in made:
-                raise BenchError(f"unknown system {name!r} (one of {', '.join([*made, *sqlitecost.SYSTEMS])})")
-            subject = made[name]()
-            print(f"[{time.monotonic() - started:6.0f}s] {subject.name}", file=sys.stderr, flush=True)
+                    subject.close()
+        for name in [x for x in names if x in sqlitecost.SYSTEMS]:  # bytes written: one run says it
+            fsync_s = fsync_s or sqlitecost.fsync_s(workdir)
+            lite = sqlitecost.SYSTEMS[name](workdir)
+            print(f"[{time.monotonic() - started:6.0f}s] {lite.name}", file=sys.stderr, flush=True)
             try:
-                results[subject.name] = run(subject, meter, args.jobs, workers)
+                on_sqlite[lite.name] = sqlitecost.run(lite, args.jobs)
             finally:
-                subject.close()
+                lite.close()
     except BenchError as exc:
         print(f"bench.dbcost: {exc}", file=sys.stderr)
         return 1
@@ -358,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             meter.close()
         cluster.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    text = report(results, jobs=args.jobs, took_s=time.monotonic() - started, sqlite=on_sqlite, fsync_s=fsync_s)
+    text = report(runs, jobs=args.jobs, took_s=time.monotonic() - started, sqlite=on_sqlite, fsync_s=fsync_s)
     out = args.out or ROOT / "bench" / "results" / f"{datetime.now(UTC):%Y-%m-%d}-dbcost.md"
     out.write_text(text)
     print(text)

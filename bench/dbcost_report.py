@@ -5,7 +5,8 @@ floor, where each system's bytes go, and the issue's targets."""
 from __future__ import annotations
 
 import platform
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from bench.dbcost import Cost
@@ -16,6 +17,7 @@ COLUMNS = (("WAL B", "wal_bytes", 0), ("records", "records", 2), ("FPI", "fpi", 
            ("locks", "locked", 2), ("index entries", "index_entries", 2), ("statements", "statements", 3))
 WHOLE = ("enqueue 1000/call", "processing 1 worker")
 PEER, FLOOR = "PgQueuer", "floor: pgbench claim-100-and-archive"
+T = TypeVar("T")
 
 
 def whole(costs: dict[str, Cost]) -> Cost | None:
@@ -39,13 +41,34 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "–"
 
 
-def report(results: dict[str, dict[str, Cost]], *, jobs: int, took_s: float,
+def median_run(runs: list[dict[str, dict[str, Cost]]]) -> dict[str, dict[str, Cost]]:
+    """Each system's phases as the run whose CPU for that phase was the
+    median (the WAL's figures agree across runs; the CPU's do not)."""
+    merged: dict[str, dict[str, Cost]] = {}
+    for system in dict.fromkeys(s for results in runs for s in results):
+        phases = dict.fromkeys(p for results in runs for p in results.get(system, {}))
+        merged[system] = {phase: _median([r[system][phase] for r in runs if phase in r.get(system, {})],
+                                         key=lambda c: c.cpu_s)
+                          for phase in phases}
+    return merged
+
+
+def _median(values: list[T], key: Callable[[T], float]) -> T:
+    """The middle one (of an even number, the lower middle: a figure measured, not a mean)."""
+    return sorted(values, key=key)[(len(values) - 1) // 2]
+
+
+def report(runs: list[dict[str, dict[str, Cost]]], *, jobs: int, took_s: float,
            sqlite: dict[str, dict[str, Use]] | None = None, fsync_s: float = 0.0) -> str:
+    """``runs``: each a run of every system, the systems taking turns."""
+    results = median_run(runs)
     lines = [f"# What PostgreSQL does per job ({jobs:,} jobs a phase)", "",
              f"{platform.node() and 'This machine'}: {platform.platform()}, Python {platform.python_version()}. "
              f"A private PostgreSQL (autovacuum off, pg_stat_statements); a CHECKPOINT before each phase; "
              f"WAL read back with pg_waldump; CPU: the server's processes; lock waits and idle-in-transaction time: "
-             f"the system's backends in pg_stat_activity, sampled every 2 ms with 8 workers, summed. One run took {took_s / 60:.1f} min.",
+             f"the system's backends in pg_stat_activity, sampled every 2 ms with 8 workers, summed. "
+             f"{len(runs)} run{'s' if len(runs) > 1 else ''} of each system, taking turns; each phase's row is "
+             f"its run of median CPU. All took {took_s / 60:.1f} min.",
              ""]
     header = ("| system | " + " | ".join(title for title, _, _ in COLUMNS)
               + " | PG CPU µs | lock wait µs | idle in tx µs | s |")
@@ -55,11 +78,13 @@ def report(results: dict[str, dict[str, Cost]], *, jobs: int, took_s: float,
         lines += [f"## {phase} (per job)", "", header, rule]
         lines += [_row(system, costs[phase]) for system, costs in results.items() if phase in costs]
         lines.append("")
-    totals = {system: w for system, costs in results.items() if (w := whole(costs)) is not None}
+    # each system's run of median whole-job CPU (the sum of two phases' medians is no run's)
+    totals = {system: _median(wholes, key=lambda c: c.cpu_s) for system in results
+              if (wholes := [w for r in runs if (w := whole(r.get(system, {}))) is not None])}
     lines += ["## The whole job: batch enqueue and processing with one worker (per job)", "", header, rule]
     lines += [_row(system, cost) for system, cost in totals.items()]
     lines.append("")
-    lines += _targets(totals)
+    lines += _targets(totals, runs)
     lines += ["## Where each system's WAL goes (the whole job, bytes per job, largest first)", ""]
     for system, cost in totals.items():
         top = cost.by_relation.most_common(10)
@@ -120,16 +145,30 @@ def sqlite_section(uses: dict[str, dict[str, Use]], fsync_s: float) -> list[str]
     return lines
 
 
-def _targets(totals: dict[str, Cost]) -> list[str]:
+def _cpu_ratios(runs: list[dict[str, dict[str, Cost]]], system: str, against: str) -> list[float]:
+    """The whole job's CPU over ``against``'s, in each run that had both: pairs
+    measured minutes apart, so the machine's hour mostly cancels."""
+    pairs = [(whole(r[system]), whole(r[against])) for r in runs if system in r and against in r]
+    return [mine.cpu_s / theirs.cpu_s for mine, theirs in pairs if mine and theirs and theirs.cpu_s]
+
+
+def _targets(totals: dict[str, Cost], runs: list[dict[str, dict[str, Cost]]]) -> list[str]:
     peer, floor = totals.get(PEER), totals.get(FLOOR)
-    lines = ["## Against PgQueuer and the floor (the whole job; ratios within this run)", "",
+    lines = ["## Against PgQueuer and the floor (the whole job; ratios within each run: the CPU's is the median "
+             "of the runs' ratios, the runs' own in brackets)", "",
              "| system | WAL ÷ PgQueuer | WAL ÷ floor | PG CPU ÷ PgQueuer | PG CPU ÷ floor |", "|---|---:|---:|---:|---:|"]
     for system, cost in totals.items():
         if system in (PEER, FLOOR):
             continue
         lines.append(f"| {system} | {_ratio(cost.wal_bytes, peer.wal_bytes) if peer else '–'} | "
                      f"{_ratio(cost.wal_bytes, floor.wal_bytes) if floor else '–'} | "
-                     f"{_ratio(cost.cpu_s, peer.cpu_s) if peer else '–'} | "
-                     f"{_ratio(cost.cpu_s, floor.cpu_s) if floor else '–'} |")
+                     f"{_cpu_cell(_cpu_ratios(runs, system, PEER))} | {_cpu_cell(_cpu_ratios(runs, system, FLOOR))} |")
     lines += ["", "Targets: WAL ≤ 0.6× PgQueuer's and ≤ 2.0× the floor's; PostgreSQL's CPU ≤ 0.7× PgQueuer's.", ""]
     return lines
+
+
+def _cpu_cell(ratios: list[float]) -> str:
+    if not ratios:
+        return "–"
+    each = f" ({', '.join(f'{r:.2f}' for r in ratios)})" if len(ratios) > 1 else ""
+    return f"{_median(ratios, key=float):.2f}{each}"

@@ -59,7 +59,7 @@ def test_a_job_writes_no_more_than_it_did(tmp_path, monkeypatch, request) -> Non
     assert mine.per_job("index_entries") <= INDEX_ENTRIES
     assert results["redrive-pg"]["processing 1 worker"].per_job("commits") <= COMMITS_PROCESSING
     assert results["redrive-pg"]["enqueue 1/call"].per_job("commits") == pytest.approx(1, abs=0.05)
-    text = report(results, jobs=JOBS, took_s=1)
+    text = report([results], jobs=JOBS, took_s=1)
     assert "| redrive-pg |" in text and "WAL ÷ floor" in text and "redrive_job" in text
 
 
