@@ -11,7 +11,9 @@ server's CPU from ``/proc`` (its processes', and those that exited).
 
 Phases: enqueue in batches of 1,000; enqueue one a call; processing a
 backlog with 1, 2 and 4 worker processes (each timed from the workers'
-start to their stop, their last endings written). Systems: redrive (each
+start to their stop, their last endings written); and for redrive, what
+a run of 30 seconds adds, its lease renewed three times by the heartbeat
+(PgQueuer has no per-job lease to renew). Systems: redrive (each
 profile), PgQueuer and the pgbench claim-and-archive floor (``floors.py``);
 and on SQLite (``sqlitecost.py``) redrive, the bare SQLite loop and Huey.
 """
@@ -42,6 +44,7 @@ from bench.harness import ROOT, BenchError, Workers
 from bench.systems import base
 
 BATCH = 1000
+HEARTBEATS = "heartbeats of a 30 s run (3 lease extensions)"
 WATCHED = 8  # processing phases with this many workers or more also sample lock waits
 _INDEX_ENTRY = {"Btree/INSERT_LEAF", "Btree/INSERT_POST", "Btree/SPLIT_L", "Btree/SPLIT_R", "Btree/NEWROOT"}
 
@@ -231,6 +234,7 @@ class Subject:
     enqueue: Callable[[int, int], None]
     process: Callable[[int, int], None]  # (jobs, worker processes): until every job has ended
     close: Callable[[], None]
+    heartbeats: Callable[[int], Callable[[], None]] | None = None  # (jobs) claimed: the phase that renews them
 
 
 def _workers_drain(argv: Callable[[], list[str]], left: Callable[[], int]) -> Callable[[int, int], None]:
@@ -252,7 +256,8 @@ def redrive(profile: str, workdir: Path) -> Subject:
 
     system = Redrive("pg", workdir, profile=profile)
     return Subject(system.name, "bench_redrive", system.reset, system.enqueue,
-                   _workers_drain(system.worker_argv, lambda: _count(system.url, "redrive_job")), system.close)
+                   _workers_drain(system.worker_argv, lambda: _count(system.url, "redrive_job")), system.close,
+                   system.heartbeats)
 
 
 def pgqueuer() -> Subject:
@@ -305,6 +310,9 @@ def run(subject: Subject, meter: Meter, jobs: int, workers: tuple[int, ...]) -> 
             subject.database, jobs, lambda count=count: subject.process(jobs, count), watch=count >= WATCHED)
     single = max(1, jobs // 10)
     costs["enqueue 1/call"] = meter.measure(subject.database, single, lambda: subject.enqueue(single, 1))
+    if subject.heartbeats is not None:  # what a run of 30 s adds: its leases renewed three times
+        subject.enqueue(jobs, BATCH)
+        costs[HEARTBEATS] = meter.measure(subject.database, jobs, subject.heartbeats(jobs))
     return costs
 
 

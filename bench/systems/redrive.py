@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.systems.base import fresh_database
@@ -130,6 +131,29 @@ class Redrive:
             server.should_exit = True
             thread.join(10)
         return times
+
+    def heartbeats(self, jobs: int) -> Callable[[], None]:
+        """Claims ``jobs`` waiting jobs as a worker does, and answers what a
+        worker's heartbeat then writes while they run 30 s at the default
+        lease: three extensions of each lease, in batches as a worker holds them."""
+        from datetime import timedelta
+
+        store, ttl = self._app.store, timedelta(seconds=30)
+        leases = []
+        while len(leases) < jobs:
+            claimed = store.jobs_claim(queues=["default"], limit=min(CONCURRENCY, jobs - len(leases)),
+                                       worker_id="bench:4242:5d1a45", lease_ttl=ttl)  # a worker id's length
+            if not claimed:
+                raise RuntimeError(f"{jobs - len(leases)} of {jobs} jobs to claim were not waiting")
+            leases += [job.lease for job in claimed]
+
+        def three_heartbeats() -> None:
+            for _ in range(3):
+                for at in range(0, len(leases), CONCURRENCY):
+                    if len(store.leases_extend(leases=leases[at:at + CONCURRENCY], lease_ttl=ttl)) != len(
+                            leases[at:at + CONCURRENCY]):
+                        raise RuntimeError("a lease the bench holds was not extended")
+        return three_heartbeats
 
     def close(self) -> None:
         if self._app is not None:

@@ -38,7 +38,7 @@ def test_postgres_plans_the_shared_jobs_list_onto_its_indexes(pg_url: str, where
         for index in indexes:
             assert f"Index Scan Backward using {index} " in plan, plan
         if tables["live"]:
-            assert "Index Scan using redrive_job_lease_expiry " in plan, plan
+            assert "Index Scan Backward using redrive_job_running " in plan, plan  # a page of them, in order
         assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
     finally:
         store.close()
@@ -55,7 +55,7 @@ NEEDED = {
     "redrive_job_done_pkey": ("job_get", {"id": uuid4()}),
     "redrive_job_due": (_DUE, {"queues": ["default"]}),  # the claim's pick (redrive_due, migration 0026)
     "redrive_job_waiting": ("queues_count", {"queues": ["default"], "statuses": ["queued"], "cap": 1000}),
-    "redrive_job_lease_expiry": ("jobs_expired", {"limit": 100}),
+    "redrive_job_running": ("jobs_expired", {"limit": 100}),  # each running job, its lease read in the row
     "redrive_job_done_finished_at": ("runs_ended", {"since": datetime.now(UTC), "limit": 100}),
     "redrive_job_event_pkey": ("job_events_list", {"id": uuid4()}),
 }

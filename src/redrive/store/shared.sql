@@ -97,7 +97,8 @@ LIMIT :limit;
 -- (created_at, id) index), so a page never sorts the whole history;
 -- :live and :done leave out the table a status filter cannot match.
 -- PostgreSQL's live index leaves out running jobs (migration 0035): they are
--- read apart, as few as the workers hold, and sorted (SQLite reads them in one).
+-- read apart, from their own index in the same order (migration 0038);
+-- SQLite reads them in one.
 SELECT * FROM (
     SELECT * FROM (SELECT * FROM redrive_job WHERE CAST(:live AS BOOLEAN) AND {_job_filter} AND {not_running}
                    ORDER BY created_at DESC, id DESC LIMIT :limit) AS live

@@ -15,7 +15,9 @@ CASE WHEN implied_started IS NOT NULL THEN coalesce(ran_by, lease_owner) END
 
 -- name: jobs_expired
 -- Running jobs whose lease expired; the store ends each with jobs_finish
--- (fenced: two reclaimers at once end each job once).
+-- (fenced: two reclaimers at once end each job once). Read through the
+-- running jobs' index (migration 0038): the lease's expiry is in no index,
+-- so that a heartbeat's extension is a HOT update.
 SELECT id, lease_token, lease_owner, attempts, max_attempts
 FROM redrive_job
 WHERE status = 'running' AND lease_expires_at <= now()

@@ -18,7 +18,7 @@ SELECT queue FROM queues WHERE queue IS NOT NULL;
 -- Never every waiting job: per queue of :queues (queues_waiting) and waiting
 -- state, its oldest entry in the index and a count that stops at :cap (the
 -- store asks the planner beyond it: queue_estimate); running jobs exactly,
--- from the running leases' index. The queues come as an array so the plan's
+-- from the running jobs' index (migration 0038). The queues come as an array so the plan's
 -- cost stays that of a few index probes (a recursive CTE here made it look
 -- big enough to compile).
 SELECT q.queue, s.status,
