@@ -150,8 +150,8 @@ class Redrive:
         def three_heartbeats() -> None:
             for _ in range(3):
                 for at in range(0, len(leases), CONCURRENCY):
-                    if len(store.leases_extend(leases=leases[at:at + CONCURRENCY], lease_ttl=ttl)) != len(
-                            leases[at:at + CONCURRENCY]):
+                    batch = leases[at:at + CONCURRENCY]
+                    if len(store.leases_extend(leases=batch, lease_ttl=ttl)) != len(batch):
                         raise RuntimeError("a lease the bench holds was not extended")
         return three_heartbeats
 
