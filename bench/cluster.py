@@ -31,6 +31,7 @@ _SEGMENT = 16 * 1024 * 1024  # initdb's default WAL segment
 # "rmgr: Heap  len (rec/tot): 54/ 54, tx: 735, lsn: 0/01A3B0D8, prev ..., desc: INSERT off 2 ..., blkref #0: rel 1663/16384/16390 blk 0 FPW"
 _RECORD = re.compile(r"^rmgr: (\S+)\s+len \(rec/tot\):\s*\d+/\s*(\d+), .*?desc: (\S+)(.*)$")
 _BLOCK = re.compile(r"blkref #\d+: rel \d+/\d+/(\d+)")
+_TUPLES = re.compile(r"MULTI_INSERT(?:\+INIT)? (\d+) tuples")  # a multi-insert's rows (COPY writes a page of them a record)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Record:
     size: int  # bytes, full-page images included
     fpi: int  # full-page images it carries
     relation: int | None  # the relfilenode of its first block, if it has one
+    rows: int = 1  # rows it writes (a multi-insert's, more)
 
 
 class Cluster:
@@ -105,9 +107,9 @@ class Cluster:
                 if found is None:
                     continue
                 rmgr, size, kind, rest = found.groups()
-                block = _BLOCK.search(rest)
+                block, tuples = _BLOCK.search(rest), _TUPLES.search(line)
                 yield Record(f"{rmgr}/{kind.rstrip(',')}", int(size), rest.count(" FPW"),
-                             int(block.group(1)) if block else None)
+                             int(block.group(1)) if block else None, int(tuples.group(1)) if tuples else 1)
             failed = run.stderr.read().strip()
         if run.returncode != 0:
             raise BenchError(f"pg_waldump {start}..{end} failed: {failed[-300:]}")

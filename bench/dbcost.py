@@ -77,9 +77,9 @@ class Cost:
         self.wal_bytes += record.size
         self.records += 1
         self.fpi += record.fpi
-        kind = record.kind
+        kind = record.kind.removesuffix("+INIT")  # +INIT: the record's page is new
         self.commits += kind == "Transaction/COMMIT"
-        self.inserted += kind == "Heap/INSERT"
+        self.inserted += record.rows if kind in ("Heap/INSERT", "Heap2/MULTI_INSERT") else 0
         self.updated += kind in ("Heap/UPDATE", "Heap/HOT_UPDATE")
         self.hot += kind == "Heap/HOT_UPDATE"
         self.deleted += kind == "Heap/DELETE"

@@ -92,6 +92,31 @@ def test_a_big_batch_answers_each_job_as_stored_whether_due_now_later_or_in_the_
     assert made[5].run_at == past and made[0].run_at == made[0].created_at
 
 
+def test_a_big_batch_due_now_keeps_every_value_as_given(store: Store) -> None:
+    # Given 300 jobs due now (PostgreSQL writes such a batch by COPY, as text)
+    # whose values hold what COPY's text escapes: tabs, newlines, backslashes,
+    # its NULL marker, and values the batch's jobs share or not
+    odd = ["tab\tnew\nline\rcr", "back\\slash", "\\N", "", "ünïcødé ✓ 𝄞", 'q"uote', None, 10**18, 2.5]
+    batch = [replace(new(task=f"t{i % 3}", queue=("default", "q\t2")[i % 2], priority=i % 4, args=[odd[i % len(odd)], i],
+                         stage=(None, "s\\1")[i % 2], owner=(None, "o\tw", "\\N")[i % 3],
+                         dependencies=(("d\n1", "d2"), ())[i % 2]),
+                     kwargs=({}, {"k\t": odd[i % len(odd)]})[i % 2])
+             for i in range(300)]
+    # When they are enqueued in one batch
+    made = [r.job for r in store.jobs_insert(jobs=batch)]
+    # Then each is stored as given, queued and due at its creation, with its creation event in the batch's order
+    stored = [store.job_get(job_id=job.id) for job in batch]
+    assert made == stored
+    for job, given in zip(stored, batch, strict=True):
+        assert (job.task, job.queue, job.priority, job.args, job.kwargs, job.owner, job.dependencies) == (
+            given.task, given.queue, given.priority, given.args, given.kwargs, given.owner, list(given.dependencies))
+        assert job.stage == given.stage or (given.stage is None and job.stage == given.task)
+        assert job.status is Status.QUEUED and job.run_at == job.created_at == made[0].created_at
+    events = [store.job_events_list(job_id=job.id) for job in batch]
+    assert all([e.to_status for e in each] == [Status.QUEUED] for each in events)
+    assert [each[0].id for each in events] == sorted(each[0].id for each in events)
+
+
 def test_enqueue_claim_and_complete_answer_with_the_job_as_stored(store: Store) -> None:
     # Given a job with every field enqueue sets: a key, an owner, a stage, a dependency
     request = NewJob(

@@ -96,6 +96,17 @@ SELECT replace(id::text, '-', ''), status, run_at FROM inserted WHERE run_at <> 
 UNION ALL
 SELECT NULL, NULL, now() FROM (SELECT count(*) FROM wake) AS woken;
 
+-- name: jobs_copy_start
+-- A batch written by COPY (Enqueue._insert_copied): the transaction's clock,
+-- an id for each job's implied creation event, and its queues woken at commit.
+SELECT now(), array(SELECT nextval('redrive_job_event_id_seq') FROM generate_series(1, %(jobs)s)),
+       (SELECT count(pg_notify('redrive_jobs', queue)) FROM unnest(%(queues)s::text[]) AS queue);
+
+-- name: jobs_copy
+COPY redrive_job (id, args, kwargs, implied_enqueued, task, queue, status, priority, run_at, attempts,
+                  max_attempts, owner, created_at, updated_at, stage, dependencies, version)
+FROM STDIN;
+
 -- name: job_insert
 -- One job without a key (most single enqueues): jobs_insert's work with typed
 -- parameters, so the server takes no JSON apart and plans no key step (a
