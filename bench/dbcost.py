@@ -131,6 +131,10 @@ class Meter:
             cost.add(record, names)
         return cost
 
+    def vacuum(self, database: str) -> None:
+        with psycopg.connect(f"{self.cluster.server}/{database}", autocommit=True) as conn:
+            conn.execute("VACUUM")
+
     def _lsn(self) -> str:
         return self._admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
 
@@ -309,6 +313,10 @@ def run(subject: Subject, meter: Meter, jobs: int, workers: tuple[int, ...]) -> 
         costs[f"processing {count} worker{'s' if count > 1 else ''}"] = meter.measure(
             subject.database, jobs, lambda count=count: subject.process(jobs, count), watch=count >= WATCHED)
     single = max(1, jobs // 10)
+    # what autovacuum does after a drain, before the next jobs come one by one: without it, where
+    # each insert lands (and whether it is a page's first write since the checkpoint) followed
+    # where the previous phase's updates happened to leave room
+    meter.vacuum(subject.database)
     costs["enqueue 1/call"] = meter.measure(subject.database, single, lambda: subject.enqueue(single, 1))
     if subject.heartbeats is not None:  # what a run of 30 s adds: its leases renewed three times
         subject.enqueue(jobs, BATCH)

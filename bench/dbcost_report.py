@@ -64,7 +64,8 @@ def report(runs: list[dict[str, dict[str, Cost]]], *, jobs: int, took_s: float,
     results = median_run(runs)
     lines = [f"# What PostgreSQL does per job ({jobs:,} jobs a phase)", "",
              f"{platform.node() and 'This machine'}: {platform.platform()}, Python {platform.python_version()}. "
-             f"A private PostgreSQL (autovacuum off, pg_stat_statements); a CHECKPOINT before each phase; "
+             f"A private PostgreSQL (autovacuum off, pg_stat_statements); a CHECKPOINT before each phase "
+             f"and a VACUUM before the single enqueues (as autovacuum would after the drains); "
              f"WAL read back with pg_waldump; CPU: the server's processes; lock waits and idle-in-transaction time: "
              f"the system's backends in pg_stat_activity, sampled every 2 ms with 8 workers, summed. "
              f"{len(runs)} run{'s' if len(runs) > 1 else ''} of each system, taking turns; each phase's row is "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from uuid import uuid4
@@ -192,3 +193,31 @@ def test_a_history_is_read_by_primary_keys_alone(pg: Store) -> None:
             for index in ("redrive_job_event_pkey", "redrive_job_pkey", "redrive_job_done_pkey"):
                 assert re.search(f"(Index|Bitmap Index) Scan( Backward)? (using|on) {index}", plan), plan
             assert "Seq Scan" not in plan, plan
+
+
+def test_what_every_new_job_holds_is_stored_as_null_and_read_as_its_value(pg: Store, pg_url: str) -> None:
+    # Given a job enqueued, one in a batch written by COPY, and a keyed one taken over by its version 2
+    single, batch = new(), [new() for _ in range(200)]
+    keyed = replace(new(), key=JobKey("order-1", version=2, fingerprint="f"))
+    pg.jobs_insert(jobs=[single]), pg.jobs_insert(jobs=batch), pg.jobs_insert(jobs=[keyed])
+    ids = [single.id, batch[0].id, keyed.id]
+
+    def stored(table: str) -> list[tuple]:
+        with psycopg.connect(pg_url) as conn:
+            return [conn.execute(f"SELECT version, manual_retry_count, updated_at FROM {table} WHERE id = %s",
+                                 (job_id,)).fetchone() for job_id in ids]
+
+    # Then their rows hold NULL for version 1, no manual retry and "not changed since created"
+    # (migration 0039), but a version 2 as it is, and each reads as the other stores' would
+    assert stored("redrive_job") == [(None, None, None), (None, None, None), (2, None, None)]
+    jobs = [pg.job_get(job_id=job_id) for job_id in ids]
+    assert [(j.version, j.manual_retry_count, j.updated_at == j.created_at) for j in jobs] == [
+        (1, 0, True), (1, 0, True), (2, 0, True)]
+    # When each is claimed and succeeds
+    held = claim(pg, 300)
+    assert applied(pg.jobs_finish([Completion(h.lease, None, {}) for h in held])) == {h.lease for h in held}
+    # Then the history's row says "not changed since it ended", read as its end
+    assert stored("redrive_job_done") == [(None, None, None), (None, None, None), (2, None, None)]
+    for job_id in ids:
+        done = pg.job_get(job_id=job_id)
+        assert done.status is Status.SUCCEEDED and done.updated_at == done.finished_at > done.created_at

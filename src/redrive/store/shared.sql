@@ -59,10 +59,18 @@ FROM redrive_dead_letter
 WHERE {_letter_filter}
 GROUP BY task, error_class, coalesce(stage, '');
 
+-- name: _job_columns
+-- A job's columns, named: the two tables hold them in different orders on
+-- PostgreSQL (the live one has the claim's last, migration 0039).
+id, task, queue, args, kwargs, status, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
+lease_expires_at, last_error_code, last_error_message, error_code, error_message, result, created_at, updated_at,
+started_at, finished_at, failed_at, stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at,
+dependencies, idempotency_key, version
+
 -- name: job_get
-SELECT * FROM redrive_job WHERE id = :id
+SELECT {_job_columns} FROM redrive_job WHERE id = :id
 UNION ALL
-SELECT * FROM redrive_job_done WHERE id = :id;
+SELECT {_job_columns} FROM redrive_job_done WHERE id = :id;
 
 -- name: job_events_list
 SELECT * FROM {events} WHERE job_id = :id ORDER BY id;
@@ -100,13 +108,13 @@ LIMIT :limit;
 -- read apart, from their own index in the same order (migration 0038);
 -- SQLite reads them in one.
 SELECT * FROM (
-    SELECT * FROM (SELECT * FROM redrive_job WHERE CAST(:live AS BOOLEAN) AND {_job_filter} AND {not_running}
+    SELECT * FROM (SELECT {_job_columns} FROM redrive_job WHERE CAST(:live AS BOOLEAN) AND {_job_filter} AND {not_running}
                    ORDER BY created_at DESC, id DESC LIMIT :limit) AS live
     UNION ALL
-    SELECT * FROM (SELECT * FROM redrive_job WHERE CAST(:live AS BOOLEAN) AND {_job_filter} AND {running_apart}
+    SELECT * FROM (SELECT {_job_columns} FROM redrive_job WHERE CAST(:live AS BOOLEAN) AND {_job_filter} AND {running_apart}
                    ORDER BY created_at DESC, id DESC LIMIT :limit) AS running
     UNION ALL
-    SELECT * FROM (SELECT * FROM redrive_job_done WHERE CAST(:done AS BOOLEAN) AND {_job_filter}
+    SELECT * FROM (SELECT {_job_columns} FROM redrive_job_done WHERE CAST(:done AS BOOLEAN) AND {_job_filter}
                    ORDER BY created_at DESC, id DESC LIMIT :limit) AS done
 ) AS page
 ORDER BY created_at DESC, id DESC

@@ -53,13 +53,15 @@ def load_queries(package: str, *, dialect: str) -> dict[str, str]:
     if both := sorted(own.keys() & shared.keys()):
         raise ConfigError(f"{package}/sql names {', '.join(both)}, which shared.sql holds")
     words = {**SPELLINGS[dialect], **{name: sql for name, sql in shared.items() if name.startswith("_")}}
-    spelled = {name: _WORD.sub(lambda m: _WORD.sub(lambda n: words[n.group(1)], words[m.group(1)]), sql)
-               for name, sql in shared.items() if not name.startswith("_")}
-    if dialect == "postgres":
-        spelled = {name: _PARAM.sub(r"%(\1)s", sql) for name, sql in spelled.items()}
-    # A store's own fragments ({_name}, written in its own style) go into its own
-    # queries; nothing else in them is touched ('{}'::jsonb is a literal there).
-    pieces = {name: sql for name, sql in own.items() if name.startswith("_")}
+    def spell(sql: str) -> str:
+        sql = _WORD.sub(lambda m: _WORD.sub(lambda n: words[n.group(1)], words[m.group(1)]), sql)
+        return _PARAM.sub(r"%(\1)s", sql) if dialect == "postgres" else sql
+    spelled = {name: spell(sql) for name, sql in shared.items() if not name.startswith("_")}
+    # A store's own fragments ({_name}, written in its own style) and shared.sql's,
+    # spelled as above, go into its own queries; nothing else in them is touched
+    # ('{}'::jsonb is a literal there).
+    pieces = {**{name: spell(sql) for name, sql in shared.items() if name.startswith("_")},
+              **{name: sql for name, sql in own.items() if name.startswith("_")}}
     def spelled_out(sql: str) -> str:  # a fragment may hold another
         return _FRAGMENT.sub(lambda m: spelled_out(pieces[m.group(1)]), sql)
     own = {name: spelled_out(sql) for name, sql in own.items() if not name.startswith("_")}

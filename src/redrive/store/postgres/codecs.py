@@ -84,15 +84,19 @@ def _adapters() -> AdaptersMap:
 def _job(row: dict) -> Job:
     values = {name: row[name] for name in JOB_COLUMNS}
     values["status"] = Status(values["status"])
-    for name, empty in _EMPTY:  # stored as NULL (migration 0036)
+    for name, empty in _EMPTY:  # stored as NULL (migrations 0036, 0039)
         if values[name] is None:
             values[name] = empty()
+    if values["updated_at"] is None:  # not changed since it was created, or since it ended (migration 0039)
+        values["updated_at"] = values["finished_at"] or values["created_at"]
     return Job(*values.values())  # in JOB_COLUMNS order; positional is cheaper
 
 
-# A job's collections that an empty one is stored as NULL for, and what it reads as.
+# What a job holds that is stored as NULL when it is what every new job has
+# (an empty collection, the first version, no manual retry), and what it reads as.
 _EMPTY: tuple[tuple[str, Callable[[], Any]], ...] = (
-    ("kwargs", dict), ("stage_attempts", dict), ("checkpoint", dict), ("dependencies", list))
+    ("kwargs", dict), ("stage_attempts", dict), ("checkpoint", dict), ("dependencies", list),
+    ("version", lambda: 1), ("manual_retry_count", int))
 
 
 def _claimed(row: tuple) -> Job:
@@ -105,7 +109,8 @@ def _claimed(row: tuple) -> Job:
         id, task, queue, args, kwargs or {}, Status.RUNNING, priority, run_at, attempts, max_attempts,
         owner, lease_token, lease_owner, lease_expires_at, last_error_code, last_error_message,
         None, None, None, created_at, updated_at, started_at, None, None, stage, stage_attempts or {},
-        checkpoint or {}, manual_retry_count, first_failed_at, dependencies or [], idempotency_key, version,
+        checkpoint or {}, manual_retry_count or 0, first_failed_at, dependencies or [], idempotency_key,
+        1 if version is None else version,
     )
 
 

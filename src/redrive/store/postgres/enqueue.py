@@ -57,8 +57,7 @@ def _copy_rows(jobs: list[NewJob], events: list[int], at: str) -> str:
             dependencies = json.dumps(list(job.dependencies)) if job.dependencies else None
             middle = shared[name] = "\t".join((
                 _copy_value(job.task), _copy_value(job.queue), "queued", str(job.priority), at, "0",
-                str(job.max_attempts), _copy_value(job.owner), at, at, _copy_value(job.stage),
-                _copy_value(dependencies), "1"))
+                str(job.max_attempts), _copy_value(job.owner), at, _copy_value(job.stage), _copy_value(dependencies)))
         args = _copy_value(json.dumps(job.args)) if job.args else "[]"
         kwargs = _copy_value(json.dumps(job.kwargs)) if job.kwargs else "\\N"
         rows.append(f"{job.id}\t{args}\t{kwargs}\t{event}\t{middle}\n")

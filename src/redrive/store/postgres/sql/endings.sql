@@ -59,7 +59,8 @@ WITH moved AS (
         idempotency_key, version, {_implied_columns}, implied_ended, ended_meta, ended_duration_ms, ended_wait_ms)
     SELECT id, task, queue, args, kwargs, 'succeeded', priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
-        result, created_at, now(), started_at, now(),
+        -- updated_at NULL: the job has not changed since it ended (migration 0039)
+        result, created_at, NULL, started_at, now(),
         stage, stage_attempts, checkpoint, manual_retry_count, first_failed_at, dependencies,
         idempotency_key, version, {_implied_values},
         -- a success's event is implied by the history row (migration 0032)
@@ -166,9 +167,9 @@ WITH moved AS (
     WHERE EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = m.id) HAVING count(*) > 0
 )
 -- (told and settled are read, or PostgreSQL would not run them: only CTEs that write always run)
-SELECT * FROM done WHERE (SELECT count(*) FROM told) + (SELECT count(*) FROM settled) >= 0
+SELECT {_job_columns} FROM done WHERE (SELECT count(*) FROM told) + (SELECT count(*) FROM settled) >= 0
 UNION ALL
-SELECT * FROM redrive_job WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running';
+SELECT {_job_columns} FROM redrive_job WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running';
 
 -- name: jobs_revive
 -- failed -> queued for each job of :revivals as its revive plan

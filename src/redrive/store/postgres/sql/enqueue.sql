@@ -33,8 +33,8 @@ WITH input AS (
                              dependencies, idempotency_key, version, implied_enqueued)
     SELECT id, task, queue, coalesce(args, '[]'), nullif(kwargs, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
-           coalesce(priority, 0), due, 0, max_attempts, owner, now(), now(), stage,
-           nullif(dependencies, '[]'), idempotency_key, version,
+           coalesce(priority, 0), due, 0, max_attempts, owner, now(), NULL, stage,
+           nullif(dependencies, '[]'), idempotency_key, nullif(version, 1),
            CASE WHEN due <= now() AND trace IS NULL THEN nextval('redrive_job_event_id_seq') END
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM input) AS rows
@@ -73,8 +73,8 @@ WITH inserted AS (
                              dependencies, idempotency_key, version, implied_enqueued)
     SELECT id, task, queue, coalesce(args, '[]'), nullif(kwargs, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
-           coalesce(priority, 0), due, 0, max_attempts, owner, now(), now(), stage,
-           nullif(%(dependencies)s::jsonb, '[]'), NULL, 1,
+           coalesce(priority, 0), due, 0, max_attempts, owner, now(), NULL, stage,
+           nullif(%(dependencies)s::jsonb, '[]'), NULL, NULL,
            CASE WHEN due <= now() AND %(meta)s::jsonb = '{}' THEN nextval('redrive_job_event_id_seq') END
     FROM (SELECT *, coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))) AS due
           FROM jsonb_to_recordset(%(jobs)s) AS x(
@@ -104,7 +104,7 @@ SELECT now(), array(SELECT nextval('redrive_job_event_id_seq') FROM generate_ser
 
 -- name: jobs_copy
 COPY redrive_job (id, args, kwargs, implied_enqueued, task, queue, status, priority, run_at, attempts,
-                  max_attempts, owner, created_at, updated_at, stage, dependencies, version)
+                  max_attempts, owner, created_at, stage, dependencies)
 FROM STDIN;
 
 -- name: job_insert
@@ -117,8 +117,8 @@ WITH inserted AS (
                              dependencies, idempotency_key, version, implied_enqueued)
     SELECT %(id)s, %(task)s, %(queue)s, coalesce(%(args)s::jsonb, '[]'), nullif(%(kwargs)s::jsonb, '{}'),
            CASE WHEN due > now() THEN 'scheduled' ELSE 'queued' END,
-           %(priority)s, due, 0, %(max_attempts)s, %(owner)s, now(), now(), %(stage)s,
-           nullif(%(dependencies)s::jsonb, '[]'), NULL, 1,
+           %(priority)s, due, 0, %(max_attempts)s, %(owner)s, now(), NULL, %(stage)s,
+           nullif(%(dependencies)s::jsonb, '[]'), NULL, NULL,
            CASE WHEN due <= now() AND %(meta)s::jsonb IS NULL THEN nextval('redrive_job_event_id_seq') END
     FROM (SELECT coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s)) AS due) AS d
     RETURNING id, status, run_at, created_at, queue, implied_enqueued
@@ -135,6 +135,7 @@ SELECT status, run_at, created_at, (SELECT count(*) FROM wake) AS woken FROM ins
 SELECT k.version AS key_version, k.fingerprint AS key_fingerprint, k.key AS key_name,
        k.task AS key_task, k.owner AS key_owner, j.*
 FROM redrive_job_key AS k
-JOIN (SELECT * FROM redrive_job UNION ALL SELECT * FROM redrive_job_done) AS j ON j.id = k.job_id
+JOIN (SELECT {_job_columns} FROM redrive_job UNION ALL SELECT {_job_columns} FROM redrive_job_done) AS j
+    ON j.id = k.job_id
 WHERE (k.task, k.owner, k.key) IN (
     SELECT * FROM jsonb_to_recordset(%(keys)s) AS x(task text, owner text, key text));

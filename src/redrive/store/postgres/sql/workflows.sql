@@ -24,8 +24,8 @@ WITH made AS (
                              dependencies, idempotency_key, version)
     SELECT id, task, queue, coalesce(args, '[]'), nullif(kwargs, '{}'),
            CASE WHEN waiting > 0 THEN 'pending' ELSE 'queued' END,
-           coalesce(priority, 0), now(), 0, max_attempts, owner, now(), now(), stage,
-           nullif(dependencies, '[]'), NULL, 1
+           coalesce(priority, 0), now(), 0, max_attempts, owner, now(), NULL, stage,
+           nullif(dependencies, '[]'), NULL, NULL
     FROM input
     RETURNING id, status, queue
 ), steps AS (
