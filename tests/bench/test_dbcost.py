@@ -16,14 +16,15 @@ from bench.harness import BenchError
 from tests.conftest import IN_CI
 
 JOBS = 2000
-# Today's figures (bench/NOTES.md, 20,000 jobs a phase): the whole job 1.87x
-# the floor's WAL (1.91x on this test's 2,000), 9 index entries, 0.005
-# commits (before the live table left room on its pages and a success's
-# timings took columns: 2.01x; before running jobs left the newest-first
-# index: 2.21x, 10; before the happy path's events were implied: 2.88x, 13).
-# The bound is the target, a little above today's: a change that
-# writes more per job fails here.
-WAL_OVER_FLOOR = 2.0
+# Today's figures (bench/NOTES.md, 20,000 jobs a phase): the whole job 1.70x
+# the floor's WAL (1.76x on this test's 2,000), 9 index entries, 0.005
+# commits (before big batches went by COPY, the live table's columns were
+# ordered for the claim and a new job's defaults were NULL: 1.88x; before
+# the live table left room on its pages and a success's timings took
+# columns: 2.01x; before running jobs left the newest-first index: 2.21x,
+# 10; before the happy path's events were implied: 2.88x, 13). The bound is
+# a little above today's: a change that writes more per job fails here.
+WAL_OVER_FLOOR = 1.85
 INDEX_ENTRIES = 9.5
 COMMITS_PROCESSING = 0.01
 

@@ -147,8 +147,8 @@ class Enqueue(Connected):
     def _insert_copied(self, jobs: list[NewJob]) -> list[EnqueueResult]:
         """A big batch of jobs due now without keys or trace context (what
         most batches are) by COPY, which PostgreSQL writes a page of rows at a
-        time: one WAL record a page, not one a row (about 50 bytes less a job,
-        docs/performance.md). Their clock, their creation events' ids (implied,
+        time: one WAL record a page, not one a row (40 bytes less a job,
+        docs/storage.md). Their clock, their creation events' ids (implied,
         migration 0032) and the queues' wake-ups come first, in the same transaction."""
         queues = sorted({job.queue for job in jobs})
         with self._errors(), self._connection() as pooled, pooled.transaction():
