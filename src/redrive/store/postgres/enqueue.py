@@ -45,13 +45,15 @@ def _copy_value(value: str | None) -> str:
     return "\\N" if value is None else value.translate(_COPY_ESCAPES)
 
 
-def _copy_rows(jobs: list[NewJob], events: list[int], at: str) -> str:
-    """``jobs_copy``'s rows as COPY's text: one string for the batch, what a
-    job shares with its task's other jobs written once (psycopg's binary COPY,
-    a ``write_row`` a job, cost the client 60 % more CPU than this)."""
+def _copy_rows(jobs: list[NewJob], events: list[int], at: str) -> Iterator[str]:
+    """``jobs_copy``'s rows as COPY's text, a string for each chunk of jobs
+    (sent while the next is built, so the server writes one as the client
+    encodes the next), what a job shares with its task's other jobs written
+    once (psycopg's binary COPY, a ``write_row`` a job, cost the client 60 %
+    more CPU than this)."""
     shared: dict[tuple[Any, ...], str] = {}
     rows = []
-    for job, event in zip(jobs, events, strict=True):
+    for n, (job, event) in enumerate(zip(jobs, events, strict=True), 1):
         name = (job.task, job.queue, job.priority, job.max_attempts, job.owner, job.stage, job.dependencies)
         if (middle := shared.get(name)) is None:
             dependencies = json.dumps(list(job.dependencies)) if job.dependencies else None
@@ -61,7 +63,9 @@ def _copy_rows(jobs: list[NewJob], events: list[int], at: str) -> str:
         args = _copy_value(json.dumps(job.args)) if job.args else "[]"
         kwargs = _copy_value(json.dumps(job.kwargs)) if job.kwargs else "\\N"
         rows.append(f"{job.id}\t{args}\t{kwargs}\t{event}\t{middle}\n")
-    return "".join(rows)
+        if n % _INSERT_CHUNK == 0 or n == len(jobs):
+            yield "".join(rows)
+            rows.clear()
 
 
 def _one_statement(jobs: list[NewJob]) -> bool:
@@ -156,7 +160,8 @@ class Enqueue(Connected):
             [(at, events, _)] = cur.execute(self._queries["jobs_copy_start"],
                                             self._with_clock({"jobs": len(jobs), "queues": queues})).fetchall()
             with cur.copy(self._queries["jobs_copy"]) as copy:
-                copy.write(_copy_rows(jobs, events, at.isoformat()))
+                for rows in _copy_rows(jobs, events, at.isoformat()):
+                    copy.write(rows)
         return [EnqueueResult.created(job, status=Status.QUEUED, run_at=at, at=at) for job in jobs]
 
     def _insert_one(self, job: NewJob) -> EnqueueResult:
