@@ -7,7 +7,6 @@ ending statement of every kind is planned to as well.)"""
 
 from __future__ import annotations
 
-import json
 import re
 
 from redrive.store.postgres.store import PostgresStore
@@ -18,13 +17,19 @@ def test_the_plan_of_a_batch_of_successes_searches_the_primary_key_on_a_table_of
     store = PostgresStore(pg_url)
     try:
         store.jobs_insert(jobs=[new() for _ in range(500)])
-        sql = store._queries["jobs_finish"].replace("%(items)s", "$1").replace("%(others)s", "'[]'").replace("%%", "%")
+        names = ("ids", "tokens", "ns", "dur_b", "wait_b", "dur_ms", "wait_ms", "reclaims", "results", "metas")
+        sql = store._queries["jobs_finish"].replace("%(others)s", "'[]'")
+        for n, name in enumerate(names, 1):
+            sql = sql.replace(f"%({name})s", f"${n}")
+        sql = sql.replace("%%", "%")
         with store._connection() as conn, conn.transaction():
             conn.execute("ANALYZE redrive_job")
             conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            conn.execute(f"PREPARE complete_plan (jsonb) AS {sql.strip().rstrip(';')}")
-            item = json.dumps([{"n": 0, "kind": "complete", "id": "0" * 32, "token": "0" * 32}])
-            plan = "\n".join(row["QUERY PLAN"] for row in conn.execute(f"EXPLAIN EXECUTE complete_plan('{item}')"))
+            conn.execute(f"PREPARE complete_plan (text, text, text, text, text, text, text, text, jsonb, jsonb) "
+                         f"AS {sql.strip().rstrip(';')}")
+            one = "0" * 32
+            plan = "\n".join(row["QUERY PLAN"] for row in conn.execute(
+                f"EXPLAIN EXECUTE complete_plan('{one}', '{one}', '0', '1', '', '1', '', NULL, NULL, NULL)"))
             conn.execute("DEALLOCATE complete_plan")
         deleting = plan[plan.index("Delete on redrive_job j"):plan.index("CTE done")]
         assert "redrive_job_pkey" in deleting, plan

@@ -6,7 +6,6 @@ step or edge tables."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from psycopg.rows import tuple_row
 
 from redrive.core.transitions import Completion
-from redrive.store.postgres.codecs import _finish_json
+from redrive.store.postgres.codecs import _successes
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SQLiteStore
 from redrive.testing import claim
@@ -71,7 +70,7 @@ def _pg_rows(store: PostgresStore, job: Any) -> dict[str, tuple[int, ...]]:
     sql = store._queries["jobs_finish"]
     with store._connection() as conn, conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
         before = {row[0]: row[1:] for row in cur.execute(_COUNTS, [list(TABLES)]).fetchall()}
-        cur.execute(sql, {"items": json.dumps([_finish_json(0, Completion(job.lease, None))]), "others": "[]"})
+        cur.execute(sql, {**_successes([(0, Completion(job.lease, None))]), "others": "[]"})
         after = {row[0]: row[1:] for row in cur.execute(_COUNTS, [list(TABLES)]).fetchall()}
     return {table: tuple(a - b for a, b in zip(after[table], before[table], strict=True)) for table in TABLES}
 

@@ -17,7 +17,7 @@ from redrive.core.job import Job, Lease, StageDone
 from redrive.core.progress import Progress
 from redrive.core.transitions import Completion, Finish, Finished, taken_back
 from redrive.core.workflow import WorkflowChange
-from redrive.store.postgres.codecs import _applied, _finish_json, _job, _lease_json
+from redrive.store.postgres.codecs import _applied, _finish_json, _job, _lease_json, _successes
 from redrive.store.postgres.connection import _STATUS
 from redrive.store.postgres.enqueue import Enqueue
 
@@ -43,10 +43,9 @@ class Endings(Enqueue):
         """One statement (autocommit, or ``conn``'s transaction) for a batch, each lease once."""
         if not once:
             return []
-        items = [_finish_json(n, item) for n, item in enumerate(once)]
-        rows = self._run("jobs_finish", {"items": Jsonb([i for i in items if i["kind"] == "complete"]),
-                                         "others": Jsonb([i for i in items if i["kind"] != "complete"])},
-                         rows=tuple_row, conn=conn)
+        successes = [(n, item) for n, item in enumerate(once) if type(item) is Completion]
+        others = [_finish_json(n, item) for n, item in enumerate(once) if type(item) is not Completion]
+        rows = self._run("jobs_finish", {**_successes(successes), "others": Jsonb(others)}, rows=tuple_row, conn=conn)
         # rows come in the order of the items, each with its item's place
         written = [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)
                    for n, task, queue, status, attempt, stage, dead_letter_id, escalated, by, _, _ in rows]

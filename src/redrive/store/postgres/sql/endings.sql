@@ -27,30 +27,33 @@ LIMIT %(limit)s;
 -- name: jobs_finish
 -- Every kind of ending a batch holds, in one statement (core/transitions.py):
 -- complete, fail and cancel move the job to history, retry and requeue put it
--- back on the queue; each is fenced on its lease. The successes, :items, are
--- written here; the other kinds, :others, by redrive_finish_others (migration
--- 0034: set up only when there are any, which in most batches there are not).
+-- back on the queue; each is fenced on its lease. The successes are written
+-- here; the other kinds, :others, by redrive_finish_others (migration 0034:
+-- set up only when there are any, which in most batches there are not).
 -- Each ending, and its run's wait, is added to its minute's rollup, told to
--- whoever awaits it and settles the workflow steps after it. Both are JSON
--- arrays of {n, kind, id, token, meta, result, error, delay_s, by, refund,
+-- whoever awaits it and settles the workflow steps after it.
+-- The successes come as lists in text, a field each, in one order
+-- (codecs._successes; redrive_successes, migration 0040, reads them as rows):
+-- :ids, :tokens, :ns (each one's place in the batch), :dur_b and :wait_b
+-- (its rollup's buckets), :dur_ms and :wait_ms (its run's timings),
+-- :reclaims ('t' for a reclaim's ending, or NULL for none), and :results
+-- and :metas, JSON arrays, or NULL when all are empty. :others is
+-- a JSON array of {n, kind, id, token, meta, error, delay_s, by, refund,
 -- reclaim, dur_b, wait_b}: a key left out reads as NULL, and a retry's or a
 -- failure's details are one object, ``error`` {code, message, class,
 -- retryable, stage, stage_attempts, stack, context}. The rows answered say
--- what was written, each with its item's n, its place in the batch.
+-- what was written, each with its item's n.
 WITH moved AS (
     DELETE FROM redrive_job AS j
-    USING jsonb_to_recordset(%(items)s) AS i(
-        n int, kind text, id uuid, token uuid, meta jsonb, result jsonb, reclaim boolean, dur_b int, wait_b int,
-        dur_ms int, wait_ms int)
-    -- the test on kind also tells the planner that few items pass, so that it
-    -- searches the primary key for each
-    WHERE i.kind = 'complete' AND j.id = i.id AND j.lease_token = i.token
-      AND (j.lease_expires_at > now() OR i.reclaim)
+    USING redrive_successes(%(ids)s, %(tokens)s, %(ns)s, %(dur_b)s, %(wait_b)s, %(dur_ms)s, %(wait_ms)s) AS i
+    WHERE j.id = i.id AND j.lease_token = i.token
+      AND (j.lease_expires_at > now() OR (string_to_array(%(reclaims)s, ',')::boolean[])[i.o])
     RETURNING j.id, j.task, j.queue, j.args, j.kwargs, j.priority, j.run_at, j.attempts, j.max_attempts, j.owner,
         j.last_error_code, j.last_error_message, j.created_at, j.started_at, j.stage, j.stage_attempts,
         j.checkpoint, j.manual_retry_count, j.first_failed_at, j.dependencies, j.idempotency_key, j.version,
         j.lease_owner, j.ran_by, j.implied_enqueued, j.implied_started,
-        i.n, i.result, i.meta, i.dur_b, i.wait_b, i.dur_ms, i.wait_ms
+        i.n, nullif(%(results)s::jsonb -> (i.o - 1), 'null') AS result, %(metas)s::jsonb -> (i.o - 1) AS meta,
+        i.dur_b, i.wait_b, i.dur_ms, i.wait_ms
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
