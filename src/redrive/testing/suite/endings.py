@@ -163,6 +163,21 @@ def test_a_success_writes_the_same_whether_its_batch_holds_only_successes_or_eve
     assert store.jobs_finish([Completion(alone.lease, "late"), Completion(Lease(mixed.id, uuid.uuid4()), "x")]) == []
 
 
+def test_each_success_of_a_batch_keeps_its_own_result_and_meta(store: Store) -> None:
+    # A store may send a batch's successes field by field (PostgreSQL does): each
+    # job must get its own result and meta, whichever of them are empty.
+    store.jobs_insert(jobs=[new(args=[n]) for n in range(4)])
+    jobs = sorted(claim(store, 4), key=lambda job: job.args[0])
+    told = [(None, {}), ({"a": [1, "x,y"]}, {"duration_ms": 3.5, "note": "a, b"}),
+            ("null", {"duration_ms": 4, "wait_ms": 9}), (None, {"wait_ms": 2})]
+    items = [Completion(job.lease, result, meta) for job, (result, meta) in zip(jobs, told, strict=True)]
+    assert [done.item for done in store.jobs_finish(items)] == items
+    for job, (result, meta) in zip(jobs, told, strict=True):
+        ended = store.job_get(job_id=job.id)
+        assert ended is not None and (ended.status, ended.result) == (Status.SUCCEEDED, result)
+        assert assert_history(store, job.id)[-1].meta == meta
+
+
 def _expire(store: Store, job: Job) -> list[Finished]:
     return wait_for(lambda: [done for done in store.jobs_reclaim() if done.lease.job_id == job.id], timeout=5)
 
