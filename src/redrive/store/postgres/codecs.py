@@ -200,15 +200,13 @@ def _successes(items: Sequence[tuple[int, Completion]]) -> dict[str, Any]:
     of its meta: a history row's 8 bytes instead of a JSON object's 55."""
     metas, durations, waits = [], [], []
     for _, item in items:
-        meta = item.meta
-        duration, wait = _timing(meta, "duration_ms"), _timing(meta, "wait_ms")
+        duration, wait = _timing(item.meta, "duration_ms"), _timing(item.meta, "wait_ms")
         durations.append(duration)
         waits.append(wait)
-        if duration is not None or wait is not None:
-            meta = {k: v for k, v in meta.items()
-                    if not ((k == "duration_ms" and duration is not None) or (k == "wait_ms" and wait is not None))}
-        metas.append(meta if type(meta) is dict else dict(meta))
+        apart = {key for key, value in (("duration_ms", duration), ("wait_ms", wait)) if value is not None}
+        metas.append({k: v for k, v in item.meta.items() if k not in apart})  # the caller's stays whole
     results = [item.result for _, item in items]
+    reclaims = [by_reclaim(item) for _, item in items]
     return {
         "ids": ",".join([item.lease.job_id.hex for _, item in items]),
         "tokens": ",".join([item.lease.token.hex for _, item in items]),
@@ -220,8 +218,7 @@ def _successes(items: Sequence[tuple[int, Completion]]) -> dict[str, Any]:
         "results": Jsonb(results) if any(r is not None for r in results) else None,
         "metas": Jsonb(metas) if any(metas) else None,
         # the only writes that may end an expired lease
-        "reclaims": _listed("t" if by_reclaim(item) else "f" for _, item in items)
-        if any(by_reclaim(item) for _, item in items) else None,
+        "reclaims": _listed("t" if r else "f" for r in reclaims) if any(reclaims) else None,
     }
 
 
