@@ -17,19 +17,19 @@ def test_the_plan_of_a_batch_of_successes_searches_the_primary_key_on_a_table_of
     store = PostgresStore(pg_url)
     try:
         store.jobs_insert(jobs=[new() for _ in range(500)])
-        names = ("ids", "tokens", "ns", "dur_b", "wait_b", "dur_ms", "wait_ms", "reclaims", "results", "metas")
+        names = ("ids", "tokens", "ns", "dur_ms", "wait_ms", "reclaims", "results", "metas")
         sql = store._queries["jobs_finish"].replace("%(others)s", "'[]'")
         for n, name in enumerate(names, 1):
-            sql = sql.replace(f"%({name})s", f"${n}")
+            sql = re.sub(rf"%\({name}\)[sb]", f"${n}", sql)
         sql = sql.replace("%%", "%")
         with store._connection() as conn, conn.transaction():
             conn.execute("ANALYZE redrive_job")
             conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            conn.execute(f"PREPARE complete_plan (text, text, text, text, text, text, text, text, jsonb, jsonb) "
+            conn.execute(f"PREPARE complete_plan (uuid[], uuid[], text, text, text, text, jsonb, jsonb) "
                          f"AS {sql.strip().rstrip(';')}")
-            one = "0" * 32
+            one = f"ARRAY['{'0' * 32}']::uuid[]"
             plan = "\n".join(row["QUERY PLAN"] for row in conn.execute(
-                f"EXPLAIN EXECUTE complete_plan('{one}', '{one}', '0', '1', '', '1', '', NULL, NULL, NULL)"))
+                f"EXPLAIN EXECUTE complete_plan({one}, {one}, '0', '1', '', NULL, NULL, NULL)"))
             conn.execute("DEALLOCATE complete_plan")
         deleting = plan[plan.index("Delete on redrive_job j"):plan.index("CTE done")]
         assert "redrive_job_pkey" in deleting, plan

@@ -8,8 +8,12 @@ import threading
 from collections import Counter
 from datetime import timedelta
 
+import pytest
+
 from redrive.core.rollups import MINUTES_FOR, bucket_of
+from redrive.core.states import Status
 from redrive.core.transitions import Completion
+from redrive.errors import StoreError
 from redrive.store.postgres.store import PostgresStore
 from redrive.testing import Clock, applied, claim, new
 
@@ -54,3 +58,19 @@ def test_two_workers_write_and_two_compactions_fold_at_once_without_losing_a_cou
     finally:
         for handle in handles:
             handle.close()
+
+
+def test_a_batch_whose_rollup_fails_is_not_written(pg_url: str) -> None:
+    """The endings and what they add to the rollups are one transaction: if
+    the second statement fails, the first is undone and the jobs still run."""
+    store = PostgresStore(pg_url)
+    try:
+        store.jobs_insert(jobs=[new(task="undone") for _ in range(3)])
+        jobs = claim(store, 3)
+        store._queries = {**store._queries, "rollup_add": "SELECT 1 / 0"}
+        with pytest.raises(StoreError):
+            store.jobs_finish([Completion(job.lease, None, {"duration_ms": 7}) for job in jobs])
+        assert {store.job_get(job_id=job.id).status for job in jobs} == {Status.RUNNING}
+        assert _sums(store) == Counter()
+    finally:
+        store.close()

@@ -30,22 +30,23 @@ LIMIT %(limit)s;
 -- back on the queue; each is fenced on its lease. The successes are written
 -- here; the other kinds, :others, by redrive_finish_others (migration 0034:
 -- set up only when there are any, which in most batches there are not).
--- Each ending, and its run's wait, is added to its minute's rollup, told to
--- whoever awaits it and settles the workflow steps after it.
--- The successes come as lists in text, a field each, in one order
--- (codecs._successes; redrive_successes, migration 0040, reads them as rows):
--- :ids, :tokens, :ns (each one's place in the batch), :dur_b and :wait_b
--- (its rollup's buckets), :dur_ms and :wait_ms (its run's timings),
+-- Each ending is told to whoever awaits it and settles the workflow steps
+-- after it; what the batch adds to the rollups is rollups_add, next in the
+-- same transaction.
+-- The successes come as their ids and lease tokens (arrays, in binary) and
+-- lists in text, a field each, in one order (codecs._successes;
+-- redrive_successes, migration 0041, reads them as rows): :ns (each one's
+-- place in the batch), :dur_ms and :wait_ms (its run's timings),
 -- :reclaims ('t' for a reclaim's ending, or NULL for none), and :results
 -- and :metas, JSON arrays, or NULL when all are empty. :others is
 -- a JSON array of {n, kind, id, token, meta, error, delay_s, by, refund,
--- reclaim, dur_b, wait_b}: a key left out reads as NULL, and a retry's or a
+-- reclaim}: a key left out reads as NULL, and a retry's or a
 -- failure's details are one object, ``error`` {code, message, class,
 -- retryable, stage, stage_attempts, stack, context}. The rows answered say
--- what was written, each with its item's n.
+-- what was written, each with its item's n, in no order.
 WITH moved AS (
     DELETE FROM redrive_job AS j
-    USING redrive_successes(%(ids)s, %(tokens)s, %(ns)s, %(dur_b)s, %(wait_b)s, %(dur_ms)s, %(wait_ms)s) AS i
+    USING redrive_successes(%(ids)b, %(tokens)b, %(ns)s, %(dur_ms)s, %(wait_ms)s) AS i
     WHERE j.id = i.id AND j.lease_token = i.token
       AND (j.lease_expires_at > now() OR (string_to_array(%(reclaims)s, ',')::boolean[])[i.o])
     RETURNING j.id, j.task, j.queue, j.args, j.kwargs, j.priority, j.run_at, j.attempts, j.max_attempts, j.owner,
@@ -53,7 +54,7 @@ WITH moved AS (
         j.checkpoint, j.manual_retry_count, j.first_failed_at, j.dependencies, j.idempotency_key, j.version,
         j.lease_owner, j.ran_by, j.implied_enqueued, j.implied_started,
         i.n, nullif(%(results)s::jsonb -> (i.o - 1), 'null') AS result, %(metas)s::jsonb -> (i.o - 1) AS meta,
-        i.dur_b, i.wait_b, i.dur_ms, i.wait_ms
+        i.dur_ms, i.wait_ms
 ), done AS (
     INSERT INTO redrive_job_done (id, task, queue, args, kwargs, status, priority, run_at,
         attempts, max_attempts, owner, last_error_code, last_error_message,
@@ -73,21 +74,9 @@ WITH moved AS (
 ), others AS (
     SELECT * FROM redrive_finish_others(%(others)s, now())
 ), ended AS (
-    SELECT id, queue, task, 'succeeded' AS status, 'succeeded' AS roll, dur_b, wait_b FROM moved
+    SELECT id, 'succeeded' AS status FROM moved
     UNION ALL
-    SELECT id, queue, task, status, roll, dur_b, wait_b FROM others
-), rolled AS (
-    -- core/rollups.py: each ending, and its run's wait, added to its minute's
-    -- rollup on this connection's shard (no two workers wait on one row)
-    INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
-    SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, e.queue, e.task, pg_backend_pid() %% 4,
-        v.kind, v.bucket, count(*)
-    FROM ended AS e
-    CROSS JOIN LATERAL (VALUES (e.roll, e.dur_b), ('wait', e.wait_b)) AS v(kind, bucket)
-    WHERE e.roll IS NOT NULL AND v.bucket IS NOT NULL
-    GROUP BY 1, 2, 3, 4, 5, 6
-    ORDER BY 1, 2, 3, 4, 5, 6
-    ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n
+    SELECT id, status FROM others
 ), told AS (
     -- only for jobs someone awaits (migration 0014): no NOTIFY otherwise
     SELECT pg_notify('redrive_done', e.id::text) FROM ended AS e
@@ -106,8 +95,20 @@ FROM moved
 UNION ALL
 SELECT n, task, queue, status, attempt, stage, dead_letter_id, escalated, cancelled_by,
     (SELECT count(*) FROM told), (SELECT changes FROM settled)
-FROM others
-ORDER BY 1;
+FROM others;
+
+-- name: rollup_add
+-- What a batch's endings add to their minute's rollups (core/rollups.py:
+-- rollup_tally of what jobs_finish wrote), in jobs_finish's transaction, on
+-- this connection's shard (no two workers wait on one row), row locks taken
+-- in one order. The tally comes as lists: :queues, :tasks, :kinds, :buckets, :ns.
+INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
+SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, t.queue, t.task, pg_backend_pid() %% 4,
+    t.kind, t.bucket, t.n
+FROM unnest(%(queues)s::text[], %(tasks)s::text[], %(kinds)s::text[], %(buckets)s::int[], %(ns)s::int[])
+    AS t(queue, task, kind, bucket, n)
+ORDER BY 1, 2, 3, 4, 5, 6
+ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n;
 
 -- name: stages_save
 WITH input AS (

@@ -103,8 +103,10 @@ SELECT now(), array(SELECT nextval('redrive_job_event_id_seq') FROM generate_ser
        (SELECT count(pg_notify('redrive_jobs', queue)) FROM unnest(%(queues)s::text[]) AS queue);
 
 -- name: jobs_copy
-COPY redrive_job (id, args, kwargs, implied_enqueued, task, queue, status, priority, run_at, attempts,
-                  max_attempts, owner, created_at, stage, dependencies)
+-- created_at and run_at are left to their default, the transaction's now()
+-- that jobs_copy_start answered (migration 0041).
+COPY redrive_job (id, args, kwargs, implied_enqueued, task, queue, status, priority, attempts,
+                  max_attempts, owner, stage, dependencies)
 FROM STDIN;
 
 -- name: job_insert
