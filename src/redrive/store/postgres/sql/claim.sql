@@ -31,17 +31,23 @@ WITH picked AS (
         updated_at = now()
     FROM picked
     WHERE j.id = picked.id
-    RETURNING j.*, picked.from_status
+    -- what the worker reads and the start events need, not the whole row: the
+    -- rows are kept for both readers, and a narrower one costs less to keep
+    -- (a fortieth of the claim, bench/NOTES.md). The JSON columns travel
+    -- as one value (one decode per job instead of five); what a running job
+    -- cannot have (a result, an error, an end) stays behind.
+    RETURNING j.id, j.task, j.queue, j.priority, j.run_at, j.attempts, j.max_attempts, j.owner, j.lease_token,
+        j.lease_owner, j.lease_expires_at, j.last_error_code, j.last_error_message, j.created_at, j.updated_at,
+        j.started_at, j.stage, j.manual_retry_count, j.first_failed_at, j.idempotency_key, j.version,
+        j.implied_started, picked.from_status,
+        jsonb_build_array(j.args, j.kwargs, j.stage_attempts, j.checkpoint, j.dependencies) AS payload
 ), events AS (
     {_start_events}
 )
--- _claimed reads these by position. The JSON columns travel as one value (one
--- decode per job instead of five); what a running job cannot have (a result,
--- an error, an end) stays behind.
+-- _claimed reads these by position.
 SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
        lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
-       stage, manual_retry_count, first_failed_at, idempotency_key, version,
-       jsonb_build_array(args, kwargs, stage_attempts, checkpoint, dependencies) AS payload
+       stage, manual_retry_count, first_failed_at, idempotency_key, version, payload
 FROM claimed ORDER BY priority, run_at;
 
 -- name: jobs_due_limited
