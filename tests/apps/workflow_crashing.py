@@ -1,8 +1,8 @@
 """A workflow's parent ending, in a worker that SIGKILLs itself the first
 time it writes one (REDRIVE_TEST_CRASH_AT): ``before`` the ending's
 transaction, ``inside`` it (the parent's row moved and its edges resolved,
-nothing committed: on SQLite as the edges are resolved, on PostgreSQL with
-the ending's statement run inside a transaction that is never committed),
+nothing committed: on SQLite as the edges are resolved, on PostgreSQL once
+the ending's statement ran, before its transaction commits),
 or ``after`` its commit, before the worker hears back. The drain app's
 ``record`` task is both the parent and the child."""
 
@@ -12,8 +12,6 @@ import functools
 import os
 from collections.abc import Callable
 from typing import Any
-
-from psycopg.rows import dict_row
 
 from redrive.core.transitions import Completion
 from redrive.store.postgres.store import PostgresStore
@@ -41,19 +39,16 @@ def _inside_sqlite() -> None:
 
 
 def _inside_postgres() -> None:
-    real: Callable[..., Any] = PostgresStore._run
+    real: Callable[..., Any] = PostgresStore._finish_on
 
     @functools.wraps(real)
-    def run(self: Any, name: str, params: Any = None, *, conn: Any = None, **kwargs: Any) -> Any:
-        if name != "jobs_finish" or conn is not None:
-            return real(self, name, params, conn=conn, **kwargs)
-        with self._connection() as pooled, pooled.transaction(), pooled.cursor(row_factory=dict_row) as cur:
-            cur.execute(self._queries[name], params)
-            if cur.fetchall():
-                _die()  # the statement ran (the child released in it): its transaction never commits
-        return []
+    def finish_on(self: Any, conn: Any, once: Any, params: Any) -> Any:
+        written = real(self, conn, once, params)
+        if written:
+            _die()  # the ending's statement ran (the child released in it): its transaction never commits
+        return written
 
-    PostgresStore._run = run  # type: ignore[method-assign]
+    PostgresStore._finish_on = finish_on  # type: ignore[method-assign]
 
 
 if POINT == "before":

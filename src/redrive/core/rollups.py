@@ -85,8 +85,8 @@ def ending_kind(status: str, retried: bool) -> str | None:
 def rollup_tally(written: Iterable[Finished]) -> dict[tuple[str, str, str, int], int]:
     """What the endings a store wrote add to their minute's rollups:
     (queue, task, kind, bucket) -> how many, each run's wait (the worker's
-    ``wait_ms``) counted under ``wait``. PostgreSQL's jobs_finish does the same
-    in SQL."""
+    ``wait_ms``) counted under ``wait``. Every store writes it in the
+    transaction of the endings it counts."""
     added: dict[tuple[str, str, str, int], int] = {}
     for done in written:
         kind = ending_kind(done.status.value, type(done.item) is RetryLater or _spent(done.item))
