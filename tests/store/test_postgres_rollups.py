@@ -67,7 +67,7 @@ def test_a_batch_whose_rollup_fails_is_not_written(pg_url: str) -> None:
     try:
         store.jobs_insert(jobs=[new(task="undone") for _ in range(3)])
         jobs = claim(store, 3)
-        store._queries = {**store._queries, "rollup_add": "SELECT 1 / 0"}
+        store._queries = {**store._queries, "jobs_ended": "SELECT 1 / 0"}
         with pytest.raises(StoreError):
             store.jobs_finish([Completion(job.lease, None, {"duration_ms": 7}) for job in jobs])
         assert {store.job_get(job_id=job.id).status for job in jobs} == {Status.RUNNING}

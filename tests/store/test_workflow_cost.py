@@ -13,7 +13,6 @@ import pytest
 from psycopg.rows import tuple_row
 
 from redrive.core.transitions import Completion
-from redrive.store.postgres.codecs import _successes
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SQLiteStore
 from redrive.testing import claim
@@ -64,13 +63,12 @@ _COUNTS = ("SELECT relname, seq_scan, coalesce(idx_scan, 0), n_tup_ins, n_tup_up
 
 
 def _pg_rows(store: PostgresStore, job: Any) -> dict[str, tuple[int, ...]]:
-    """The scans and rows of the ending's statement, table by table: what
-    the backend counted across it (its counts not yet reported include
-    earlier transactions', so the difference)."""
-    sql = store._queries["jobs_finish"]
+    """The scans and rows of the ending's statements, table by table: what
+    the backend counted across them, in their transaction (its counts not
+    yet reported include earlier transactions', so the difference)."""
     with store._connection() as conn, conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
         before = {row[0]: row[1:] for row in cur.execute(_COUNTS, [list(TABLES)]).fetchall()}
-        cur.execute(sql, {**_successes([(0, Completion(job.lease, None))]), "others": "[]"})
+        assert len(store._finish_batch([Completion(job.lease, None)], conn)) == 1
         after = {row[0]: row[1:] for row in cur.execute(_COUNTS, [list(TABLES)]).fetchall()}
     return {table: tuple(a - b for a, b in zip(after[table], before[table], strict=True)) for table in TABLES}
 

@@ -220,7 +220,7 @@ def _successes(items: Sequence[tuple[int, Completion]]) -> dict[str, Any]:
 
 
 def _tally(added: dict[tuple[str, str, str, int], int]) -> dict[str, list[Any]]:
-    """``rollup_add``'s parameters: a tally (core/rollups.py) as a list a field."""
+    """A tally (core/rollups.py) as ``jobs_ended`` takes it: a list a field."""
     keys = list(added)
     return {"queues": [k[0] for k in keys], "tasks": [k[1] for k in keys], "kinds": [k[2] for k in keys],
             "buckets": [k[3] for k in keys], "ns": list(added.values())}

@@ -16,6 +16,7 @@ from redrive.core.dead_letters import Revival, distinct_jobs
 from redrive.core.job import Job, Lease, StageDone
 from redrive.core.progress import Progress
 from redrive.core.rollups import rollup_tally
+from redrive.core.states import TERMINAL
 from redrive.core.transitions import Completion, Finish, Finished, taken_back
 from redrive.core.workflow import WorkflowChange
 from redrive.store.postgres.codecs import _applied, _finish_json, _job, _lease_json, _successes, _tally
@@ -42,33 +43,44 @@ class Endings(Enqueue):
 
     def _finish_batch(self, once: list[Finish], conn: Any = None) -> list[Finished]:
         """A batch, each lease once, in a transaction (``conn``'s, or one of
-        its own): one statement writes the endings, and what those it wrote
-        add to the rollups is counted here and written by a second (one
-        round trip more a batch; counted in SQL, it cost the server about
-        a sixth of the ending, bench/NOTES.md)."""
+        its own in a pipeline): ``jobs_finish`` writes the endings and answers
+        what it wrote, then ``jobs_ended`` adds their tally to the rollups
+        (counted here, as the other stores count it: counted in SQL it was a
+        fifth of the ending's work, bench/NOTES.md), tells whoever awaits them
+        and settles the workflow steps after them. The second goes out with
+        the COMMIT, so the rows workers share are never locked across a round
+        trip; the first holds only the batch's own jobs meanwhile."""
         if not once:
             return []
         successes = [(n, item) for n, item in enumerate(once) if type(item) is Completion]
         others = [_finish_json(n, item) for n, item in enumerate(once) if type(item) is not Completion]
         params = {**_successes(successes), "others": Jsonb(others)}
         if conn is not None:
-            return self._finish_on(conn, once, params)
-        with self._errors(), self._connection() as pooled, pooled.pipeline(), pooled.transaction():
-            return self._finish_on(pooled, once, params)
-
-    def _finish_on(self, conn: Any, once: list[Finish], params: dict[str, Any]) -> list[Finished]:
-        """``_finish_batch``'s statements on ``conn``, in a transaction. In a
-        pipeline, the first goes out with the BEGIN and the second with the
-        COMMIT: two round trips."""
-        with conn.cursor(row_factory=tuple_row) as cur:
-            rows = sorted(cur.execute(self._queries["jobs_finish"], self._with_clock(params)).fetchall())
-            written = [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)
-                       for n, task, queue, status, attempt, stage, dead_letter_id, escalated, by, _, _ in rows]
-            if added := rollup_tally(written):
-                cur.execute(self._queries["rollup_add"], self._with_clock(_tally(added)))
-        if rows and rows[0][-1]:  # the batch ended steps of a workflow that changed (the same on every row)
-            _tell_changes(written, rows[0][-1])
+            written, after = self._finish_on(conn, once, params)
+            followed = after.fetchall() if after is not None else []
+        else:
+            with self._errors(), self._connection() as pooled:
+                with pooled.pipeline(), pooled.transaction():
+                    written, after = self._finish_on(pooled, once, params)
+                followed = after.fetchall() if after is not None else []  # committed: its answer is in
+        if followed and followed[0][1]:  # the batch ended steps of a workflow that changed
+            _tell_changes(written, followed[0][1])
         return written
+
+    def _finish_on(self, conn: Any, once: list[Finish], params: dict[str, Any]) -> tuple[list[Finished], Any]:
+        """``_finish_batch``'s two statements on ``conn``: what the first
+        wrote, and the cursor of the second (none when there was nothing to
+        follow), whose answer is read once the transaction commits."""
+        cur = conn.cursor(row_factory=tuple_row)
+        rows = sorted(cur.execute(self._queries["jobs_finish"], self._with_clock(params)).fetchall())
+        written = [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)
+                   for n, task, queue, status, attempt, stage, dead_letter_id, escalated, by in rows]
+        added = rollup_tally(written)
+        ended = [f for f in written if f.status in TERMINAL]  # a retry is neither told nor settled
+        if not (added or ended):
+            return written, None
+        return written, cur.execute(self._queries["jobs_ended"], self._with_clock({
+            **_tally(added), "ids": [f.lease.job_id for f in ended], "statuses": [f.status.value for f in ended]}))
 
     def _finish_spawning(self, item: Completion) -> list[Finished]:
         """A success and the workflows its run spawned, in one transaction:

@@ -19,10 +19,10 @@ ALTER INDEX redrive_job_pkey SET (fillfactor = 50);
 
 -- A batch of successes, as migration 0040's redrive_successes reads it, but
 -- its ids and lease tokens as arrays in binary (sixteen bytes each, not text
--- to parse) and without the rollup's buckets: the worker adds what a batch
--- wrote to the rollups itself, in the same transaction (core/rollups.py's
--- rollup_tally, as the other stores do). Migration 0040's stays for workers
--- of the release before during an upgrade.
+-- to parse) and without the rollup's buckets: the worker counts what a batch
+-- wrote (core/rollups.py's rollup_tally, as the other stores do) and
+-- jobs_ended adds it in the same transaction. Migration 0040's stays for
+-- workers of the release before during an upgrade.
 CREATE FUNCTION redrive_successes(ids uuid[], tokens uuid[], ns text, dur_ms text, wait_ms text)
 RETURNS TABLE (id uuid, token uuid, n int, dur_ms int, wait_ms int, o int)
 LANGUAGE sql IMMUTABLE STRICT ROWS 1
@@ -31,4 +31,15 @@ AS $$
     FROM unnest(ids, tokens, string_to_array(ns, ',')::int[], string_to_array(dur_ms, ',', '')::int[],
                 string_to_array(wait_ms, ',', '')::int[])
          WITH ORDINALITY AS u(id, token, n, dur_ms, wait_ms, o)
+$$;
+
+-- What jobs_ended reads as rows: the jobs a batch ended, each with its status,
+-- as their ids (an array, in binary) and their statuses. Planned as one row,
+-- for the reason migration 0040 gives: a plan made while the workflow steps
+-- were few must still look each job's step up by its index.
+CREATE FUNCTION redrive_ended(ids uuid[], statuses text[])
+RETURNS TABLE (id uuid, status text)
+LANGUAGE sql IMMUTABLE STRICT ROWS 1
+AS $$
+    SELECT u.id, u.status FROM unnest(ids, statuses) AS u(id, status)
 $$;

@@ -30,9 +30,8 @@ LIMIT %(limit)s;
 -- back on the queue; each is fenced on its lease. The successes are written
 -- here; the other kinds, :others, by redrive_finish_others (migration 0034:
 -- set up only when there are any, which in most batches there are not).
--- Each ending is told to whoever awaits it and settles the workflow steps
--- after it; what the batch adds to the rollups is rollups_add, next in the
--- same transaction.
+-- What follows the endings (the rollups, whoever awaits them, the workflow
+-- steps after them) is jobs_ended, next in the same transaction.
 -- The successes come as their ids and lease tokens (arrays, in binary) and
 -- lists in text, a field each, in one order (codecs._successes;
 -- redrive_successes, migration 0041, reads them as rows): :ns (each one's
@@ -73,42 +72,45 @@ WITH moved AS (
     FROM moved
 ), others AS (
     SELECT * FROM redrive_finish_others(%(others)s, now())
+)
+SELECT n, task, queue, 'succeeded' AS status, attempts AS attempt, stage,
+    NULL::bigint AS dead_letter_id, false AS escalated, NULL::text AS cancelled_by
+FROM moved
+UNION ALL
+SELECT n, task, queue, status, attempt, stage, dead_letter_id, escalated, cancelled_by
+FROM others;
+
+-- name: jobs_ended
+-- What follows a batch's endings, in their transaction, once jobs_finish
+-- answered what it wrote: their tally added to the minute's rollups
+-- (core/rollups.py: rollup_tally; :queues, :tasks, :kinds, :buckets, :ns), on
+-- this connection's shard (no two workers wait on one row), its rows locked
+-- in one order; each job that ended (:ids, :statuses; not a retry) told to
+-- whoever awaits it (migration 0014: no NOTIFY otherwise), and the workflow
+-- steps among them settled (migrations 0027, 0029: a plain job is none).
+-- The rows workers share, a rollup's and a workflow's, are written only here,
+-- in the statement that goes out with the COMMIT: no lock on them waits for
+-- a round trip.
+WITH rolled AS (
+    INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
+    SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, t.queue, t.task, pg_backend_pid() %% 4,
+        t.kind, t.bucket, t.n
+    FROM unnest(%(queues)s::text[], %(tasks)s::text[], %(kinds)s::text[], %(buckets)s::int[], %(ns)s::int[])
+        AS t(queue, task, kind, bucket, n)
+    ORDER BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n
 ), ended AS (
-    SELECT id, 'succeeded' AS status FROM moved
-    UNION ALL
-    SELECT id, status FROM others
+    SELECT id, status FROM redrive_ended(%(ids)b, %(statuses)s::text[])
 ), told AS (
-    -- only for jobs someone awaits (migration 0014): no NOTIFY otherwise
     SELECT pg_notify('redrive_done', e.id::text) FROM ended AS e
-    WHERE e.status <> 'queued' AND EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = e.id)
+    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = e.id)
 ), settled AS (
-    -- the workflow steps among the jobs that ended (migrations 0027, 0029): a plain job is none
     SELECT redrive_settle(array_agg(e.id), array_agg(e.status)) AS changes FROM ended AS e
-    WHERE e.status <> 'queued' AND EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = e.id)
+    WHERE EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = e.id)
     HAVING count(*) > 0
 )
 -- (told and settled are read, or PostgreSQL would not run them: only parts that write always run)
-SELECT n, task, queue, 'succeeded' AS status, attempts AS attempt, stage,
-    NULL::bigint AS dead_letter_id, false AS escalated, NULL::text AS cancelled_by,
-    (SELECT count(*) FROM told) AS signals, (SELECT changes FROM settled) AS workflows
-FROM moved
-UNION ALL
-SELECT n, task, queue, status, attempt, stage, dead_letter_id, escalated, cancelled_by,
-    (SELECT count(*) FROM told), (SELECT changes FROM settled)
-FROM others;
-
--- name: rollup_add
--- What a batch's endings add to their minute's rollups (core/rollups.py:
--- rollup_tally of what jobs_finish wrote), in jobs_finish's transaction, on
--- this connection's shard (no two workers wait on one row), row locks taken
--- in one order. The tally comes as lists: :queues, :tasks, :kinds, :buckets, :ns.
-INSERT INTO redrive_rollup AS r (at, queue, task, shard, kind, bucket, n)
-SELECT floor(extract(epoch FROM now()))::bigint / 60 * 60, t.queue, t.task, pg_backend_pid() %% 4,
-    t.kind, t.bucket, t.n
-FROM unnest(%(queues)s::text[], %(tasks)s::text[], %(kinds)s::text[], %(buckets)s::int[], %(ns)s::int[])
-    AS t(queue, task, kind, bucket, n)
-ORDER BY 1, 2, 3, 4, 5, 6
-ON CONFLICT (at, queue, task, shard, kind, bucket) DO UPDATE SET n = r.n + excluded.n;
+SELECT (SELECT count(*) FROM told) AS signals, (SELECT changes FROM settled) AS workflows;
 
 -- name: stages_save
 WITH input AS (
