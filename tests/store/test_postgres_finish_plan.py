@@ -14,24 +14,35 @@ from redrive.testing import new
 from redrive.testing.suite.workflows import flow
 
 
+def _generic_plan(store: PostgresStore, sql: str, table: str, params: dict[str, tuple[str, str]]) -> str:
+    """The plan PostgreSQL keeps for ``sql`` once it makes it generic, on
+    ``table`` as analyzed now: ``params`` names each placeholder's type and
+    the value to explain it with, in order."""
+    for n, name in enumerate(params, 1):
+        sql = re.sub(rf"%\({name}\)[sb]", f"${n}", sql)
+    sql = sql.replace("%%", "%").strip().rstrip(";")
+    types = ", ".join(kind for kind, _ in params.values())
+    values = ", ".join(value for _, value in params.values())
+    with store._connection() as conn, conn.transaction():
+        conn.execute(f"ANALYZE {table}")
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE kept_plan ({types}) AS {sql}")
+        plan = "\n".join(row["QUERY PLAN"] for row in conn.execute(f"EXPLAIN EXECUTE kept_plan({values})"))
+        conn.execute("DEALLOCATE kept_plan")
+    return plan
+
+
+ONE_ID = f"ARRAY['{'0' * 32}']::uuid[]"
+
+
 def test_the_plan_of_a_batch_of_successes_searches_the_primary_key_on_a_table_of_hundreds(pg_url: str) -> None:
     store = PostgresStore(pg_url)
     try:
         store.jobs_insert(jobs=[new() for _ in range(500)])
-        names = ("ids", "tokens", "ns", "dur_ms", "wait_ms", "reclaims", "results", "metas")
-        sql = store._queries["jobs_finish"].replace("%(others)s", "'[]'")
-        for n, name in enumerate(names, 1):
-            sql = re.sub(rf"%\({name}\)[sb]", f"${n}", sql)
-        sql = sql.replace("%%", "%")
-        with store._connection() as conn, conn.transaction():
-            conn.execute("ANALYZE redrive_job")
-            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            conn.execute(f"PREPARE complete_plan (uuid[], uuid[], text, text, text, text, jsonb, jsonb) "
-                         f"AS {sql.strip().rstrip(';')}")
-            one = f"ARRAY['{'0' * 32}']::uuid[]"
-            plan = "\n".join(row["QUERY PLAN"] for row in conn.execute(
-                f"EXPLAIN EXECUTE complete_plan({one}, {one}, '0', '1', '', NULL, NULL, NULL)"))
-            conn.execute("DEALLOCATE complete_plan")
+        plan = _generic_plan(store, store._queries["jobs_finish"].replace("%(others)s", "'[]'"), "redrive_job", {
+            "ids": ("uuid[]", ONE_ID), "tokens": ("uuid[]", ONE_ID), "ns": ("text", "'0'"),
+            "dur_ms": ("text", "'1'"), "wait_ms": ("text", "''"), "reclaims": ("text", "NULL"),
+            "results": ("jsonb", "NULL"), "metas": ("jsonb", "NULL")})
         deleting = plan[plan.index("Delete on redrive_job j"):plan.index("CTE done")]
         assert "redrive_job_pkey" in deleting, plan
         assert not re.search(r"Seq Scan on redrive_job j\b", deleting), plan
@@ -48,20 +59,11 @@ def test_the_plan_of_what_follows_a_batch_looks_each_step_up_by_its_index(pg_url
     store = PostgresStore(pg_url)
     try:
         store.workflow_insert(workflow=flow({"part": [], "join": [("part", "succeeded")]}, fan={"part": 1000})[0])
-        names = ("queues", "tasks", "kinds", "buckets", "ns", "ids", "statuses")
-        sql = store._queries["jobs_ended"]
-        for n, name in enumerate(names, 1):
-            sql = re.sub(rf"%\({name}\)[sb]", f"${n}", sql)
-        sql = sql.replace("%%", "%")
-        with store._connection() as conn, conn.transaction():
-            conn.execute("ANALYZE redrive_step")
-            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            conn.execute(f"PREPARE ended_plan (text[], text[], text[], int[], int[], uuid[], text[]) "
-                         f"AS {sql.strip().rstrip(';')}")
-            plan = "\n".join(row["QUERY PLAN"] for row in conn.execute(
-                f"EXPLAIN EXECUTE ended_plan('{{}}', '{{}}', '{{}}', '{{}}', '{{}}', "
-                f"ARRAY['{'0' * 32}']::uuid[], ARRAY['succeeded'])"))
-            conn.execute("DEALLOCATE ended_plan")
+        none = "'{}'"
+        plan = _generic_plan(store, store._queries["jobs_ended"], "redrive_step", {
+            "queues": ("text[]", none), "tasks": ("text[]", none), "kinds": ("text[]", none),
+            "buckets": ("int[]", none), "ns": ("int[]", none), "ids": ("uuid[]", ONE_ID),
+            "statuses": ("text[]", "ARRAY['succeeded']")})
         assert not re.search(r"Seq Scan on redrive_(step|result_waiter)\b", plan), plan
         assert "redrive_step" in plan and "redrive_result_waiter" in plan, plan
     finally:

@@ -1,5 +1,6 @@
--- Three cuts in the server's work a job (bench/NOTES.md, counted in
--- instructions with callgrind, so that each was measured alone):
+-- Cuts in the server's work a job (bench/NOTES.md, counted in instructions
+-- with callgrind, so that each was measured alone), and the function that
+-- reads what follows a batch's endings:
 --
 -- A batch written by COPY (Enqueue._insert_copied) leaves out its creation
 -- and due times, which are the transaction's clock: taken from these
