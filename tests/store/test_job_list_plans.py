@@ -53,7 +53,7 @@ _DUE = ("SELECT j.id FROM redrive_job AS j WHERE j.status IN ('scheduled', 'queu
 NEEDED = {
     "redrive_job_pkey": ("job_get", {"id": uuid4()}),
     "redrive_job_done_pkey": ("job_get", {"id": uuid4()}),
-    "redrive_job_due": (_DUE, {"queues": ["default"]}),  # the claim's pick (redrive_due, migration 0026)
+    "redrive_job_due": (_DUE, {"queues": ["default"]}),  # the claim's pick (redrive_pick, migrations 0026, 0042)
     "redrive_job_waiting": ("queues_count", {"queues": ["default"], "statuses": ["queued"], "cap": 1000}),
     "redrive_job_running": ("jobs_expired", {"limit": 100}),  # each running job, its lease read in the row
     "redrive_job_done_finished_at": ("runs_ended", {"since": datetime.now(UTC), "limit": 100}),

@@ -55,7 +55,8 @@ def test_the_plan_of_what_follows_a_batch_looks_each_step_up_by_its_index(pg_url
     plan, made generic on a table of a thousand steps, must still find each
     job's step (and result waiter) through an index, not by reading the
     table for every batch (what a join on the jobs' list alone, planned as
-    a hundred rows, was)."""
+    a hundred rows, was). Whether there are any steps or waiters at all is
+    read first, once, at their newest entries: none, and nothing more is."""
     store = PostgresStore(pg_url)
     try:
         store.workflow_insert(workflow=flow({"part": [], "join": [("part", "succeeded")]}, fan={"part": 1000})[0])
@@ -66,5 +67,9 @@ def test_the_plan_of_what_follows_a_batch_looks_each_step_up_by_its_index(pg_url
             "statuses": ("text[]", "ARRAY['succeeded']")})
         assert not re.search(r"Seq Scan on redrive_(step|result_waiter)\b", plan), plan
         assert "redrive_step" in plan and "redrive_result_waiter" in plan, plan
+        # once a batch, whether any is there at all: the rest runs only if so
+        assert len(re.findall(r"One-Time Filter: \(\$\d+ IS NOT NULL\)", plan)) == 2, plan
+        for table in ("redrive_step", "redrive_result_waiter"):
+            assert f"Index Only Scan Backward using {table}_pkey" in plan, plan
     finally:
         store.close()

@@ -15,22 +15,39 @@ SELECT id, now(), from_status, 'running', attempts, jsonb_build_object('worker',
 FROM claimed
 WHERE implied_started IS NULL OR started_at < now()
 
+-- name: _lease_token
+-- A claim's lease tokens share a random prefix, drawn once for the claim
+-- (74 random bits), and end in each job's place in it (picked.n): each is
+-- unique to one claim of one job, which is what fencing asks of it. A
+-- random UUID a job was OpenSSL's generator each time: twice the work.
+lease_token = ((SELECT left(gen_random_uuid()::text, 24)) || lpad(to_hex(picked.n), 12, '0'))::uuid
+
 -- name: jobs_claim
--- redrive_due (migrations 0007, 0012, 0026) picks and locks the batch with a pinned plan.
+-- redrive_pick (migrations 0007, 0026, 0042) picks and locks the batch with a
+-- pinned plan, and says where each row is: the update finds it there (a TID
+-- scan), not through the primary key again; locked, the rows cannot move.
+-- created_at is set to itself so that PostgreSQL counts it as changed: the
+-- running index's key is otherwise unchanged by a claim, and for such an
+-- entry PostgreSQL tries a bottom-up deletion whenever its leaf page is full
+-- (a COPY batch's jobs share one created_at, so the page is all duplicates):
+-- a visit to their heap pages that cost a tenth of a job's work in the
+-- database (bench/NOTES.md). Its dead entries go with the next vacuum, or
+-- with the scan that finds them dead, as any index's do.
 WITH picked AS (
-    SELECT * FROM redrive_due(%(queues)s, %(limit)s, %(blocked)s::text[], now())
+    SELECT * FROM redrive_pick(%(queues)s, %(limit)s, %(blocked)s::text[], now()) WITH ORDINALITY AS p(id, from_status, place, n)
 ), claimed AS (
     UPDATE redrive_job AS j
     SET status = 'running',
         attempts = j.attempts + 1,
-        lease_token = gen_random_uuid(),
+        {_lease_token},
         lease_owner = %(worker_id)s,
         lease_expires_at = now() + %(lease_ttl)s,
         started_at = coalesce(j.started_at, now()),
         {_implied_start},
-        updated_at = now()
+        updated_at = now(),
+        created_at = j.created_at
     FROM picked
-    WHERE j.id = picked.id
+    WHERE j.ctid = picked.place AND j.id = picked.id
     -- what the worker reads and the start events need, not the whole row: the
     -- rows are kept for both readers, and a narrower one costs less to keep
     -- (a fortieth of the claim, bench/NOTES.md). The JSON columns travel
@@ -40,15 +57,17 @@ WITH picked AS (
         j.lease_owner, j.lease_expires_at, j.last_error_code, j.last_error_message, j.created_at, j.updated_at,
         j.started_at, j.stage, j.manual_retry_count, j.first_failed_at, j.idempotency_key, j.version,
         j.implied_started, picked.from_status,
-        jsonb_build_array(j.args, j.kwargs, j.stage_attempts, j.checkpoint, j.dependencies) AS payload
+        j.args, j.kwargs, j.stage_attempts, j.checkpoint, j.dependencies
 ), events AS (
     {_start_events}
 )
--- _claimed reads these by position.
+-- _claimed reads these by position. In the pick's order (the update goes
+-- through it row by row): the store checks it, rather than sort them here.
 SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
        lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
-       stage, manual_retry_count, first_failed_at, idempotency_key, version, payload
-FROM claimed ORDER BY priority, run_at;
+       stage, manual_retry_count, first_failed_at, idempotency_key, version,
+       args, kwargs, stage_attempts, checkpoint, dependencies
+FROM claimed;
 
 -- name: jobs_due_limited
 -- A claim with limits reads its candidates without locking them: it locks
@@ -92,8 +111,8 @@ WITH input AS (
     FROM input
 ), picked AS (
     -- in the pick's order (a nested loop over it), locking only the rows it takes
-    SELECT j.id, j.status AS from_status
-    FROM unnest((SELECT ids FROM chosen)) AS u(id)
+    SELECT j.id, j.status AS from_status, u.n
+    FROM unnest((SELECT ids FROM chosen)) WITH ORDINALITY AS u(id, n)
     CROSS JOIN LATERAL (SELECT j.id, j.status FROM redrive_job AS j
                         WHERE j.id = u.id AND j.status IN ('scheduled', 'queued')
                         FOR UPDATE SKIP LOCKED) AS j
@@ -102,12 +121,13 @@ WITH input AS (
     UPDATE redrive_job AS j
     SET status = 'running',
         attempts = j.attempts + 1,
-        lease_token = gen_random_uuid(),
+        {_lease_token},
         lease_owner = %(worker_id)s,
         lease_expires_at = now() + %(lease_ttl)s,
         started_at = coalesce(j.started_at, clock_timestamp()),  -- as its permits
         {_implied_start},
-        updated_at = now()
+        updated_at = now(),
+        created_at = j.created_at  -- as jobs_claim's, for its running index
     FROM picked
     WHERE j.id = picked.id
     RETURNING j.*, picked.from_status
@@ -125,7 +145,7 @@ WITH input AS (
 SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
        lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
        stage, manual_retry_count, first_failed_at, idempotency_key, version,
-       jsonb_build_array(args, kwargs, stage_attempts, checkpoint, dependencies) AS payload
+       args, kwargs, stage_attempts, checkpoint, dependencies
 FROM claimed ORDER BY priority, run_at;
 
 -- name: lease_lock

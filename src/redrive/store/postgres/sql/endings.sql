@@ -80,6 +80,19 @@ UNION ALL
 SELECT n, task, queue, status, attempt, stage, dead_letter_id, escalated, cancelled_by
 FROM others;
 
+-- name: _any_waiter
+-- Whether anyone awaits any job at all, read once a batch: most batches
+-- have no job awaited and none of a workflow, and then nothing is looked up
+-- for each job (an eighth of an ending's work, bench/NOTES.md). Read at
+-- the newest entry of the table's primary key (ids are UUIDv7): a scan
+-- would go through every dead row a pruning leaves before vacuum, from the
+-- first page, and so would the oldest entry.
+(SELECT job_id FROM redrive_result_waiter ORDER BY job_id DESC LIMIT 1) IS NOT NULL
+
+-- name: _any_step
+-- Whether any job is a workflow's step, read as _any_waiter.
+(SELECT job_id FROM redrive_step ORDER BY job_id DESC LIMIT 1) IS NOT NULL
+
 -- name: jobs_ended
 -- What follows a batch's endings, in their transaction, once jobs_finish
 -- answered what it wrote: their tally added to the minute's rollups
@@ -103,10 +116,10 @@ WITH rolled AS (
     SELECT id, status FROM redrive_ended(%(ids)b, %(statuses)s::text[])
 ), told AS (
     SELECT pg_notify('redrive_done', e.id::text) FROM ended AS e
-    WHERE EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = e.id)
+    WHERE {_any_waiter} AND EXISTS (SELECT 1 FROM redrive_result_waiter AS w WHERE w.job_id = e.id)
 ), settled AS (
     SELECT redrive_settle(array_agg(e.id), array_agg(e.status)) AS changes FROM ended AS e
-    WHERE EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = e.id)
+    WHERE {_any_step} AND EXISTS (SELECT 1 FROM redrive_step AS s WHERE s.job_id = e.id)
     HAVING count(*) > 0
 )
 -- (told and settled are read, or PostgreSQL would not run them: only parts that write always run)
