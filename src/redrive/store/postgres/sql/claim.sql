@@ -34,7 +34,8 @@ lease_token = ((SELECT left(gen_random_uuid()::text, 24)) || lpad(to_hex(picked.
 -- database (bench/NOTES.md). Its dead entries go with the next vacuum, or
 -- with the scan that finds them dead, as any index's do.
 WITH picked AS (
-    SELECT * FROM redrive_pick(%(queues)s, %(limit)s, %(blocked)s::text[], now()) WITH ORDINALITY AS p(id, from_status, place, n)
+    SELECT * FROM redrive_pick(%(queues)s, %(limit)s, %(blocked)s::text[], now())
+        WITH ORDINALITY AS p(id, from_status, place, n)
 ), claimed AS (
     UPDATE redrive_job AS j
     SET status = 'running',
@@ -61,8 +62,8 @@ WITH picked AS (
 ), events AS (
     {_start_events}
 )
--- _claimed reads these by position. In the pick's order (the update goes
--- through it row by row): the store checks it, rather than sort them here.
+-- _claimed reads these by position. They come in the pick's order (the
+-- update goes through it row by row), which the store sorts in one pass.
 SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
        lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
        stage, manual_retry_count, first_failed_at, idempotency_key, version,
