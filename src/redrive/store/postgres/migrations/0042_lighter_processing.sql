@@ -18,7 +18,7 @@ AS $$
     CROSS JOIN generate_series(1, cardinality(ids)) AS i
 $$;
 
--- The claim's pick (migration 0036's redrive_due, kept for the workers of
+-- The claim's pick (migration 0036's redrive_due, kept below for the workers of
 -- the previous release) answering where each row it locked is, so that the
 -- claim updates it there (a TID scan) instead of looking each job up again
 -- in the primary key: the rows stay locked, so they stay where they are.
@@ -40,4 +40,12 @@ BEGIN
     LIMIT batch
     FOR UPDATE SKIP LOCKED;
 END
+$$;
+
+-- redrive_due, for those workers, now reads redrive_pick: one pick to keep.
+CREATE OR REPLACE FUNCTION redrive_due(queues text[], batch integer, blocked text[], at timestamptz)
+RETURNS TABLE (id uuid, from_status text)
+LANGUAGE sql ROWS 1
+AS $$
+    SELECT p.id, p.from_status FROM redrive_pick(queues, batch, blocked, at) AS p
 $$;
