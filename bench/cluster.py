@@ -6,17 +6,20 @@ pg_waldump) and the CPU of its processes (from ``/proc``)."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import callgrind
 from bench.harness import BenchError
 
 # Autovacuum off: a vacuum landing inside one phase and not another is the
@@ -44,7 +47,9 @@ class Record:
 
 
 class Cluster:
-    def __init__(self) -> None:
+    def __init__(self, *, counted: bool = False) -> None:
+        """``counted``: the server runs under callgrind, its backends'
+        instructions counted (``bench/callgrind.py``); many times slower."""
         found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
         if not found or shutil.which("runuser") is None or os.geteuid() != 0:
             raise BenchError("a private PostgreSQL needs the server's binaries and root (to run them as postgres)")
@@ -55,10 +60,15 @@ class Cluster:
         self.data = self.dir / "data"
         self._as_postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
         options = " ".join(f"-c {k}={v}" for k, v in SETTINGS.items())
+        under: list[str] = []
+        self.instructions: callgrind.Counter | None = None
+        if counted:
+            under = ["-t", "600", "-p", str(callgrind.wrapper(self.dir, self._bin / "postgres"))]
+            self.instructions = callgrind.Counter(self.dir)
         for attempt in range(5):
             self.port = random.randrange(20000, 32000)
             try:
-                self._as_postgres("pg_ctl", "-D", str(self.data), "-l", str(self.dir / "log"), "-w", "-o",
+                self._as_postgres("pg_ctl", "-D", str(self.data), "-l", str(self.dir / "log"), "-w", *under, "-o",
                                   f"-p {self.port} -c listen_addresses=127.0.0.1 "
                                   f"-c unix_socket_directories={self.dir} {options}", "start")
                 return
@@ -76,7 +86,7 @@ class Cluster:
 
     def _as_postgres(self, tool: str, *args: str) -> None:
         subprocess.run(["runuser", "-u", "postgres", "--", self.tool(tool), *args],
-                       check=True, capture_output=True, timeout=300)
+                       check=True, capture_output=True, timeout=900)
 
     def log_tail(self) -> str:
         log = self.dir / "log"
@@ -91,7 +101,12 @@ class Cluster:
         only in ticks, summed once."""
         postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
         reaped = _stat(postmaster)[13:15]  # cutime, cstime
-        return sum(int(f) for f in reaped) / _TICK + sum(map(_on_cpu_s, [postmaster, *_children(postmaster)]))
+        return sum(int(f) for f in reaped) / _TICK + sum(map(_on_cpu_s, self.pids()))
+
+    def pids(self) -> list[int]:
+        """The server's live processes: the postmaster and its children."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        return [postmaster, *_children(postmaster)]
 
     def records(self, start: str, end: str) -> Iterator[Record]:
         """Every WAL record from ``start`` to ``end`` (LSNs), read with pg_waldump."""
@@ -114,8 +129,13 @@ class Cluster:
             raise BenchError(f"pg_waldump {start}..{end} failed: {failed[-300:]}")
 
     def close(self) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", self.tool("pg_ctl"), "-D", str(self.data),
-                        "-m", "immediate", "stop"], capture_output=True, timeout=60)
+        try:
+            subprocess.run(["runuser", "-u", "postgres", "--", self.tool("pg_ctl"), "-D", str(self.data),
+                            "-m", "immediate", "stop"], capture_output=True, timeout=120)
+        except subprocess.TimeoutExpired:  # under callgrind, slow to go: the processes are killed instead
+            for pid in self.pids() if (self.data / "postmaster.pid").exists() else []:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -28,7 +28,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from pathlib import Path
 import psycopg
 
 from bench import floors, sqlitecost
+from bench.activity import Sampler
 from bench.cluster import Cluster, Record
 from bench.harness import ROOT, BenchError, Workers
 from bench.systems import base
@@ -46,6 +46,8 @@ from bench.systems import base
 BATCH = 1000
 HEARTBEATS = "heartbeats of a 30 s run (3 lease extensions)"
 WATCHED = 8  # processing phases with this many workers or more also sample lock waits
+_SERVER_PROCESSES = ("checkpointer", "background writer", "walwriter", "autovacuum launcher",
+                     "logical replication launcher", "archiver", "startup")
 _INDEX_ENTRY = {"Btree/INSERT_LEAF", "Btree/INSERT_POST", "Btree/SPLIT_L", "Btree/SPLIT_R", "Btree/NEWROOT"}
 
 
@@ -66,6 +68,7 @@ class Cost:
     index_entries: int = 0
     statements: int = 0
     cpu_s: float = 0.0
+    instructions: int = 0  # the backends', counted by callgrind (``--instructions``)
     seconds: float = 0.0
     watched: bool = False  # the two below were sampled (their queries cost the server CPU: 8 workers only)
     lock_wait_s: float = 0.0  # backends waiting on a lock, summed over the phase (sampled)
@@ -107,18 +110,25 @@ class Meter:
         self._admin = psycopg.connect(f"{cluster.server}/postgres", autocommit=True)
         self._admin.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
 
-    def measure(self, database: str, jobs: int, phase: Callable[[], None], *, watch: bool = False) -> Cost:
+    def measure(self, subject: Subject, jobs: int, phase: Callable[[], None], *, watch: bool = False) -> Cost:
+        database, counter = subject.database, self.cluster.instructions
         self._admin.execute("CHECKPOINT")
         start, statements, cpu = self._lsn(), self._statements(database), self.cluster.cpu_s()
         executing = self._executing(database)
+        if counter is not None:  # each backend's count comes as it exits: none open across the phase's ends
+            subject.disconnect()
+            counter.mark(self._transient)
         began = time.perf_counter()
-        sampler = Sampler(self.cluster, database) if watch else None
+        sampler = Sampler(self.cluster, database) if watch and counter is None else None
         if sampler is None:
             phase()
         else:
             with sampler:
                 phase()
         cost = Cost(jobs, seconds=time.perf_counter() - began)
+        if counter is not None:
+            subject.disconnect()
+            cost.instructions = counter.count(self._transient)
         if sampler is not None:
             cost.watched, cost.lock_wait_s, cost.idle_in_transaction_s = True, sampler.lock_wait_s, sampler.idle_s
         cost.cpu_s = self.cluster.cpu_s() - cpu
@@ -130,6 +140,14 @@ class Meter:
         for record in self.cluster.records(start, end):
             cost.add(record, names)
         return cost
+
+    def _transient(self) -> list[int]:
+        """The server's processes that are backends of a connection (this
+        meter's own excepted): those a phase opened, until they have exited."""
+        resident = {pid for (pid,) in self._admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = ANY(%s) OR pid = pg_backend_pid()",
+            (list(_SERVER_PROCESSES),))}
+        return [pid for pid in self.cluster.pids()[1:] if pid not in resident]
 
     def vacuum(self, database: str) -> None:
         with psycopg.connect(f"{self.cluster.server}/{database}", autocommit=True) as conn:
@@ -192,42 +210,6 @@ def statement_name(query: str) -> str:
     return _NAMES.get(shape) or shape[:60]
 
 
-class Sampler:
-    """``pg_stat_activity`` of one database, read every few milliseconds on a
-    thread of its own: how long its backends waited on locks, and how long
-    they sat idle inside a transaction (a row lock held across a round trip
-    shows there)."""
-
-    INTERVAL_S = 0.002
-
-    def __init__(self, cluster: Cluster, database: str) -> None:
-        self._conn = psycopg.connect(f"{cluster.server}/postgres", autocommit=True)
-        self._database = database
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self.lock_wait_s = self.idle_s = 0.0
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._conn.close()
-
-    def _watch(self) -> None:
-        query = ("SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'), "
-                 "count(*) FILTER (WHERE state = 'idle in transaction') FROM pg_stat_activity WHERE datname = %s")
-        last = time.perf_counter()
-        while not self._stop.wait(self.INTERVAL_S):
-            waiting, idle = self._conn.execute(query, (self._database,)).fetchone()
-            now = time.perf_counter()
-            self.lock_wait_s += waiting * (now - last)
-            self.idle_s += idle * (now - last)
-            last = now
-
-
 @dataclass
 class Subject:
     """A system as the meter drives it: its database, its enqueue, its workers, its queue's table."""
@@ -239,12 +221,18 @@ class Subject:
     process: Callable[[int, int], None]  # (jobs, worker processes): until every job has ended
     close: Callable[[], None]
     heartbeats: Callable[[int], Callable[[], None]] | None = None  # (jobs) claimed: the phase that renews them
+    disconnect: Callable[[], None] = lambda: None  # closes what ``enqueue`` keeps open (reopened on next use)
 
 
 def _workers_drain(argv: Callable[[], list[str]], left: Callable[[], int]) -> Callable[[int, int], None]:
     def process(jobs: int, count: int) -> None:
         with Workers(argv(), count) as workers:
             workers.wait(jobs, budget_s=float("inf"), timeout_s=600)
+            # PgQueuer writes its last endings on a timer, and SIGTERM ends its worker without
+            # them: the stop waits for them (on a slow server, callgrind's, the timer came late)
+            deadline = time.monotonic() + 60
+            while left() and time.monotonic() < deadline:
+                time.sleep(0.1)
         if (remaining := left()) != 0:  # stopped: their last endings are written, or this says so
             raise BenchError(f"{remaining} jobs still in the queue after the workers stopped")
     return process
@@ -261,15 +249,18 @@ def redrive(profile: str, workdir: Path) -> Subject:
     system = Redrive("pg", workdir, profile=profile)
     return Subject(system.name, "bench_redrive", system.reset, system.enqueue,
                    _workers_drain(system.worker_argv, lambda: _count(system.url, "redrive_job")), system.close,
-                   system.heartbeats)
+                   system.heartbeats, system.disconnect)
 
 
 def pgqueuer() -> Subject:
+    from bench.systems import pgqueuer as pgqueuer_system
     from bench.systems.pgqueuer import PgQueuer
 
     system = PgQueuer()
+    os.environ[pgqueuer_system.AGGREGATE_S] = "0"  # the targets compare it without its later aggregation
     return Subject(system.name, "bench_pgqueuer", system.reset, system.enqueue,
-                   _workers_drain(system.worker_argv, lambda: _count(system.url, "pgqueuer")), system.close)
+                   _workers_drain(system.worker_argv, lambda: _count(system.url, "pgqueuer")), system.close,
+                   disconnect=system.close)
 
 
 def floor(cluster: Cluster, workdir: Path) -> Subject:
@@ -306,21 +297,23 @@ def floor(cluster: Cluster, workdir: Path) -> Subject:
 def run(subject: Subject, meter: Meter, jobs: int, workers: tuple[int, ...]) -> dict[str, Cost]:
     costs: dict[str, Cost] = {}
     subject.reset()
-    costs["enqueue 1000/call"] = meter.measure(subject.database, jobs, lambda: subject.enqueue(jobs, BATCH))
+    costs["enqueue 1000/call"] = meter.measure(subject, jobs, lambda: subject.enqueue(jobs, BATCH))
     for n, count in enumerate(workers):
         if n:  # the first drains what the batch phase enqueued
             subject.enqueue(jobs, BATCH)
         costs[f"processing {count} worker{'s' if count > 1 else ''}"] = meter.measure(
-            subject.database, jobs, lambda count=count: subject.process(jobs, count), watch=count >= WATCHED)
+            subject, jobs, lambda count=count: subject.process(jobs, count), watch=count >= WATCHED)
     single = max(1, jobs // 10)
     # what autovacuum does after a drain, before the next jobs come one by one: without it, where
     # each insert lands (and whether it is a page's first write since the checkpoint) followed
     # where the previous phase's updates happened to leave room
     meter.vacuum(subject.database)
-    costs["enqueue 1/call"] = meter.measure(subject.database, single, lambda: subject.enqueue(single, 1))
-    if subject.heartbeats is not None:  # what a run of 30 s adds: its leases renewed three times
+    costs["enqueue 1/call"] = meter.measure(subject, single, lambda: subject.enqueue(single, 1))
+    # what a run of 30 s adds: its leases renewed three times (not counted in instructions: the
+    # leases are claimed on a connection that stays open for the phase)
+    if subject.heartbeats is not None and meter.cluster.instructions is None:
         subject.enqueue(jobs, BATCH)
-        costs[HEARTBEATS] = meter.measure(subject.database, jobs, subject.heartbeats(jobs))
+        costs[HEARTBEATS] = meter.measure(subject, jobs, subject.heartbeats(jobs))
     return costs
 
 
@@ -329,21 +322,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs a phase (one a call: a tenth)")
     parser.add_argument("--workers", default="1,2,4,8", help="worker processes of each processing phase")
     parser.add_argument("--systems", default="redrive,redrive-minimal,pgqueuer,floor,redrive-sqlite,bare-sqlite,huey")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="runs of each PostgreSQL system, taking turns (CPU figures: their medians)")
+    parser.add_argument("--repeats", type=int,
+                        help="runs of each PostgreSQL system, taking turns (CPU figures: their medians); "
+                             "default 3, or 1 with --instructions")
+    parser.add_argument("--instructions", action="store_true",
+                        help="run the server under callgrind and count its backends' instructions "
+                             "(bench/callgrind.py): the same figure run after run, many times slower")
     parser.add_argument("--out", type=Path, help="Markdown report (default bench/results/DATE-dbcost.md)")
     args = parser.parse_args(argv)
     from bench.dbcost_report import report
 
     workers = tuple(int(w) for w in args.workers.split(","))
-    cluster = Cluster()
+    cluster = Cluster(counted=args.instructions)
     workdir = Path(tempfile.mkdtemp(prefix="redrive-dbcost-work-"))
     base.PG_SERVER = cluster.server  # every system's fresh database on the private server
     os.environ["BENCH_PG"] = cluster.server
     made = {"redrive": lambda: redrive("reliable", workdir), "redrive-minimal": lambda: redrive("minimal", workdir),
             "redrive-limits": lambda: redrive("limits", workdir), "pgqueuer": pgqueuer,
             "floor": lambda: floor(cluster, workdir)}
-    runs: list[dict[str, dict[str, Cost]]] = [{} for _ in range(max(1, args.repeats))]
+    repeats = args.repeats or (1 if args.instructions else 3)
+    runs: list[dict[str, dict[str, Cost]]] = [{} for _ in range(max(1, repeats))]
     on_sqlite: dict[str, dict[str, sqlitecost.Use]] = {}
     fsync_s = 0.0
     started = time.monotonic()

@@ -17,6 +17,10 @@ COLUMNS = (("WAL B", "wal_bytes", 0), ("records", "records", 2), ("FPI", "fpi", 
            ("locks", "locked", 2), ("index entries", "index_entries", 2), ("statements", "statements", 3))
 WHOLE = ("enqueue 1000/call", "processing 1 worker")
 PEER, FLOOR = "PgQueuer", "floor: pgbench claim-100-and-archive"
+COUNTED = ("The server ran under callgrind (`--instructions`): PG k instr is thousands of instructions a job "
+           "executed by the system's connections' backends, each from its start to its end (the server's own "
+           "processes, whose work follows the WAL's bytes, are not counted); the same from run to run. The CPU "
+           "figures beside it are callgrind's slowed times, not comparable with a normal run's.")
 T = TypeVar("T")
 
 
@@ -26,8 +30,10 @@ def whole(costs: dict[str, Cost]) -> Cost | None:
     return costs[WHOLE[0]] + costs[WHOLE[1]]
 
 
-def _row(system: str, cost: Cost) -> str:
+def _row(system: str, cost: Cost, counted: bool = False) -> str:
     cells = [f"{cost.per_job(name):,.{digits}f}" for _, name, digits in COLUMNS]
+    if counted:
+        cells.append(f"{cost.per_job('instructions') / 1000:,.1f}")
     return (f"| {system} | {' | '.join(cells)} | {cost.cpu_s / cost.jobs * 1e6:,.1f} | "
             f"{_watched(cost, cost.lock_wait_s)} | {_watched(cost, cost.idle_in_transaction_s)} | "
             f"{cost.seconds:,.1f} |")
@@ -62,6 +68,7 @@ def report(runs: list[dict[str, dict[str, Cost]]], *, jobs: int, took_s: float,
            sqlite: dict[str, dict[str, Use]] | None = None, fsync_s: float = 0.0) -> str:
     """``runs``: each a run of every system, the systems taking turns."""
     results = median_run(runs)
+    counted = any(cost.instructions for costs in results.values() for cost in costs.values())
     lines = [f"# What PostgreSQL does per job ({jobs:,} jobs a phase)", "",
              f"{platform.node() and 'This machine'}: {platform.platform()}, Python {platform.python_version()}. "
              f"A private PostgreSQL (autovacuum off, pg_stat_statements); a CHECKPOINT before each phase "
@@ -71,21 +78,23 @@ def report(runs: list[dict[str, dict[str, Cost]]], *, jobs: int, took_s: float,
              f"{len(runs)} run{'s' if len(runs) > 1 else ''} of each system, taking turns; each phase's row is "
              f"its run of median CPU. All took {took_s / 60:.1f} min.",
              ""]
-    header = ("| system | " + " | ".join(title for title, _, _ in COLUMNS)
+    if counted:
+        lines += [COUNTED, ""]
+    header = ("| system | " + " | ".join(title for title, _, _ in COLUMNS) + (" | PG k instr" if counted else "")
               + " | PG CPU µs | lock wait µs | idle in tx µs | s |")
-    rule = "|---|" + "---:|" * (len(COLUMNS) + 4)
+    rule = "|---|" + "---:|" * (len(COLUMNS) + 4 + counted)
     phases = list(dict.fromkeys(p for costs in results.values() for p in costs))
     for phase in phases:
         lines += [f"## {phase} (per job)", "", header, rule]
-        lines += [_row(system, costs[phase]) for system, costs in results.items() if phase in costs]
+        lines += [_row(system, costs[phase], counted) for system, costs in results.items() if phase in costs]
         lines.append("")
     # each system's run of median whole-job CPU (the sum of two phases' medians is no run's)
     totals = {system: _median(wholes, key=lambda c: c.cpu_s) for system in results
               if (wholes := [w for r in runs if (w := whole(r.get(system, {}))) is not None])}
     lines += ["## The whole job: batch enqueue and processing with one worker (per job)", "", header, rule]
-    lines += [_row(system, cost) for system, cost in totals.items()]
+    lines += [_row(system, cost, counted) for system, cost in totals.items()]
     lines.append("")
-    lines += _targets(totals, runs)
+    lines += _targets(totals, runs, counted)
     lines += ["## Where each system's WAL goes (the whole job, bytes per job, largest first)", ""]
     for system, cost in totals.items():
         top = cost.by_relation.most_common(10)
@@ -153,17 +162,22 @@ def _cpu_ratios(runs: list[dict[str, dict[str, Cost]]], system: str, against: st
     return [mine.cpu_s / theirs.cpu_s for mine, theirs in pairs if mine and theirs and theirs.cpu_s]
 
 
-def _targets(totals: dict[str, Cost], runs: list[dict[str, dict[str, Cost]]]) -> list[str]:
+def _targets(totals: dict[str, Cost], runs: list[dict[str, dict[str, Cost]]], counted: bool = False) -> list[str]:
     peer, floor = totals.get(PEER), totals.get(FLOOR)
     lines = ["## Against PgQueuer and the floor (the whole job; ratios within each run: the CPU's is the median "
              "of the runs' ratios, the runs' own in brackets)", "",
-             "| system | WAL ÷ PgQueuer | WAL ÷ floor | PG CPU ÷ PgQueuer | PG CPU ÷ floor |", "|---|---:|---:|---:|---:|"]
+             "| system | WAL ÷ PgQueuer | WAL ÷ floor | PG CPU ÷ PgQueuer | PG CPU ÷ floor |"
+             + (" instructions ÷ PgQueuer | instructions ÷ floor |" if counted else ""),
+             "|---|---:|---:|---:|---:|" + "---:|---:|" * counted]
     for system, cost in totals.items():
         if system in (PEER, FLOOR):
             continue
+        counts = (f" {_ratio(cost.instructions, peer.instructions) if peer else '–'} | "
+                  f"{_ratio(cost.instructions, floor.instructions) if floor else '–'} |") if counted else ""
         lines.append(f"| {system} | {_ratio(cost.wal_bytes, peer.wal_bytes) if peer else '–'} | "
                      f"{_ratio(cost.wal_bytes, floor.wal_bytes) if floor else '–'} | "
-                     f"{_cpu_cell(_cpu_ratios(runs, system, PEER))} | {_cpu_cell(_cpu_ratios(runs, system, FLOOR))} |")
+                     f"{_cpu_cell(_cpu_ratios(runs, system, PEER))} | {_cpu_cell(_cpu_ratios(runs, system, FLOOR))} |"
+                     + counts)
     lines += ["", "Targets: WAL ≤ 0.6× PgQueuer's and ≤ 2.0× the floor's; PostgreSQL's CPU ≤ 0.7× PgQueuer's.", ""]
     return lines
 

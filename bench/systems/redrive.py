@@ -155,7 +155,11 @@ class Redrive:
                         raise RuntimeError("a lease the bench holds was not extended")
         return three_heartbeats
 
-    def close(self) -> None:
+    def disconnect(self) -> None:
+        """Closes the app's connection; its next enqueue opens another."""
         if self._app is not None:
             self._app.close()
-            self._app = None
+
+    def close(self) -> None:
+        self.disconnect()
+        self._app = None
