@@ -33,10 +33,7 @@ lease_token = ((SELECT left(gen_random_uuid()::text, 24)) || lpad(to_hex(picked.
 -- a visit to their heap pages that cost a tenth of a job's work in the
 -- database (bench/NOTES.md). Its dead entries go with the next vacuum, or
 -- with the scan that finds them dead, as any index's do.
-WITH picked AS (
-    SELECT * FROM redrive_pick(%(queues)s, %(limit)s, %(blocked)s::text[], now())
-        WITH ORDINALITY AS p(id, from_status, place, n)
-), claimed AS (
+WITH claimed AS (
     UPDATE redrive_job AS j
     SET status = 'running',
         attempts = j.attempts + 1,
@@ -47,7 +44,8 @@ WITH picked AS (
         {_implied_start},
         updated_at = now(),
         created_at = j.created_at
-    FROM picked
+    FROM redrive_pick(%(queues)s, %(limit)s, %(blocked)s::text[], now())
+        WITH ORDINALITY AS picked(id, from_status, place, n)
     WHERE j.ctid = picked.place AND j.id = picked.id
     -- what the worker reads and the start events need, not the whole row: the
     -- rows are kept for both readers, and a narrower one costs less to keep
