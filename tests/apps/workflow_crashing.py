@@ -42,8 +42,8 @@ def _inside_postgres() -> None:
     real: Callable[..., Any] = PostgresStore._finish_on
 
     @functools.wraps(real)
-    def finish_on(self: Any, conn: Any, once: Any, params: Any) -> Any:
-        written = real(self, conn, once, params)
+    def finish_on(self: Any, conn: Any, *batch: Any) -> Any:
+        written = real(self, conn, *batch)
         if written:
             _die()  # the ending's statement ran (the child released in it): its transaction never commits
         return written

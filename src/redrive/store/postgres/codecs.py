@@ -103,7 +103,7 @@ def _claimed(row: tuple) -> Job:
     (id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
      lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
      stage, manual_retry_count, first_failed_at, idempotency_key, version,
-     args, kwargs, stage_attempts, checkpoint, dependencies) = row
+     args, kwargs, stage_attempts, checkpoint, dependencies, _place) = row
     return Job(
         id, task, queue, args, kwargs or {}, Status.RUNNING, priority, run_at, attempts, max_attempts,
         owner, lease_token, lease_owner, lease_expires_at, last_error_code, last_error_message,

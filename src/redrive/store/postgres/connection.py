@@ -28,6 +28,7 @@ from redrive.errors import ConfigError, SchemaOutdated, StoreError, StoreFull, S
 from redrive.store.postgres.codecs import _adapters
 from redrive.store.postgres.deadlines import Deadlines, Overran
 from redrive.store.postgres.failover import Reached, in_recovery, servers, writable
+from redrive.store.postgres.places import Places
 from redrive.store.sql import load_migrations, load_queries
 
 log = logging.getLogger("redrive.store.postgres")
@@ -188,6 +189,7 @@ class Connected:
         self._pool_size = pool_size
         self._reached = Reached(self._where)
         self._pool = self._new_pool()
+        self._places = Places()  # where the rows of the jobs this store claimed are (places.py)
         self._down: float | None = None  # when the server stopped answering, while it does not
         self._probed = 0.0  # when _revive last asked the server (monotonic)
         self._revive_lock = threading.Lock()

@@ -55,24 +55,39 @@ class Endings(Enqueue):
         successes = [(n, item) for n, item in enumerate(once) if type(item) is Completion]
         others = [_finish_json(n, item) for n, item in enumerate(once) if type(item) is not Completion]
         params = {**_successes(successes), "others": Jsonb(others)}
+        places = self._places.take(item.lease.token for _, item in successes)
+        self._places.forget(item.lease.token for item in once)  # each lease ends once, whatever its end
+        if places is not None:
+            params["places"] = places
         if conn is not None:
-            written, after = self._finish_on(conn, once, params)
+            written, after = self._finish_on(conn, once, params, successes)
             followed = after.fetchall() if after is not None else []
         else:
             with self._errors(), self._connection() as pooled:
                 with pooled.pipeline(), pooled.transaction():
-                    written, after = self._finish_on(pooled, once, params)
+                    written, after = self._finish_on(pooled, once, params, successes)
                 followed = after.fetchall() if after is not None else []  # committed: its answer is in
         if followed and followed[0][1]:  # the batch ended steps of a workflow that changed
             _tell_changes(written, followed[0][1])
         return written
 
-    def _finish_on(self, conn: Any, once: list[Finish], params: dict[str, Any]) -> tuple[list[Finished], Any]:
+    def _finish_on(self, conn: Any, once: list[Finish], params: dict[str, Any],
+                   successes: list[tuple[int, Completion]]) -> tuple[list[Finished], Any]:
         """``_finish_batch``'s two statements on ``conn``: what the first
         wrote, and the cursor of the second (none when there was nothing to
-        follow), whose answer is read once the transaction commits."""
+        follow), whose answer is read once the transaction commits. With the
+        successes' places, the first finds their rows there; those not found
+        (a row that moved since, or a lease lost) are looked for by id too."""
         cur = conn.cursor(row_factory=tuple_row)
-        rows = sorted(cur.execute(self._queries["jobs_finish"], self._with_clock(params)).fetchall())
+        placed = "places" in params
+        rows = cur.execute(self._queries["jobs_finish_at" if placed else "jobs_finish"],
+                           self._with_clock(params)).fetchall()
+        if placed and len(rows) < len(once):
+            found = {row[0] for row in rows}
+            if missed := [(n, item) for n, item in successes if n not in found]:
+                rows += cur.execute(self._queries["jobs_finish"], self._with_clock(
+                    {**_successes(missed), "others": Jsonb([])})).fetchall()
+        rows.sort()
         written = [Finished(once[n], task, queue, _STATUS[status], attempt, stage, dead_letter_id, escalated, by)
                    for n, task, queue, status, attempt, stage, dead_letter_id, escalated, by in rows]
         added = rollup_tally(written)

@@ -50,6 +50,7 @@ class Work(Endings):
     def _runnable(self, rows: Sequence[tuple]) -> list[Job]:
         """The claimed jobs that can run; the others fail alone (``set_aside``)."""
         jobs = [_claimed(row) for row in rows]
+        self._places.keep((row[8], row[26]) for row in rows)  # lease token, ctid (places.py)
         # jsonb cannot hold NUL or a lone surrogate: only the time can be wrong
         aside = [set_aside(job.lease, problem) for job in jobs
                  if (problem := checks.stored_problem(job.run_at, "", None))]
@@ -93,7 +94,12 @@ class Work(Endings):
     def leases_extend(self, *, leases: Sequence[Lease], lease_ttl: timedelta) -> set[Lease]:
         if not leases:
             return set()
-        return _applied(self._run("leases_extend", {**_leases(leases), "lease_ttl": lease_ttl}))
+        rows = self._run("leases_extend", {**_leases(leases), "lease_ttl": lease_ttl})
+        # an extension writes a new version of the row (a HOT update: on the same page, elsewhere on it)
+        self._places.keep((row["lease_token"], row["ctid"]) for row in rows)
+        held = _applied(rows)
+        self._places.forget(lease.token for lease in leases if lease not in held)
+        return held
 
     def lease_check(self, *, lease: Lease, conn: Any = None) -> bool:
         params = {"id": lease.job_id, "token": lease.token}

@@ -56,7 +56,7 @@ WITH claimed AS (
         j.lease_owner, j.lease_expires_at, j.last_error_code, j.last_error_message, j.created_at, j.updated_at,
         j.started_at, j.stage, j.manual_retry_count, j.first_failed_at, j.idempotency_key, j.version,
         j.implied_started, picked.from_status,
-        j.args, j.kwargs, j.stage_attempts, j.checkpoint, j.dependencies
+        j.args, j.kwargs, j.stage_attempts, j.checkpoint, j.dependencies, j.ctid AS place
 ), events AS (
     {_start_events}
 )
@@ -65,7 +65,7 @@ WITH claimed AS (
 SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
        lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
        stage, manual_retry_count, first_failed_at, idempotency_key, version,
-       args, kwargs, stage_attempts, checkpoint, dependencies
+       args, kwargs, stage_attempts, checkpoint, dependencies, place
 FROM claimed;
 
 -- name: jobs_due_limited
@@ -129,7 +129,7 @@ WITH input AS (
         created_at = j.created_at  -- as jobs_claim's, for its running index
     FROM picked
     WHERE j.id = picked.id
-    RETURNING j.*, picked.from_status
+    RETURNING j.*, j.ctid AS place, picked.from_status
 ), events AS (
     {_start_events}
 ), permits AS (
@@ -144,7 +144,7 @@ WITH input AS (
 SELECT id, task, queue, priority, run_at, attempts, max_attempts, owner, lease_token, lease_owner,
        lease_expires_at, last_error_code, last_error_message, created_at, updated_at, started_at,
        stage, manual_retry_count, first_failed_at, idempotency_key, version,
-       args, kwargs, stage_attempts, checkpoint, dependencies
+       args, kwargs, stage_attempts, checkpoint, dependencies, place
 FROM claimed ORDER BY priority, run_at;
 
 -- name: lease_lock
@@ -155,4 +155,4 @@ UPDATE redrive_job AS j
 SET lease_expires_at = now() + %(lease_ttl)s
 FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS l(id, token)
 WHERE j.id = l.id AND j.lease_token = l.token AND j.lease_expires_at > now()
-RETURNING j.id, j.lease_token;
+RETURNING j.id, j.lease_token, j.ctid;  -- where the row now is (places.py)
