@@ -32,11 +32,14 @@ from bench.harness import BenchError
 _TOTAL = re.compile(r"^(?:totals|summary):\s*(\d+)", re.MULTILINE)
 
 
+def require() -> None:
+    if shutil.which("valgrind") is None:
+        raise BenchError("counting instructions needs valgrind (Debian's valgrind package)")
+
+
 def wrapper(directory: Path, postgres: Path) -> Path:
     """A script that pg_ctl starts in place of ``postgres`` (``pg_ctl -p``):
     the server under callgrind, each process's count in ``directory``."""
-    if shutil.which("valgrind") is None:
-        raise BenchError("counting instructions needs valgrind (Debian's valgrind package)")
     (directory / "callgrind").mkdir()
     shutil.chown(directory / "callgrind", "postgres", "postgres")
     script = directory / "postgres-under-callgrind"

@@ -53,6 +53,8 @@ class Cluster:
         found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
         if not found or shutil.which("runuser") is None or os.geteuid() != 0:
             raise BenchError("a private PostgreSQL needs the server's binaries and root (to run them as postgres)")
+        if counted:
+            callgrind.require()
         self._bin = Path(found[-1]).parent
         self.dir = Path(tempfile.mkdtemp(prefix="redrive-dbcost-"))
         os.chmod(self.dir, 0o755)

@@ -7,7 +7,10 @@ full image, in every phase alike) and is read back from the WAL between two
 LSNs with pg_waldump: bytes, records, full-page images, commits, heap rows
 inserted, updated (HOT or not), deleted and locked, index entries, each
 table's and index's share; the statements from pg_stat_statements; and the
-server's CPU from ``/proc`` (its processes', and those that exited).
+server's CPU from ``/proc`` (its processes', and those that exited). With
+``--instructions`` the server runs under callgrind and each phase also
+counts the instructions its connections' backends executed
+(``bench/callgrind.py``): a figure that does not move with the hour.
 
 Phases: enqueue in batches of 1,000; enqueue one a call; processing a
 backlog with 1, 2 and 4 worker processes (each timed from the workers'
