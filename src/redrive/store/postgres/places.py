@@ -11,6 +11,7 @@ job claimed by another process is ended by id."""
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Iterable
 from uuid import UUID
@@ -52,9 +53,12 @@ class Places:
         return len(self._at)
 
 
+_TID = struct.Struct(">IH")  # a ctid in binary: the block's four bytes and the offset's two, big-endian
+_FORMAT = "({},{})".format
+
+
 def _text(place: bytes | str) -> str:
-    """A ctid as PostgreSQL writes it: "(block,offset)". In binary it is the
-    block's four bytes and the offset's two, big-endian."""
+    """A ctid as PostgreSQL writes it: "(block,offset)"."""
     if isinstance(place, str):
         return place
-    return f"({int.from_bytes(place[:4], 'big')},{int.from_bytes(place[4:6], 'big')})"
+    return _FORMAT(*_TID.unpack(place))
