@@ -297,7 +297,9 @@ def floor(cluster: Cluster, workdir: Path) -> Subject:
     return Subject("floor: pgbench claim-100-and-archive", "bench_floor", reset, enqueue, process, lambda: None)
 
 
-def run(subject: Subject, meter: Meter, jobs: int, workers: tuple[int, ...]) -> dict[str, Cost]:
+def run(subject: Subject, meter: Meter, jobs: int, workers: tuple[int, ...], *, whole_only: bool = False,
+        ) -> dict[str, Cost]:
+    """Every phase; ``whole_only``: the whole job's two (batch enqueue, processing)."""
     costs: dict[str, Cost] = {}
     subject.reset()
     costs["enqueue 1000/call"] = meter.measure(subject, jobs, lambda: subject.enqueue(jobs, BATCH))
@@ -306,6 +308,8 @@ def run(subject: Subject, meter: Meter, jobs: int, workers: tuple[int, ...]) -> 
             subject.enqueue(jobs, BATCH)
         costs[f"processing {count} worker{'s' if count > 1 else ''}"] = meter.measure(
             subject, jobs, lambda count=count: subject.process(jobs, count), watch=count >= WATCHED)
+    if whole_only:
+        return costs
     single = max(1, jobs // 10)
     # what autovacuum does after a drain, before the next jobs come one by one: without it, where
     # each insert lands (and whether it is a page's first write since the checkpoint) followed
