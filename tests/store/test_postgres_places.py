@@ -24,11 +24,9 @@ def store(pg_url: str):
     opened.close()
 
 
-def _by_id_only(store: PostgresStore, monkeypatch) -> list[int]:
-    """Counts each ending by id (``jobs_finish``) the store makes from now on."""
+def _endings_by_id(store: PostgresStore, monkeypatch) -> list[int]:
+    """A list that gains an item at each ending by id (``jobs_finish``) the store makes from now on."""
     calls: list[int] = []
-    by_id = store._queries["jobs_finish"]
-    queries = {**store._queries, "jobs_finish": by_id}
 
     class Counting(dict):
         def __getitem__(self, name: str) -> str:
@@ -36,7 +34,7 @@ def _by_id_only(store: PostgresStore, monkeypatch) -> list[int]:
                 calls.append(1)
             return super().__getitem__(name)
 
-    monkeypatch.setattr(store, "_queries", Counting(queries))
+    monkeypatch.setattr(store, "_queries", Counting(store._queries))
     return calls
 
 
@@ -49,7 +47,7 @@ def test_a_batch_this_store_claimed_ends_where_its_rows_are(store, pg_url, monke
     store.jobs_insert(jobs=[new() for _ in range(5)])
     jobs = claim(store, 5)
     assert len(store._places) == 5
-    by_id = _by_id_only(store, monkeypatch)
+    by_id = _endings_by_id(store, monkeypatch)
     written = store.jobs_finish([Completion(job.lease, {"n": n}, {"duration_ms": 3}) for n, job in enumerate(jobs)])
     assert applied(written) == {job.lease for job in jobs}
     assert by_id == [], "each row was found where the claim left it"
@@ -66,7 +64,7 @@ def test_a_heartbeat_keeps_where_the_row_went(store, pg_url, monkeypatch) -> Non
     with psycopg.connect(pg_url) as conn:
         (now_at,) = conn.execute("SELECT ctid::text FROM redrive_job WHERE id = %s", (job.id,)).fetchone()
     assert moved_to == now_at and now_at != _text(claimed_at)
-    by_id = _by_id_only(store, monkeypatch)
+    by_id = _endings_by_id(store, monkeypatch)
     assert applied(store.jobs_finish([Completion(job.lease, None)])) == {job.lease}
     assert by_id == [] and _history(pg_url) == {job.id: 1}
 
@@ -76,7 +74,7 @@ def test_a_row_that_moved_since_is_ended_by_id_once(store, pg_url, monkeypatch) 
     jobs = claim(store, 3)
     with psycopg.connect(pg_url) as conn:  # any update writes the row's new version elsewhere
         conn.execute("UPDATE redrive_job SET updated_at = now() WHERE id = %s", (jobs[1].id,))
-    by_id = _by_id_only(store, monkeypatch)
+    by_id = _endings_by_id(store, monkeypatch)
     finish = [Completion(jobs[0].lease, None), FailNow(jobs[1].lease, "AUTH_DENIED", "no"),
               Completion(jobs[2].lease, None)]
     written = store.jobs_finish(finish)
